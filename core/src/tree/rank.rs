@@ -42,7 +42,7 @@ impl From<u32> for Rank {
 /// empty set allocates nothing. Iteration is always in ascending rank order, never hash order.
 /// The text form is a range list such as `2,7:9` (`a:b` is the inclusive range `a..=b`; a colon,
 /// not a dash, as in PRRTE's `rml_base_dead_dmns`).
-#[derive(Clone, Default, PartialEq, Eq, Hash)]
+#[derive(Clone, Default)]
 pub struct RankSet {
     words: Vec<u64>,
     len: u32,
@@ -251,6 +251,34 @@ pub enum RankSetParseError {
     },
 }
 
+impl RankSet {
+    /// The words up to the last non-zero one: the canonical content, whatever the history of
+    /// inserts and removes.
+    fn significant_words(&self) -> &[u64] {
+        let end = self
+            .words
+            .iter()
+            .rposition(|&w| w != 0)
+            .map_or(0, |i| i + 1);
+        &self.words[..end]
+    }
+}
+
+impl PartialEq for RankSet {
+    /// Set equality: two sets with the same members are equal however they were built.
+    fn eq(&self, other: &Self) -> bool {
+        self.len == other.len && self.significant_words() == other.significant_words()
+    }
+}
+
+impl Eq for RankSet {}
+
+impl std::hash::Hash for RankSet {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.significant_words().hash(state);
+    }
+}
+
 impl FromStr for RankSet {
     type Err = RankSetParseError;
 
@@ -427,6 +455,24 @@ mod tests {
         assert_eq!(s.len(), 131);
         assert_eq!(s.to_string(), "0:130");
         assert_eq!(s.insert_range(Rank(5), Rank(4)), 0);
+    }
+
+    #[test]
+    fn equality_ignores_history() {
+        let mut a = set(&[5, 200]);
+        a.remove(Rank(200));
+        assert_eq!(a, set(&[5]));
+        let mut b = set(&[1000]);
+        b.clear();
+        assert_eq!(b, RankSet::new());
+        let h = |s: &RankSet| {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            s.hash(&mut h);
+            h.finish()
+        };
+        assert_eq!(h(&a), h(&set(&[5])));
+        assert_ne!(a, set(&[6]));
     }
 
     #[test]

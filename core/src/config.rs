@@ -1,0 +1,151 @@
+//! Validated node configuration.
+
+use crate::time::Duration;
+use crate::tree::{Layout, LayoutError, Rank, RankSet};
+use crate::wire::{Limits, HEADER_LEN};
+
+/// Smallest accepted `max_frame`.
+pub const MIN_FRAME: u32 = 256;
+/// Largest accepted `max_frame` (256 MiB).
+pub const MAX_FRAME: u32 = 256 << 20;
+
+/// Everything a [`Node`](crate::Node) needs besides its rank, seed and the current time.
+///
+/// Build with [`Config::new`] and adjust fields; [`Node::new`](crate::Node::new) validates it and
+/// refuses an invalid one with a [`ConfigError`] (never a panic).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Config {
+    /// Number of rank positions, holes included.
+    pub span: u32,
+    /// Tree radix (2..=1024).
+    pub radix: u32,
+    /// Ranks already departed (holes), e.g. from a joiner's [`Snapshot`](crate::tree::Snapshot).
+    pub dead: RankSet,
+    /// Largest frame accepted or sent, header included. Checked before any allocation.
+    pub max_frame: u32,
+    /// Largest element count of any list inside a frame.
+    pub max_list: u32,
+    /// Bound on transmits queued between two drains; past it, transmits are dropped and counted.
+    pub max_transmits: usize,
+    /// Bound on events queued between two drains; past it, events are dropped and counted.
+    pub max_events: usize,
+    /// How long a flood id is remembered for duplicate suppression.
+    pub flood_linger: Duration,
+    /// Bound on remembered flood ids; the oldest is forgotten first.
+    pub max_floods: usize,
+}
+
+impl Config {
+    /// A configuration with defaults for everything but the tree shape.
+    pub fn new(span: u32, radix: u32) -> Self {
+        Self {
+            span,
+            radix,
+            dead: RankSet::new(),
+            max_frame: 1 << 20,
+            max_list: 1 << 16,
+            max_transmits: 1 << 16,
+            max_events: 1 << 16,
+            flood_linger: Duration::from_secs(10),
+            max_floods: 1024,
+        }
+    }
+
+    /// Checks every field; returns the tree layout on success.
+    pub fn validate(&self) -> Result<Layout, ConfigError> {
+        let layout = Layout::new(self.span, self.radix)?;
+        if let Some(r) = self.dead.max().filter(|&r| !layout.contains(r)) {
+            return Err(ConfigError::DeadOutOfRange {
+                rank: r,
+                span: self.span,
+            });
+        }
+        if !(MIN_FRAME..=MAX_FRAME).contains(&self.max_frame) {
+            return Err(ConfigError::MaxFrame(self.max_frame));
+        }
+        for (name, v) in [
+            ("max_list", self.max_list as usize),
+            ("max_transmits", self.max_transmits),
+            ("max_events", self.max_events),
+            ("max_floods", self.max_floods),
+        ] {
+            if v == 0 {
+                return Err(ConfigError::Zero(name));
+            }
+        }
+        debug_assert!(MIN_FRAME as usize > HEADER_LEN);
+        Ok(layout)
+    }
+
+    /// The decoding limits this configuration implies.
+    pub fn limits(&self) -> Limits {
+        Limits {
+            max_frame: self.max_frame,
+            max_list: self.max_list,
+        }
+    }
+}
+
+/// Why a configuration (or the rank given with it) was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// Span or radix out of range.
+    #[error("invalid tree shape: {0}")]
+    Layout(#[from] LayoutError),
+    /// A dead rank at or above the span.
+    #[error("dead rank {rank} is outside the span {span}")]
+    DeadOutOfRange {
+        /// The rank.
+        rank: Rank,
+        /// The span.
+        span: u32,
+    },
+    /// `max_frame` outside `MIN_FRAME..=MAX_FRAME`.
+    #[error("max_frame {0} is out of range (256..=268435456)")]
+    MaxFrame(u32),
+    /// A bound that must be positive is zero.
+    #[error("{0} must be positive")]
+    Zero(&'static str),
+    /// The node's own rank is outside the span.
+    #[error("rank {rank} is outside the span {span}")]
+    MeOutOfRange {
+        /// The rank.
+        rank: Rank,
+        /// The span.
+        span: u32,
+    },
+    /// The node's own rank is in the dead set (a departed rank never comes back).
+    #[error("rank {0} is listed as dead")]
+    MeDead(Rank),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn invalid_configs_are_errors() {
+        assert!(Config::new(10, 2).validate().is_ok());
+        assert!(matches!(
+            Config::new(10, 1).validate(),
+            Err(ConfigError::Layout(_))
+        ));
+        assert!(matches!(
+            Config::new(0, 2).validate(),
+            Err(ConfigError::Layout(_))
+        ));
+        let mut c = Config::new(10, 2);
+        c.dead.insert(Rank(10));
+        assert!(matches!(
+            c.validate(),
+            Err(ConfigError::DeadOutOfRange { .. })
+        ));
+        let mut c = Config::new(10, 2);
+        c.max_frame = 10;
+        assert_eq!(c.validate(), Err(ConfigError::MaxFrame(10)));
+        let mut c = Config::new(10, 2);
+        c.max_transmits = 0;
+        assert_eq!(c.validate(), Err(ConfigError::Zero("max_transmits")));
+    }
+}

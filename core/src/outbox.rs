@@ -1,0 +1,74 @@
+//! The node's single bounded outbox of transmits and application events.
+
+use std::collections::VecDeque;
+
+use bytes::Bytes;
+
+use crate::event::Event;
+use crate::tree::Rank;
+
+/// Traffic class: adapters carry control frames on a channel bulk data cannot starve (a
+/// separate connection, QUIC stream or queue pair).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Class {
+    /// Heartbeats, membership, failure notices, ACKs: small and latency-critical.
+    Control,
+    /// Application payloads.
+    Data,
+}
+
+/// One frame for the adapter to send.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Transmit {
+    /// Destination rank (a tree neighbour or a lateral peer); never a rank known dead.
+    pub to: Rank,
+    /// Which channel to use.
+    pub class: Class,
+    /// A whole frame, envelope included.
+    pub frame: Bytes,
+}
+
+/// Bounded FIFO queues; pushing past a bound drops and reports `false` so the caller counts it.
+#[derive(Debug, Default)]
+pub(crate) struct Outbox {
+    transmits: VecDeque<Transmit>,
+    events: VecDeque<Event>,
+}
+
+impl Outbox {
+    pub(crate) fn push_transmit(&mut self, t: Transmit, cap: usize) -> bool {
+        if self.transmits.len() >= cap {
+            return false;
+        }
+        self.transmits.push_back(t);
+        true
+    }
+
+    pub(crate) fn push_event(&mut self, e: Event, cap: usize) -> bool {
+        if self.events.len() >= cap {
+            return false;
+        }
+        self.events.push_back(e);
+        true
+    }
+
+    pub(crate) fn pop_transmit(&mut self) -> Option<Transmit> {
+        let t = self.transmits.pop_front();
+        if self.transmits.is_empty() && self.transmits.capacity() > 64 {
+            self.transmits = VecDeque::new();
+        }
+        t
+    }
+
+    pub(crate) fn pop_event(&mut self) -> Option<Event> {
+        let e = self.events.pop_front();
+        if self.events.is_empty() && self.events.capacity() > 64 {
+            self.events = VecDeque::new();
+        }
+        e
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.transmits.is_empty() && self.events.is_empty()
+    }
+}

@@ -1,0 +1,37 @@
+//! Counters: every dropped input and every bound hit is counted here, never silent.
+
+/// Per-node counters. Monotonic; read with [`Node::stats`](crate::Node::stats).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Stats {
+    /// Frames accepted by `handle_frame` (decoded and dispatched).
+    pub frames_in: u64,
+    /// Frames queued for transmission.
+    pub frames_out: u64,
+    /// Dropped input: the envelope's kind byte names no message.
+    pub dropped_unknown_kind: u64,
+    /// Dropped input: the sender is a rank known dead (a stale incarnation or a late frame).
+    pub dropped_stale_sender: u64,
+    /// Dropped input: the sender is outside the span.
+    pub dropped_unknown_peer: u64,
+    /// Dropped input: the frame failed to decode (truncated, trailing bytes, bad field, version).
+    pub dropped_decode_error: u64,
+    /// Dropped input: the frame or a nested length is over its configured limit.
+    pub dropped_over_limit: u64,
+    /// Dropped output: the transmit queue was at `max_transmits`.
+    pub dropped_outbox_full: u64,
+    /// Dropped output: the event queue was at `max_events`.
+    pub dropped_events_full: u64,
+    /// Suppressed output: a frame addressed to a rank known dead (never dialled).
+    pub suppressed_to_dead: u64,
+    /// Timer expiries whose generation token was stale (no-ops).
+    pub stale_timers: u64,
+    /// `handle_timeout` calls with nothing due (no-ops).
+    pub spurious_timeouts: u64,
+    /// Link-down reports for non-tree (lateral) peers: never a tree repair.
+    pub lateral_link_downs: u64,
+    /// Flood frames for an id already delivered.
+    pub flood_duplicates: u64,
+    /// Flood ids forgotten early because `max_floods` was reached.
+    pub flood_forgotten: u64,
+}

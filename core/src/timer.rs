@@ -1,0 +1,118 @@
+//! One timer structure for the whole node, keyed by `(deadline, key)` with generation tokens.
+
+use std::collections::BTreeMap;
+
+use crate::time::Instant;
+
+/// Which sub-machine a deadline belongs to (the "reason" half of [`Node::poll_timeout`]).
+///
+/// [`Node::poll_timeout`]: crate::Node::poll_timeout
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
+pub enum TimerReason {
+    /// The flood test protocol's dedupe sweep.
+    Flood,
+}
+
+/// A timer's identity: at most one deadline per key is armed at a time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
+pub enum TimerKey {
+    /// Forget flood ids whose linger time has passed.
+    FloodSweep,
+}
+
+impl TimerKey {
+    /// The owning machine.
+    pub fn reason(self) -> TimerReason {
+        match self {
+            Self::FloodSweep => TimerReason::Flood,
+        }
+    }
+}
+
+/// The generation a timer was armed with. A machine that keeps the token can tell a current
+/// expiry from a stale one (re-armed or cancelled since): stale expiries are no-ops.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct TimerToken(u64);
+
+/// Deadlines ordered by `(deadline, key)`; re-arming or cancelling a key is O(log n).
+#[derive(Debug)]
+pub(crate) struct Timers<K = TimerKey> {
+    queue: BTreeMap<(Instant, K), TimerToken>,
+    by_key: BTreeMap<K, (Instant, TimerToken)>,
+    next_gen: u64,
+}
+
+impl<K> Default for Timers<K> {
+    fn default() -> Self {
+        Self {
+            queue: BTreeMap::new(),
+            by_key: BTreeMap::new(),
+            next_gen: 0,
+        }
+    }
+}
+
+impl<K: Ord + Copy> Timers<K> {
+    /// Arms `key` at `at`, replacing any earlier deadline for it.
+    pub(crate) fn set(&mut self, key: K, at: Instant) -> TimerToken {
+        self.cancel(key);
+        self.next_gen += 1;
+        let token = TimerToken(self.next_gen);
+        self.queue.insert((at, key), token);
+        self.by_key.insert(key, (at, token));
+        token
+    }
+
+    /// Disarms `key`; returns whether it was armed.
+    pub(crate) fn cancel(&mut self, key: K) -> bool {
+        match self.by_key.remove(&key) {
+            Some((at, _)) => self.queue.remove(&(at, key)).is_some(),
+            None => false,
+        }
+    }
+
+    /// The earliest deadline and its key.
+    pub(crate) fn next(&self) -> Option<(Instant, K)> {
+        self.queue.keys().next().copied()
+    }
+
+    /// Removes and returns one timer due at `now`, earliest first.
+    pub(crate) fn pop_due(&mut self, now: Instant) -> Option<(K, TimerToken)> {
+        let (&(at, key), _) = self.queue.iter().next()?;
+        if at > now {
+            return None;
+        }
+        let token = self.queue.remove(&(at, key))?;
+        self.by_key.remove(&key);
+        Some((key, token))
+    }
+
+    /// Number of armed timers.
+    pub(crate) fn len(&self) -> usize {
+        self.by_key.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rearm_cancel_and_order() {
+        let mut t: Timers<u32> = Timers::default();
+        let a = t.set(1, Instant::from_nanos(50));
+        t.set(2, Instant::from_nanos(20));
+        let b = t.set(1, Instant::from_nanos(10));
+        assert_ne!(a, b);
+        assert_eq!(t.len(), 2);
+        assert_eq!(t.next(), Some((Instant::from_nanos(10), 1)));
+        assert_eq!(t.pop_due(Instant::from_nanos(5)), None);
+        assert_eq!(t.pop_due(Instant::from_nanos(100)), Some((1, b)));
+        assert!(t.cancel(2));
+        assert!(!t.cancel(2));
+        assert_eq!(t.pop_due(Instant::MAX), None);
+        assert_eq!(t.len(), 0);
+    }
+}
