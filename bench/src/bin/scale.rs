@@ -1,1 +1,60 @@
-fn main() {}
+//! `scale`: Lifeline's scale experiments, one subcommand per module of `lifeline_bench`.
+//!
+//! Each subcommand prints a human-readable summary line and, last, one JSON line. Bad arguments
+//! print the error and the usage to stderr and exit with status 2.
+
+use std::process::ExitCode;
+
+use lifeline_bench::{repair, CliError};
+
+/// A subcommand: its name, one-line summary, usage text and entry point.
+struct Command {
+    name: &'static str,
+    about: &'static str,
+    usage: &'static str,
+    run: fn(&[String]) -> Result<(), CliError>,
+}
+
+/// Adding `flood` or `xcast` is one module in `lifeline_bench` and one entry here.
+const COMMANDS: &[Command] = &[Command {
+    name: "repair",
+    about: "batched vs one-death-at-a-time repair of a failed subtree",
+    usage: repair::USAGE,
+    run: repair::cli,
+}];
+
+fn top_usage() -> String {
+    let mut s =
+        String::from("usage: scale <command> [flags]   (scale <command> --help)\n\ncommands:\n");
+    for c in COMMANDS {
+        s.push_str(&format!("  {:<8} {}\n", c.name, c.about));
+    }
+    s
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let Some(first) = args.first() else {
+        eprintln!("error: no command given\n\n{}", top_usage());
+        return ExitCode::from(2);
+    };
+    if first == "-h" || first == "--help" || first == "help" {
+        print!("{}", top_usage());
+        return ExitCode::SUCCESS;
+    }
+    let Some(cmd) = COMMANDS.iter().find(|c| c.name == first) else {
+        eprintln!("error: unknown command {first:?}\n\n{}", top_usage());
+        return ExitCode::from(2);
+    };
+    match (cmd.run)(&args[1..]) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(CliError::Help) => {
+            println!("{}", cmd.usage);
+            ExitCode::SUCCESS
+        }
+        Err(CliError::Usage(msg)) => {
+            eprintln!("error: {msg}\n\n{}", cmd.usage);
+            ExitCode::from(2)
+        }
+    }
+}
