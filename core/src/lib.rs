@@ -4,7 +4,7 @@
 //! with batched repair ([`tree`]), a wire codec ([`wire`]), and a [`Node`] composing the protocol
 //! machines behind one driving contract. The core owns no sockets, threads, clocks or OS
 //! randomness: time and a seed are parameters, and adapters (TCP, QUIC, RDMA) or the simulator
-//! ([`sim`], feature `sim`) drive it.
+//! (`sim`, behind the `sim` feature) drive it.
 //!
 //! # The driving contract
 //!
@@ -49,6 +49,8 @@ mod flood;
 mod node;
 mod outbox;
 pub mod rng;
+#[cfg(feature = "sim")]
+pub mod sim;
 mod stats;
 pub mod time;
 mod timer;
