@@ -25,6 +25,8 @@
 
 mod net;
 pub mod scenario;
+#[cfg(test)]
+mod tests;
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
