@@ -224,7 +224,9 @@ impl Node {
     /// The driver established a link (both traffic classes) to `peer`.
     pub fn handle_link_up(&mut self, now: Instant, peer: Rank) {
         self.clamp(now);
-        if self.tree.is_alive(peer) {
+        if !self.tree.layout().contains(peer) {
+            self.stats.dropped_unknown_peer += 1;
+        } else if self.tree.is_alive(peer) {
             self.links.insert(peer);
         } else {
             self.stats.dropped_stale_sender += 1;
@@ -326,9 +328,18 @@ impl Node {
     // ---- outputs ----
 
     /// The next frame to send, in the order produced. Drain until `None` after every input.
+    ///
+    /// A frame queued to a rank that became known dead before it was drained is discarded here
+    /// (counted in `suppressed_to_dead`), so no transmit is ever addressed to a rank known dead.
     #[must_use]
     pub fn poll_transmit(&mut self) -> Option<Transmit> {
-        self.out.pop_transmit()
+        while let Some(t) = self.out.pop_transmit() {
+            if self.tree.is_alive(t.to) {
+                return Some(t);
+            }
+            self.stats.suppressed_to_dead += 1;
+        }
+        None
     }
 
     /// The next application event. Drain until `None` after every input.
