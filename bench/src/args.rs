@@ -11,13 +11,15 @@ pub enum CliError {
     Help,
     /// Bad arguments or an impossible configuration: print this and the usage, exit 2.
     Usage(String),
+    /// The experiment ran and failed its own checks: print this, exit 1.
+    Failed(String),
 }
 
 impl fmt::Display for CliError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Help => f.write_str("help requested"),
-            Self::Usage(m) => f.write_str(m),
+            Self::Usage(m) | Self::Failed(m) => f.write_str(m),
         }
     }
 }

@@ -1,10 +1,12 @@
 //! Lifeline's scale experiments and the shared helpers of its criterion benchmarks.
 //!
-//! The `scale` binary dispatches one subcommand per module: [`repair`] today (batched versus
-//! one-death-at-a-time tree repair); later `flood` and `xcast` slot in the same way, each as a
-//! module exposing `USAGE` and `cli(&[String]) -> Result<(), CliError>`.
+//! The `scale` binary dispatches one subcommand per module: [`repair`] (batched versus
+//! one-death-at-a-time tree repair) and [`flood`] (a fault-free flood over N simulated nodes);
+//! later `xcast` slots in the same way, as a module exposing `USAGE` and
+//! `cli(&[String]) -> Result<(), CliError>`.
 
 pub mod args;
+pub mod flood;
 pub mod repair;
 pub mod report;
 pub mod rng;

@@ -1,13 +1,16 @@
 //! The `lifeline` command: one module per subcommand, dispatched from [`Cli`].
 //!
 //! Exit status: 0 on success (including a reader closing the pipe early), 2 for bad input (clap
-//! usage errors and the subcommands' own checks), 1 when writing the output fails.
+//! usage errors, the subcommands' own checks, malformed frames given to `decode`), 1 when a
+//! simulation fails or writing the output fails.
 
 use std::io::{self, BufWriter, Write};
 use std::process::ExitCode;
 
 use clap::Parser;
 
+mod decode_cmd;
+mod sim_cmd;
 mod tree_cmd;
 
 /// Lifeline, a fault-tolerant control overlay: inspect and drive it.
@@ -16,6 +19,10 @@ mod tree_cmd;
 enum Cli {
     /// Show the repaired routing tree: every rank's view, or one rank's.
     Tree(tree_cmd::TreeArgs),
+    /// Run a deterministic simulation of many nodes (one seed replays it exactly).
+    Sim(sim_cmd::SimArgs),
+    /// Decode wire frames from stdin (binary stream, or hex lines) into JSON lines.
+    Decode(decode_cmd::DecodeArgs),
 }
 
 /// Why a subcommand failed; decides the exit status.
@@ -25,21 +32,37 @@ enum CliError {
     Usage(String),
     /// Writing the output failed (other than a closed pipe): exit 1.
     Io(io::Error),
+    /// The command ran and failed (e.g. a simulation broke an invariant); the message may span
+    /// several lines: exit 1.
+    Failed(String),
 }
 
 /// Runs `body` on a buffered, locked stdout and flushes it. A reader that closes the pipe early
 /// (`lifeline tree ... | head`) is not an error: the rest of the output is dropped.
 fn write_stdout(body: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> Result<(), CliError> {
+    try_write_stdout(|out| body(out).map_err(CliError::Io))
+}
+
+/// Like [`write_stdout`], for a body that can also fail on its own (bad input found midway):
+/// what it wrote before failing is flushed, then its error is returned. A closed pipe is still
+/// not an error.
+fn try_write_stdout(
+    body: impl FnOnce(&mut dyn Write) -> Result<(), CliError>,
+) -> Result<(), CliError> {
     let mut out = BufWriter::new(io::stdout().lock());
-    match body(&mut out).and_then(|()| out.flush()) {
-        Err(e) if e.kind() != io::ErrorKind::BrokenPipe => Err(CliError::Io(e)),
-        _ => Ok(()),
+    let result = body(&mut out);
+    let flushed = out.flush();
+    match result.and(flushed.map_err(CliError::Io)) {
+        Err(CliError::Io(e)) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
+        r => r,
     }
 }
 
 fn main() -> ExitCode {
     let result = match Cli::parse() {
         Cli::Tree(args) => tree_cmd::run(&args),
+        Cli::Sim(args) => sim_cmd::run(&args),
+        Cli::Decode(args) => decode_cmd::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -49,6 +72,10 @@ fn main() -> ExitCode {
         }
         Err(CliError::Io(e)) => {
             eprintln!("lifeline: error writing output: {e}");
+            ExitCode::FAILURE
+        }
+        Err(CliError::Failed(msg)) => {
+            eprintln!("lifeline: {msg}");
             ExitCode::FAILURE
         }
     }

@@ -76,8 +76,8 @@ pub(crate) fn run(args: &TreeArgs) -> Result<(), CliError> {
     })
 }
 
-/// Validates the span and radix with the flags' names in the message.
-fn layout(ranks: u64, radix: u64) -> Result<Layout, CliError> {
+/// Validates the span and radix with the flags' names in the message (shared with `sim`).
+pub(crate) fn layout(ranks: u64, radix: u64) -> Result<Layout, CliError> {
     if !(u64::from(MIN_RADIX)..=u64::from(MAX_RADIX)).contains(&radix) {
         return Err(CliError::Usage(format!(
             "--radix {radix} is out of range ({MIN_RADIX}..={MAX_RADIX})"

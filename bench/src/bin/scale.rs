@@ -1,11 +1,12 @@
 //! `scale`: Lifeline's scale experiments, one subcommand per module of `lifeline_bench`.
 //!
 //! Each subcommand prints a human-readable summary line and, last, one JSON line. Bad arguments
-//! print the error and the usage to stderr and exit with status 2.
+//! print the error and the usage to stderr and exit with status 2; a run that fails its own
+//! checks prints why and exits with status 1.
 
 use std::process::ExitCode;
 
-use lifeline_bench::{repair, CliError};
+use lifeline_bench::{flood, repair, CliError};
 
 /// A subcommand: its name, one-line summary, usage text and entry point.
 struct Command {
@@ -15,13 +16,21 @@ struct Command {
     run: fn(&[String]) -> Result<(), CliError>,
 }
 
-/// Adding `flood` or `xcast` is one module in `lifeline_bench` and one entry here.
-const COMMANDS: &[Command] = &[Command {
-    name: "repair",
-    about: "batched vs one-death-at-a-time repair of a failed subtree",
-    usage: repair::USAGE,
-    run: repair::cli,
-}];
+/// Adding `xcast` is one module in `lifeline_bench` and one entry here.
+const COMMANDS: &[Command] = &[
+    Command {
+        name: "repair",
+        about: "batched vs one-death-at-a-time repair of a failed subtree",
+        usage: repair::USAGE,
+        run: repair::cli,
+    },
+    Command {
+        name: "flood",
+        about: "a fault-free flood over N simulated nodes: throughput and peak RSS",
+        usage: flood::USAGE,
+        run: flood::cli,
+    },
+];
 
 fn top_usage() -> String {
     let mut s =
@@ -55,6 +64,10 @@ fn main() -> ExitCode {
         Err(CliError::Usage(msg)) => {
             eprintln!("error: {msg}\n\n{}", cmd.usage);
             ExitCode::from(2)
+        }
+        Err(CliError::Failed(msg)) => {
+            eprintln!("error: {msg}");
+            ExitCode::FAILURE
         }
     }
 }
