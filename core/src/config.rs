@@ -33,6 +33,19 @@ pub struct Config {
     pub flood_linger: Duration,
     /// Bound on remembered flood ids; the oldest is forgotten first.
     pub max_floods: usize,
+    /// Xcast: broadcasts this rank may have awaiting completion, and the root's window of
+    /// numbered but incomplete ops. Past it the origin gets
+    /// [`CommandError::Backpressure`](crate::CommandError::Backpressure).
+    pub xcast_max_inflight: usize,
+    /// Xcast: payload bytes this rank may have awaiting completion.
+    pub xcast_max_bytes: usize,
+    /// Xcast: how often an origin re-sends relays the root has not numbered and asks about
+    /// completions it has not heard of.
+    pub xcast_retry: Duration,
+    /// Root: how long to gather reported deaths into one global failure notice.
+    pub notice_batch: Duration,
+    /// This rank joined after the start (a grow): it adopts earlier broadcasts as complete.
+    pub joiner: bool,
 }
 
 impl Config {
@@ -48,6 +61,11 @@ impl Config {
             max_events: 1 << 16,
             flood_linger: Duration::from_secs(10),
             max_floods: 1024,
+            xcast_max_inflight: 1024,
+            xcast_max_bytes: 64 << 20,
+            xcast_retry: Duration::from_millis(200),
+            notice_batch: Duration::from_millis(2),
+            joiner: false,
         }
     }
 
@@ -68,6 +86,9 @@ impl Config {
             ("max_transmits", self.max_transmits),
             ("max_events", self.max_events),
             ("max_floods", self.max_floods),
+            ("xcast_max_inflight", self.xcast_max_inflight),
+            ("xcast_max_bytes", self.xcast_max_bytes),
+            ("xcast_retry", self.xcast_retry.as_nanos() as usize),
         ] {
             if v == 0 {
                 return Err(ConfigError::Zero(name));

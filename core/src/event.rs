@@ -2,7 +2,7 @@
 
 use bytes::Bytes;
 
-use crate::tree::{Rank, ViewDelta};
+use crate::tree::{Rank, RankSet, ViewDelta};
 
 /// An application-visible event, drained with [`Node::poll_event`](crate::Node::poll_event).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -19,6 +19,46 @@ pub enum Event {
         hops: u16,
         /// The application bytes.
         payload: Bytes,
+    },
+    /// An xcast op reached this rank: exactly once per op, in op-id order, at every survivor
+    /// (the origin included).
+    XcastDelivered {
+        /// Root-assigned op id.
+        op: u64,
+        /// The originating rank.
+        origin: Rank,
+        /// The origin's sequence number (as returned by [`Node::xcast`](crate::Node::xcast)).
+        seq: u64,
+        /// Application tag.
+        tag: u16,
+        /// The broadcast bytes.
+        payload: Bytes,
+    },
+    /// At the origin: a broadcast it started is delivered at every survivor. Exactly once per
+    /// broadcast.
+    XcastCompleted {
+        /// Root-assigned op id.
+        op: u64,
+        /// The origin's sequence number.
+        seq: u64,
+    },
+    /// At the root: an application op completed everywhere (once per op per root; after a root
+    /// failover the new root may report again an op whose completion the old root reported).
+    XcastRootCompleted {
+        /// Op id.
+        op: u64,
+        /// The originating rank.
+        origin: Rank,
+        /// The origin's sequence number.
+        seq: u64,
+    },
+    /// The root's global failure notice: these ranks are dead, as of this epoch, at every
+    /// survivor in the same op order.
+    FailureConfirmed {
+        /// The root's failure epoch.
+        epoch: u64,
+        /// Newly confirmed dead ranks.
+        ranks: RankSet,
     },
     /// This rank's tree view changed (a repair, a grow, root failover, or its own death).
     ViewChanged(ViewDelta),

@@ -56,6 +56,7 @@ pub mod time;
 mod timer;
 pub mod tree;
 pub mod wire;
+pub mod xcast;
 
 pub use config::{Config, ConfigError, MAX_FRAME, MIN_FRAME};
 pub use event::Event;

@@ -68,6 +68,11 @@ impl Outbox {
         e
     }
 
+    /// Drops queued transmits `keep` refuses (e.g. to ranks that just became known dead).
+    pub(crate) fn retain_transmits(&mut self, keep: impl FnMut(&Transmit) -> bool) {
+        self.transmits.retain(keep);
+    }
+
     pub(crate) fn is_empty(&self) -> bool {
         self.transmits.is_empty() && self.events.is_empty()
     }

@@ -30,6 +30,39 @@ pub struct Stats {
     pub spurious_timeouts: u64,
     /// Link-down reports for non-tree (lateral) peers: never a tree repair.
     pub lateral_link_downs: u64,
+    /// Dropped input: this rank is known dead (evicted) and processes nothing.
+    pub dropped_self_dead: u64,
+    /// Dropped input: a message names an origin outside the span, dead, or impossible.
+    pub dropped_bad_origin: u64,
+    /// Lineage or adoption notices naming a rank already known dead (the sender is behind).
+    pub notices_stale: u64,
+    /// Lineage or adoption notices no set of deaths explains.
+    pub notices_inconsistent: u64,
+    /// Xcast frames from a rank that is not the expected neighbour, ACKs for unknown ops or
+    /// rounds, and other stale protocol input.
+    pub xcast_stale: u64,
+    /// Relays the root had already numbered (retries).
+    pub xcast_duplicate_relays: u64,
+    /// Relays the root postponed (a gap in the origin's sequence, or a full window).
+    pub xcast_deferred_relays: u64,
+    /// Forwards for ops already done here (answered with an immediate ACK).
+    pub xcast_duplicate_forwards: u64,
+    /// Ops re-issued under a new id after a root failover and already delivered here.
+    pub xcast_duplicate_ops: u64,
+    /// Completion reports for broadcasts already reported complete.
+    pub xcast_duplicate_completions: u64,
+    /// Relay re-sends and completion queries made by the retry timer.
+    pub xcast_retries: u64,
+    /// Ops refused because their id lies far beyond any window a root could have numbered.
+    pub xcast_out_of_window: u64,
+    /// A forward whose id names a different op than the one held (must stay 0).
+    pub xcast_conflicts: u64,
+    /// Ops gathered from children during a root-failover recovery.
+    pub xcast_recovered_ops: u64,
+    /// Op ids a new root filled with no-ops (nobody alive held them).
+    pub xcast_noop_fills: u64,
+    /// Ops a late joiner adopted as complete without receiving them.
+    pub xcast_adopted_as_done: u64,
     /// Flood frames for an id already delivered.
     pub flood_duplicates: u64,
     /// Flood ids forgotten early because `max_floods` was reached.

@@ -12,6 +12,10 @@ use crate::time::Instant;
 pub enum TimerReason {
     /// The flood test protocol's dedupe sweep.
     Flood,
+    /// Xcast relay and completion retries.
+    Xcast,
+    /// The root's batching of global failure notices.
+    Notices,
 }
 
 /// A timer's identity: at most one deadline per key is armed at a time.
@@ -20,6 +24,10 @@ pub enum TimerReason {
 pub enum TimerKey {
     /// Forget flood ids whose linger time has passed.
     FloodSweep,
+    /// Re-send unnumbered relays and query missing completions.
+    XcastRetry,
+    /// Root: announce the deaths gathered since the first unannounced one.
+    Announce,
 }
 
 impl TimerKey {
@@ -27,6 +35,8 @@ impl TimerKey {
     pub fn reason(self) -> TimerReason {
         match self {
             Self::FloodSweep => TimerReason::Flood,
+            Self::XcastRetry => TimerReason::Xcast,
+            Self::Announce => TimerReason::Notices,
         }
     }
 }

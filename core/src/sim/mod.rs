@@ -23,10 +23,12 @@
 //! prints the seed and a one-line command replaying the run exactly. With a trace sink set, the
 //! simulator writes one line per event.
 
+pub mod broadcast;
 mod net;
 pub mod scenario;
 #[cfg(test)]
 mod tests;
+mod trace;
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -44,7 +46,8 @@ use crate::outbox::Class;
 use crate::rng::Rng;
 use crate::time::Instant;
 use crate::tree::{Rank, RankSet};
-use crate::wire::{Limits, Message};
+pub use trace::describe;
+use trace::describe_event;
 
 /// A fault a scenario applies now ([`Sim::apply`]) or schedules ([`Sim::schedule`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -78,6 +81,8 @@ pub struct SimConfig {
     /// Establish links between every node and its tree neighbours at start, as adapters do
     /// at wire-up (so a crash is noticed by its neighbours).
     pub wire_tree: bool,
+    /// Most steps one [`Sim::run_until`] may take before the run is declared a livelock.
+    pub step_budget: u64,
 }
 
 impl SimConfig {
@@ -88,6 +93,7 @@ impl SimConfig {
             net: NetConfig::default(),
             node: Config::new(span, radix),
             wire_tree: true,
+            step_budget: 200_000_000,
         }
     }
 }
@@ -491,6 +497,7 @@ impl<O: Observer> Sim<O> {
         let mut cfg = self.world.cfg.node.clone();
         cfg.span = new_span;
         cfg.dead = dead;
+        cfg.joiner = true;
         let now = self.world.now;
         let mut new_nodes = Vec::new();
         for r in old..new_span {
@@ -544,9 +551,17 @@ impl<O: Observer> Sim<O> {
     }
 
     /// Runs every entry due up to `t`, then sets the clock to `t`.
+    /// More than [`SimConfig::step_budget`] steps is a failure (a livelock), not a hang.
     pub fn run_until(&mut self, t: Instant) -> Result<(), SimFailure> {
+        let start = self.world.stats.steps;
         while self.world.queue.peek().is_some_and(|Reverse(e)| e.at <= t) {
             self.step()?;
+            if self.world.stats.steps - start > self.world.cfg.step_budget {
+                return Err(self.failure(format!(
+                    "livelock: more than {} steps before t={t}",
+                    self.world.cfg.step_budget
+                )));
+            }
         }
         if t > self.world.now {
             self.world.now = t;
@@ -858,41 +873,5 @@ fn wire_node(w: &mut World, r: u32) {
                 }
             }
         }
-    }
-}
-
-/// A short description of a frame for the trace.
-pub fn describe(frame: &Bytes) -> String {
-    match Message::decode(
-        frame.clone(),
-        &Limits {
-            max_frame: u32::MAX,
-            max_list: u32::MAX,
-        },
-    ) {
-        Ok(Message::Flood(m)) => format!(
-            "Flood origin={} id={} hops={} ({}B)",
-            m.origin,
-            m.id,
-            m.hops,
-            frame.len()
-        ),
-        Err(e) => format!("<undecodable: {e}> ({}B)", frame.len()),
-    }
-}
-
-fn describe_event(e: &Event) -> String {
-    match e {
-        Event::FloodDelivered {
-            origin, id, hops, ..
-        } => format!("FloodDelivered origin={origin} id={id} hops={hops}"),
-        Event::ViewChanged(d) => format!(
-            "ViewChanged slot={:?}->{:?} parent={:?}->{:?} children_changed={}",
-            d.old_slot.map(|r| r.0),
-            d.new_slot.map(|r| r.0),
-            d.old_parent.map(|r| r.0),
-            d.new_parent.map(|r| r.0),
-            d.child_changes.len()
-        ),
     }
 }

@@ -11,11 +11,20 @@
 
 mod flood;
 mod reader;
+mod tree;
+mod xcast;
 
 use bytes::{BufMut, Bytes, BytesMut};
 
+use crate::outbox::Class;
+
 pub use flood::FloodMsg;
 pub use reader::Reader;
+pub use tree::{AdoptMsg, GlobalFailureMsg, LineageMsg};
+pub use xcast::{
+    AckMsg, CompleteMsg, ForwardMsg, NeedMsg, PollMsg, RecoverDoneMsg, RecoverMsg, RecoveredOpMsg,
+    RelayMsg, SyncMsg,
+};
 
 /// The only envelope version this build speaks.
 pub const VERSION: u8 = 1;
@@ -82,23 +91,98 @@ pub enum DecodeError {
     Invalid(&'static str),
 }
 
-/// Message kinds: the envelope's demultiplexing key, one per sub-machine message family.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-#[repr(u8)]
-#[non_exhaustive]
-pub enum Kind {
-    /// The skeleton's test protocol: a tree flood ([`FloodMsg`]).
-    Flood = 1,
+/// Declares the message kinds and the `Message` enum from one list, so the envelope's kind
+/// byte, the variant and its codec can never disagree.
+macro_rules! messages {
+    ($($(#[$doc:meta])* $variant:ident($msg:ty) = $kind:literal, $class:ident;)*) => {
+        /// Message kinds: the envelope's demultiplexing key.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        #[repr(u8)]
+        #[non_exhaustive]
+        pub enum Kind {
+            $($(#[$doc])* $variant = $kind,)*
+        }
+
+        impl Kind {
+            /// The kind for a kind byte, if any.
+            pub fn from_u8(b: u8) -> Option<Self> {
+                match b {
+                    $($kind => Some(Self::$variant),)*
+                    _ => None,
+                }
+            }
+
+            /// The traffic class frames of this kind travel on.
+            pub fn class(self) -> Class {
+                match self {
+                    $(Self::$variant => Class::$class,)*
+                }
+            }
+        }
+
+        /// Every message Lifeline puts on the wire.
+        #[derive(Clone, Debug, PartialEq, Eq)]
+        #[non_exhaustive]
+        pub enum Message {
+            $($(#[$doc])* $variant($msg),)*
+        }
+
+        impl Message {
+            /// The envelope kind.
+            pub fn kind(&self) -> Kind {
+                match self {
+                    $(Self::$variant(_) => Kind::$variant,)*
+                }
+            }
+
+            fn body_len(&self) -> usize {
+                match self {
+                    $(Self::$variant(m) => m.encoded_len(),)*
+                }
+            }
+
+            fn encode_body(&self, b: &mut BytesMut) {
+                match self {
+                    $(Self::$variant(m) => m.encode(b),)*
+                }
+            }
+
+            fn decode_body(kind: Kind, r: &mut Reader, limits: &Limits) -> Result<Self, DecodeError> {
+                Ok(match kind {
+                    $(Kind::$variant => Self::$variant(<$msg>::decode(r, limits)?),)*
+                })
+            }
+        }
+    };
 }
 
-impl Kind {
-    /// The kind for a kind byte, if any.
-    pub fn from_u8(b: u8) -> Option<Self> {
-        match b {
-            1 => Some(Self::Flood),
-            _ => None,
-        }
-    }
+messages! {
+    /// The skeleton's test protocol: a tree flood ([`FloodMsg`]).
+    Flood(FloodMsg) = 1, Data;
+    /// Adoption notice, parent to new child ([`AdoptMsg`]).
+    Adopt(AdoptMsg) = 2, Control;
+    /// Failure notice with lineage, child to parent ([`LineageMsg`]).
+    Lineage(LineageMsg) = 3, Control;
+    /// Xcast relay, origin to root ([`RelayMsg`]).
+    Relay(RelayMsg) = 10, Data;
+    /// Xcast forward or replay, parent to child ([`ForwardMsg`]).
+    Forward(ForwardMsg) = 11, Data;
+    /// Xcast ACK, child to parent ([`AckMsg`]).
+    Ack(AckMsg) = 12, Control;
+    /// Xcast re-poll, parent to child ([`PollMsg`]).
+    Poll(PollMsg) = 13, Control;
+    /// Xcast payload request, child to parent ([`NeedMsg`]).
+    Need(NeedMsg) = 14, Control;
+    /// Xcast watermarks, parent to child ([`SyncMsg`]).
+    Sync(SyncMsg) = 15, Control;
+    /// Xcast completion report or query, routed ([`CompleteMsg`]).
+    Complete(CompleteMsg) = 16, Control;
+    /// Root-failover recovery request, passed down ([`RecoverMsg`]).
+    Recover(RecoverMsg) = 17, Control;
+    /// An op reported up during recovery ([`RecoveredOpMsg`]).
+    RecoveredOp(RecoveredOpMsg) = 18, Data;
+    /// A subtree finished reporting ([`RecoverDoneMsg`]).
+    RecoverDone(RecoverDoneMsg) = 19, Control;
 }
 
 /// A hand-written codec for one message body.
@@ -111,28 +195,7 @@ pub trait Codec: Sized {
     fn decode(r: &mut Reader, limits: &Limits) -> Result<Self, DecodeError>;
 }
 
-/// Every message Lifeline puts on the wire.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Message {
-    /// See [`FloodMsg`].
-    Flood(FloodMsg),
-}
-
 impl Message {
-    /// The envelope kind.
-    pub fn kind(&self) -> Kind {
-        match self {
-            Self::Flood(_) => Kind::Flood,
-        }
-    }
-
-    fn body_len(&self) -> usize {
-        match self {
-            Self::Flood(m) => m.encoded_len(),
-        }
-    }
-
     /// Whole frame length (header included).
     pub fn frame_len(&self) -> usize {
         HEADER_LEN + self.body_len()
@@ -145,9 +208,7 @@ impl Message {
         b.put_u8(VERSION);
         b.put_u8(self.kind() as u8);
         b.put_u32(body as u32);
-        match self {
-            Self::Flood(m) => m.encode(&mut b),
-        }
+        self.encode_body(&mut b);
         b.freeze()
     }
 
@@ -163,9 +224,7 @@ impl Message {
             });
         }
         let mut r = Reader::new(frame.slice(HEADER_LEN..));
-        let msg = match kind {
-            Kind::Flood => Self::Flood(FloodMsg::decode(&mut r, limits)?),
-        };
+        let msg = Self::decode_body(kind, &mut r, limits)?;
         r.finish()?;
         Ok(msg)
     }

@@ -3,7 +3,9 @@
 //! See the crate documentation for the contract. Internally the node owns every sub-machine by
 //! value; they never call each other. An input goes to exactly one machine (frames are
 //! demultiplexed by the envelope's kind), and the node translates between machines: a link-down
-//! on a tree link becomes a tree repair, and the repair's [`ViewDelta`] is handed on.
+//! on a tree link becomes a tree repair, the repair's [`ViewDelta`] becomes adoption and failure
+//! notices ([`notices`]) and xcast replays, and a delivered global failure notice becomes a
+//! repair again.
 
 use std::collections::BTreeSet;
 
@@ -16,9 +18,10 @@ use crate::outbox::{Class, Outbox, Transmit};
 use crate::rng::Rng;
 use crate::stats::Stats;
 use crate::time::Instant;
-use crate::timer::{TimerReason, Timers};
-use crate::tree::{LinkRole, Rank, RankSet, Scope, Tree, TreeError, ViewDelta};
+use crate::timer::{TimerKey, TimerReason, Timers};
+use crate::tree::{LinkRole, Rank, RankSet, Scope, Tree, TreeError};
 use crate::wire::{DecodeError, Limits, Message};
+use crate::xcast::{self, Xcast};
 
 /// Why an application command was refused. A refused command changes nothing.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -38,6 +41,20 @@ pub enum CommandError {
     /// A tree operation was refused.
     #[error(transparent)]
     Tree(#[from] TreeError),
+    /// Too many broadcasts from this rank await completion (`xcast_max_inflight` ops or
+    /// `xcast_max_bytes` payload bytes): retry after a completion event. Nothing was queued.
+    #[error(
+        "{ops} broadcasts ({bytes} bytes) already await completion; retry after one completes"
+    )]
+    Backpressure {
+        /// Broadcasts awaiting completion.
+        ops: usize,
+        /// Their payload bytes.
+        bytes: usize,
+    },
+    /// The tag is reserved for Lifeline's own broadcasts.
+    #[error("xcast tag {0} is reserved (use tag 1 for wire-up or 16 and above)")]
+    ReservedTag(u16),
 }
 
 /// What a sub-machine may touch while handling one input: read-only context, the outbox, the
@@ -72,12 +89,21 @@ impl Ctx<'_> {
         }
     }
 
+    /// Queues a message on its kind's traffic class.
+    pub(crate) fn send(&mut self, to: Rank, m: Message) {
+        let class = m.kind().class();
+        self.send_frame(to, class, m.encode());
+    }
+
     pub(crate) fn event(&mut self, e: Event) {
         if !self.out.push_event(e, self.cfg.max_events) {
             self.stats.dropped_events_full += 1;
         }
     }
 }
+
+/// Most timers run per `handle_timeout` call; the rest run on the next call.
+const MAX_TIMERS_PER_CALL: usize = 4096;
 
 /// Builds a [`Ctx`] from the node's shared parts, leaving the machines free to borrow mutably.
 macro_rules! ctx {
@@ -93,6 +119,8 @@ macro_rules! ctx {
     };
 }
 
+mod notices;
+
 /// One rank of a Lifeline overlay: a pure, poll-driven state machine.
 ///
 /// Construct with [`Node::new`], feed inputs (`handle_*` and commands), and after every input
@@ -106,6 +134,13 @@ pub struct Node {
     rng: Rng,
     tree: Tree,
     flood: Flood,
+    xcast: Xcast,
+    /// Highest global failure epoch seen (the root's counter when this rank is the root).
+    epoch: u64,
+    /// Root: deaths already put in a global notice.
+    announced: RankSet,
+    /// Root: the pending batch of deaths to announce.
+    announce_timer: Option<crate::timer::TimerToken>,
     links: BTreeSet<Rank>,
     timers: Timers,
     out: Outbox,
@@ -128,6 +163,7 @@ impl Node {
             return Err(ConfigError::MeDead(me));
         }
         let dead = std::mem::take(&mut config.dead);
+        let config_joiner = config.joiner;
         let tree = Tree::with_dead(layout, dead, me).map_err(|_| ConfigError::MeDead(me))?;
         Ok(Self {
             limits: config.limits(),
@@ -136,6 +172,10 @@ impl Node {
             rng: Rng::new(seed),
             tree,
             flood: Flood::default(),
+            xcast: Xcast::new(config_joiner),
+            epoch: 0,
+            announced: RankSet::new(),
+            announce_timer: None,
             links: BTreeSet::new(),
             timers: Timers::default(),
             out: Outbox::default(),
@@ -213,11 +253,50 @@ impl Node {
                 return;
             }
         };
+        if self.tree.view().is_none() {
+            self.stats.dropped_self_dead += 1;
+            return;
+        }
+        if self.bad_origin(&msg) {
+            self.stats.dropped_bad_origin += 1;
+            return;
+        }
         self.stats.frames_in += 1;
         match msg {
-            Message::Flood(m) => {
-                self.flood.handle(&mut ctx!(self), from, m);
+            Message::Flood(m) => self.flood.handle(&mut ctx!(self), from, m),
+            Message::Adopt(m) => self.on_adopt(from, m),
+            Message::Lineage(m) => self.on_lineage(from, m),
+            Message::Relay(m) => self.xcast.relay(&mut ctx!(self), m),
+            Message::Forward(m) => self.xcast.on_forward(&mut ctx!(self), from, m),
+            Message::Ack(m) => self.xcast.on_ack(&mut ctx!(self), from, m),
+            Message::Poll(m) => self.xcast.on_poll(&mut ctx!(self), from, m),
+            Message::Need(m) => self.xcast.on_need(&mut ctx!(self), from, m),
+            Message::Sync(m) => self.xcast.on_sync(&mut ctx!(self), from, m),
+            Message::Recover(m) => self.xcast.on_recover(&mut ctx!(self), from, m),
+            Message::RecoveredOp(m) => self.xcast.on_recovered_op(&mut ctx!(self), from, m),
+            Message::RecoverDone(m) => self.xcast.on_recover_done(&mut ctx!(self), from, m),
+            Message::Complete(m) => self.xcast.on_complete(&mut ctx!(self), from, m),
+        }
+        self.drive_xcast();
+    }
+
+    /// Whether a decoded message names an origin it cannot have (counted in
+    /// `dropped_bad_origin`, checked before anything changes): any origin outside the span; a
+    /// flood or relay from a dead origin or from this rank (neither ever comes back to its
+    /// origin); a relay of a tag only the root broadcasts (a forged global failure notice would
+    /// make the root evict anyone, itself included).
+    fn bad_origin(&self, msg: &Message) -> bool {
+        let live_other = |r: Rank| self.tree.is_alive(r) && r != self.me();
+        match msg {
+            Message::Flood(m) => !live_other(m.origin),
+            Message::Relay(m) => {
+                !live_other(m.origin)
+                    || (m.tag != xcast::TAG_WIREUP && m.tag < xcast::FIRST_APP_TAG)
             }
+            Message::Forward(m) => !self.tree.layout().contains(m.origin),
+            Message::RecoveredOp(m) => !self.tree.layout().contains(m.origin),
+            Message::Complete(m) => !self.tree.layout().contains(m.origin),
+            _ => false,
         }
     }
 
@@ -228,6 +307,10 @@ impl Node {
             self.stats.dropped_unknown_peer += 1;
         } else if self.tree.is_alive(peer) {
             self.links.insert(peer);
+            // A late joiner says hello to its parent as soon as it can reach it.
+            if self.cfg.joiner && self.tree.view().and_then(|v| v.parent()) == Some(peer) {
+                self.say_hello();
+            }
         } else {
             self.stats.dropped_stale_sender += 1;
         }
@@ -243,9 +326,15 @@ impl Node {
             self.stats.dropped_unknown_peer += 1;
             return;
         }
+        if self.tree.dead().contains(peer) {
+            return; // already known: an echo of the repair
+        }
         match self.tree.link_role(peer) {
             LinkRole::Lateral => self.stats.lateral_link_downs += 1,
-            LinkRole::Parent | LinkRole::Child(_) => self.mark_dead(&[peer], Scope::Local),
+            LinkRole::Parent | LinkRole::Child(_) => {
+                self.learn_deaths(&[peer], Scope::Local);
+                self.drive_xcast();
+            }
         }
     }
 
@@ -253,18 +342,23 @@ impl Node {
     /// early, late or twice is harmless (nothing due is a counted no-op).
     pub fn handle_timeout(&mut self, now: Instant) {
         let now = self.clamp(now);
-        let mut fired = false;
-        while let Some((key, token)) = self.timers.pop_due(now) {
-            fired = true;
-            match key.reason() {
-                TimerReason::Flood => {
-                    self.flood.on_timeout(&mut ctx!(self), token);
-                }
+        let mut fired = 0usize;
+        // Bounded: a machine that re-arms at or before `now` cannot spin the node forever.
+        while fired < MAX_TIMERS_PER_CALL {
+            let Some((key, token)) = self.timers.pop_due(now) else {
+                break;
+            };
+            fired += 1;
+            match key {
+                TimerKey::FloodSweep => self.flood.on_timeout(&mut ctx!(self), token),
+                TimerKey::XcastRetry => self.xcast.on_retry(&mut ctx!(self), token),
+                TimerKey::Announce => self.on_announce_timer(token),
             }
         }
-        if !fired {
+        if fired == 0 {
             self.stats.spurious_timeouts += 1;
         }
+        self.drive_xcast();
     }
 
     // ---- commands ----
@@ -276,7 +370,14 @@ impl Node {
         if self.tree.view().is_none() {
             return Err(CommandError::Dead);
         }
-        let frame = 6 + 18 + payload.len();
+        let frame = Message::Flood(crate::wire::FloodMsg {
+            origin: self.me(),
+            id: 0,
+            hops: 0,
+            payload: Bytes::new(),
+        })
+        .frame_len()
+            + payload.len();
         if frame > self.cfg.max_frame as usize {
             return Err(CommandError::TooLarge {
                 len: payload.len(),
@@ -286,11 +387,30 @@ impl Node {
         Ok(self.flood.start(&mut ctx!(self), payload))
     }
 
+    /// Broadcasts `payload` to every rank (reliable xcast). Returns this rank's sequence number
+    /// for it; every rank (this one included) gets [`Event::XcastDelivered`] exactly once, and
+    /// this rank gets [`Event::XcastCompleted`] once every survivor has it. `tag` is
+    /// [`xcast::TAG_WIREUP`] (process-first) or an application tag from
+    /// [`xcast::FIRST_APP_TAG`] up (forward-first).
+    pub fn xcast(&mut self, now: Instant, tag: u16, payload: Bytes) -> Result<u64, CommandError> {
+        self.clamp(now);
+        if self.tree.view().is_none() {
+            return Err(CommandError::Dead);
+        }
+        if tag != xcast::TAG_WIREUP && tag < xcast::FIRST_APP_TAG {
+            return Err(CommandError::ReservedTag(tag));
+        }
+        let seq = self.xcast.originate(&mut ctx!(self), tag, payload)?;
+        self.drive_xcast();
+        Ok(seq)
+    }
+
     /// Grows the span to `new_span` (new ranks joined; holes stay holes).
     pub fn handle_grow(&mut self, now: Instant, new_span: u32) -> Result<(), CommandError> {
         self.clamp(now);
         let delta = self.tree.grow(new_span)?;
-        self.on_view_change(delta);
+        self.apply_delta(delta, &[]);
+        self.drive_xcast();
         Ok(())
     }
 
@@ -298,30 +418,35 @@ impl Node {
     pub fn handle_dead(&mut self, now: Instant, ranks: &RankSet) -> Result<(), CommandError> {
         self.clamp(now);
         let v: Vec<Rank> = ranks.iter().collect();
-        let delta = self.tree.mark_dead(&v, Scope::Global)?;
-        self.on_view_change(delta);
+        if let Some(&bad) = v.iter().find(|r| !self.tree.layout().contains(**r)) {
+            return Err(CommandError::Tree(TreeError::RankOutOfRange {
+                rank: bad,
+                span: self.tree.layout().span(),
+            }));
+        }
+        self.learn_deaths(&v, Scope::Global);
+        self.drive_xcast();
         Ok(())
     }
 
-    fn mark_dead(&mut self, ranks: &[Rank], scope: Scope) {
-        match self.tree.mark_dead(ranks, scope) {
-            Ok(delta) => self.on_view_change(delta),
-            Err(_) => self.stats.dropped_unknown_peer += 1,
-        }
-    }
-
-    fn on_view_change(&mut self, delta: Option<ViewDelta>) {
-        if let Some(d) = delta {
-            for r in self
-                .tree
-                .dead()
-                .iter()
-                .filter(|r| self.links.contains(r))
-                .collect::<Vec<_>>()
-            {
-                self.links.remove(&r);
+    /// Delivers every xcast op that is next in order: internal notices act on the tree, the rest
+    /// become application events.
+    fn drive_xcast(&mut self) {
+        while let Some(d) = self.xcast.next_delivery(&mut ctx!(self)) {
+            if d.tag == xcast::TAG_FAILURE_NOTICE {
+                self.on_global_notice(d.payload);
+            } else if d.tag == xcast::TAG_NOOP {
+                // A hole filled by a new root: nothing to deliver.
+            } else {
+                ctx!(self).event(Event::XcastDelivered {
+                    op: d.op,
+                    origin: d.origin,
+                    seq: d.seq,
+                    tag: d.tag,
+                    payload: d.payload,
+                });
             }
-            ctx!(self).event(Event::ViewChanged(d));
+            self.xcast.processed(&mut ctx!(self), d.op);
         }
     }
 
@@ -362,6 +487,16 @@ impl Node {
 
     /// Armed timers and remembered protocol state, for leak checks in tests and the simulator.
     pub fn pending_state(&self) -> usize {
-        self.timers.len() + self.flood.remembered()
+        self.timers.len() + self.flood.remembered() + self.xcast.held()
+    }
+
+    /// Highest xcast op id delivered here, and the global completion watermark known here.
+    pub fn xcast_watermarks(&self) -> (u64, u64) {
+        (self.xcast.delivered(), self.xcast.global_done())
+    }
+
+    /// Highest global failure epoch seen.
+    pub fn epoch(&self) -> u64 {
+        self.epoch
     }
 }

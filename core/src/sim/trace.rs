@@ -1,0 +1,76 @@
+//! One-line descriptions of frames and events for the trace.
+
+use bytes::Bytes;
+
+use crate::event::Event;
+use crate::wire::{Limits, Message};
+
+/// A short description of a frame for the trace (payloads shown by length only).
+pub fn describe(frame: &Bytes) -> String {
+    let limits = Limits {
+        max_frame: u32::MAX,
+        max_list: u32::MAX,
+    };
+    let len = frame.len();
+    match Message::decode(frame.clone(), &limits) {
+        Ok(Message::Flood(m)) => {
+            format!(
+                "Flood origin={} id={} hops={} ({len}B)",
+                m.origin, m.id, m.hops
+            )
+        }
+        Ok(Message::Relay(m)) => format!(
+            "Relay origin={} seq={} tag={} ({len}B)",
+            m.origin, m.seq, m.tag
+        ),
+        Ok(Message::Forward(m)) => format!(
+            "Forward op={} round={} done={} gdone={} origin={} seq={} tag={} ({len}B)",
+            m.op, m.round, m.done, m.global_done, m.origin, m.seq, m.tag
+        ),
+        Ok(Message::Adopt(m)) => format!("Adopt lineage={:?}", ranks(&m.lineage)),
+        Ok(Message::Lineage(m)) => format!(
+            "Lineage lineage={:?} failed={:?}",
+            ranks(&m.lineage),
+            ranks(&m.failed)
+        ),
+        Ok(m) => format!("{m:?}"),
+        Err(e) => format!("<undecodable: {e}> ({len}B)"),
+    }
+}
+
+fn ranks(v: &[crate::tree::Rank]) -> Vec<u32> {
+    v.iter().map(|r| r.0).collect()
+}
+
+pub(super) fn describe_event(e: &Event) -> String {
+    match e {
+        Event::FloodDelivered {
+            origin, id, hops, ..
+        } => format!("FloodDelivered origin={origin} id={id} hops={hops}"),
+        Event::XcastDelivered {
+            op,
+            origin,
+            seq,
+            tag,
+            payload,
+        } => format!(
+            "XcastDelivered op={op} origin={origin} seq={seq} tag={tag} ({}B)",
+            payload.len()
+        ),
+        Event::XcastCompleted { op, seq } => format!("XcastCompleted op={op} seq={seq}"),
+        Event::XcastRootCompleted { op, origin, seq } => {
+            format!("XcastRootCompleted op={op} origin={origin} seq={seq}")
+        }
+        Event::FailureConfirmed { epoch, ranks } => {
+            format!("FailureConfirmed epoch={epoch} ranks={ranks}")
+        }
+        Event::ViewChanged(d) => format!(
+            "ViewChanged slot={:?}->{:?} parent={:?}->{:?} children_changed={}",
+            d.old_slot.map(|r| r.0),
+            d.new_slot.map(|r| r.0),
+            d.old_parent.map(|r| r.0),
+            d.new_parent.map(|r| r.0),
+            d.child_changes.len()
+        ),
+    }
+}

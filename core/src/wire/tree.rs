@@ -1,0 +1,111 @@
+//! Failure-knowledge messages: adoption notices down, lineage-carrying failure notices up, and
+//! the root's epoch-stamped global failure notice (carried as an xcast payload).
+
+use bytes::{BufMut, Bytes, BytesMut};
+
+use super::{Codec, DecodeError, Limits, Reader};
+use crate::tree::Rank;
+
+fn put_ranks(buf: &mut impl BufMut, v: &[Rank]) {
+    buf.put_u32(v.len() as u32);
+    for r in v {
+        buf.put_u32(r.0);
+    }
+}
+
+fn get_ranks(r: &mut Reader, limits: &Limits) -> Result<Vec<Rank>, DecodeError> {
+    let n = r.count(4, limits.max_list)?;
+    (0..n).map(|_| r.rank()).collect()
+}
+
+/// Parent to a child that is new in one of its slots (or to every child after a promotion):
+/// "your ancestors are now `lineage`" (the parent's ancestors followed by the parent).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AdoptMsg {
+    /// The child's expected ancestor list, root first; its last entry is the sender.
+    pub lineage: Vec<Rank>,
+}
+
+impl Codec for AdoptMsg {
+    fn encoded_len(&self) -> usize {
+        4 + 4 * self.lineage.len()
+    }
+    fn encode(&self, buf: &mut impl BufMut) {
+        put_ranks(buf, &self.lineage);
+    }
+    fn decode(r: &mut Reader, limits: &Limits) -> Result<Self, DecodeError> {
+        Ok(Self {
+            lineage: get_ranks(r, limits)?,
+        })
+    }
+}
+
+/// Child to parent, whenever the child's parent changes or it learns new deaths: the child's
+/// ancestor list (its last entry must be the receiver) and the deaths the root has not yet
+/// confirmed that the child knows of. Doubles as the child's hello to a new parent.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LineageMsg {
+    /// The sender's ancestors, root first.
+    pub lineage: Vec<Rank>,
+    /// Deaths the sender knows and the root has not confirmed.
+    pub failed: Vec<Rank>,
+}
+
+impl Codec for LineageMsg {
+    fn encoded_len(&self) -> usize {
+        8 + 4 * (self.lineage.len() + self.failed.len())
+    }
+    fn encode(&self, buf: &mut impl BufMut) {
+        put_ranks(buf, &self.lineage);
+        put_ranks(buf, &self.failed);
+    }
+    fn decode(r: &mut Reader, limits: &Limits) -> Result<Self, DecodeError> {
+        Ok(Self {
+            lineage: get_ranks(r, limits)?,
+            failed: get_ranks(r, limits)?,
+        })
+    }
+}
+
+/// The root's global failure notice, broadcast as a process-first xcast payload: every
+/// survivor applies the same deaths in the same op order, and adopts the highest epoch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GlobalFailureMsg {
+    /// Incremented by the root for each notice.
+    pub epoch: u64,
+    /// The newly confirmed deaths, ascending.
+    pub failed: Vec<Rank>,
+}
+
+impl GlobalFailureMsg {
+    /// The notice as an xcast payload.
+    pub fn to_payload(&self) -> Bytes {
+        let mut b = BytesMut::with_capacity(self.encoded_len());
+        self.encode(&mut b);
+        b.freeze()
+    }
+
+    /// Decodes a whole payload.
+    pub fn from_payload(payload: Bytes, limits: &Limits) -> Result<Self, DecodeError> {
+        let mut r = Reader::new(payload);
+        let m = Self::decode(&mut r, limits)?;
+        r.finish()?;
+        Ok(m)
+    }
+}
+
+impl Codec for GlobalFailureMsg {
+    fn encoded_len(&self) -> usize {
+        8 + 4 + 4 * self.failed.len()
+    }
+    fn encode(&self, buf: &mut impl BufMut) {
+        buf.put_u64(self.epoch);
+        put_ranks(buf, &self.failed);
+    }
+    fn decode(r: &mut Reader, limits: &Limits) -> Result<Self, DecodeError> {
+        Ok(Self {
+            epoch: r.u64()?,
+            failed: get_ranks(r, limits)?,
+        })
+    }
+}

@@ -1,0 +1,307 @@
+//! Reliable broadcast (xcast) messages.
+
+use bytes::{BufMut, Bytes};
+
+use super::{Codec, DecodeError, Limits, Reader};
+use crate::tree::Rank;
+
+/// Origin to root, hop by hop up the tree: "please broadcast this". The root assigns the op id;
+/// `(origin, seq)` lets it drop duplicates from retries.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RelayMsg {
+    /// The originating rank.
+    pub origin: Rank,
+    /// The origin's sequence number (1, 2, ...), assigned in order.
+    pub seq: u64,
+    /// Application tag (its class, forward-first or process-first, follows from it).
+    pub tag: u16,
+    /// The broadcast bytes.
+    pub payload: Bytes,
+}
+
+/// Parent to child: an op, its payload, and the ACK round the child must answer with.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ForwardMsg {
+    /// Root-assigned op id (1, 2, ...).
+    pub op: u64,
+    /// ACK round chosen by the sender for this child.
+    pub round: u32,
+    /// The sender's subtree completion watermark.
+    pub done: u64,
+    /// The root's completion watermark as the sender knows it.
+    pub global_done: u64,
+    /// The originating rank.
+    pub origin: Rank,
+    /// The origin's sequence number.
+    pub seq: u64,
+    /// Application tag.
+    pub tag: u16,
+    /// The broadcast bytes.
+    pub payload: Bytes,
+}
+
+/// Child to parent: "op is done in my subtree", for the given round.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AckMsg {
+    /// Op id.
+    pub op: u64,
+    /// The round being answered.
+    pub round: u32,
+}
+
+/// Parent to child: "answer op under this new round" (the child ACKs when done, or asks for
+/// the payload with [`NeedMsg`] if it never saw the op).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PollMsg {
+    /// Op id.
+    pub op: u64,
+    /// The new round.
+    pub round: u32,
+    /// The sender's subtree completion watermark.
+    pub done: u64,
+    /// The root's completion watermark as the sender knows it.
+    pub global_done: u64,
+}
+
+/// Child to parent: "I never saw this op; send it".
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NeedMsg {
+    /// Op id.
+    pub op: u64,
+}
+
+/// Parent to a child that said hello (a [`LineageMsg`](super::LineageMsg)): the parent's
+/// watermarks, so a promoted or joining child learns what is already done.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SyncMsg {
+    /// The sender's subtree completion watermark.
+    pub done: u64,
+    /// The root's completion watermark as the sender knows it.
+    pub global_done: u64,
+}
+
+/// Root to origin (routed hop by hop), or origin to root (a query): op `op` carrying the
+/// origin's `seq` completed, or "has it completed?".
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CompleteMsg {
+    /// The originating rank (the destination of a completion).
+    pub origin: Rank,
+    /// The origin's sequence number.
+    pub seq: u64,
+    /// Op id (0 in a query for an op whose id the origin never learned).
+    pub op: u64,
+    /// `true`: a query travelling to the root; `false`: a completion travelling to the origin.
+    pub query: bool,
+}
+
+macro_rules! fixed_codec {
+    ($t:ty, $len:expr, |$s:ident, $b:ident| $enc:block, |$r:ident| $dec:expr) => {
+        impl Codec for $t {
+            fn encoded_len(&self) -> usize {
+                $len
+            }
+            fn encode(&self, $b: &mut impl BufMut) {
+                let $s = self;
+                $enc
+            }
+            fn decode($r: &mut Reader, _limits: &Limits) -> Result<Self, DecodeError> {
+                Ok($dec)
+            }
+        }
+    };
+}
+
+fixed_codec!(
+    AckMsg,
+    12,
+    |s, b| {
+        b.put_u64(s.op);
+        b.put_u32(s.round);
+    },
+    |r| Self {
+        op: r.u64()?,
+        round: r.u32()?,
+    }
+);
+fixed_codec!(
+    PollMsg,
+    28,
+    |s, b| {
+        b.put_u64(s.op);
+        b.put_u32(s.round);
+        b.put_u64(s.done);
+        b.put_u64(s.global_done);
+    },
+    |r| Self {
+        op: r.u64()?,
+        round: r.u32()?,
+        done: r.u64()?,
+        global_done: r.u64()?,
+    }
+);
+fixed_codec!(
+    NeedMsg,
+    8,
+    |s, b| {
+        b.put_u64(s.op);
+    },
+    |r| Self { op: r.u64()? }
+);
+fixed_codec!(
+    SyncMsg,
+    16,
+    |s, b| {
+        b.put_u64(s.done);
+        b.put_u64(s.global_done);
+    },
+    |r| Self {
+        done: r.u64()?,
+        global_done: r.u64()?,
+    }
+);
+fixed_codec!(
+    CompleteMsg,
+    21,
+    |s, b| {
+        b.put_u32(s.origin.0);
+        b.put_u64(s.seq);
+        b.put_u64(s.op);
+        b.put_u8(u8::from(s.query));
+    },
+    |r| Self {
+        origin: r.rank()?,
+        seq: r.u64()?,
+        op: r.u64()?,
+        query: r.bool()?,
+    }
+);
+
+impl Codec for RelayMsg {
+    fn encoded_len(&self) -> usize {
+        4 + 8 + 2 + 4 + self.payload.len()
+    }
+    fn encode(&self, b: &mut impl BufMut) {
+        b.put_u32(self.origin.0);
+        b.put_u64(self.seq);
+        b.put_u16(self.tag);
+        b.put_u32(self.payload.len() as u32);
+        b.put_slice(&self.payload);
+    }
+    fn decode(r: &mut Reader, limits: &Limits) -> Result<Self, DecodeError> {
+        Ok(Self {
+            origin: r.rank()?,
+            seq: r.u64()?,
+            tag: r.u16()?,
+            payload: r.bytes(limits.max_frame)?,
+        })
+    }
+}
+
+impl Codec for ForwardMsg {
+    fn encoded_len(&self) -> usize {
+        8 + 4 + 8 + 8 + 4 + 8 + 2 + 4 + self.payload.len()
+    }
+    fn encode(&self, b: &mut impl BufMut) {
+        b.put_u64(self.op);
+        b.put_u32(self.round);
+        b.put_u64(self.done);
+        b.put_u64(self.global_done);
+        b.put_u32(self.origin.0);
+        b.put_u64(self.seq);
+        b.put_u16(self.tag);
+        b.put_u32(self.payload.len() as u32);
+        b.put_slice(&self.payload);
+    }
+    fn decode(r: &mut Reader, limits: &Limits) -> Result<Self, DecodeError> {
+        Ok(Self {
+            op: r.u64()?,
+            round: r.u32()?,
+            done: r.u64()?,
+            global_done: r.u64()?,
+            origin: r.rank()?,
+            seq: r.u64()?,
+            tag: r.u16()?,
+            payload: r.bytes(limits.max_frame)?,
+        })
+    }
+}
+
+/// New root to its children, passed down the tree: "report every op above `base` you hold"
+/// (root-failover recovery round `gen`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecoverMsg {
+    /// Recovery round (increases with each root failover).
+    pub gen: u64,
+    /// The new root's global watermark: only ops above it are reported.
+    pub base: u64,
+}
+
+/// Child to parent during recovery: one op the child (or its subtree) holds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecoveredOpMsg {
+    /// Recovery round.
+    pub gen: u64,
+    /// Op id.
+    pub op: u64,
+    /// The originating rank.
+    pub origin: Rank,
+    /// The origin's sequence number.
+    pub seq: u64,
+    /// Application tag.
+    pub tag: u16,
+    /// The broadcast bytes.
+    pub payload: Bytes,
+}
+
+/// Child to parent: "my whole subtree has reported" for recovery round `gen`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecoverDoneMsg {
+    /// Recovery round.
+    pub gen: u64,
+}
+
+fixed_codec!(
+    RecoverMsg,
+    16,
+    |s, b| {
+        b.put_u64(s.gen);
+        b.put_u64(s.base);
+    },
+    |r| Self {
+        gen: r.u64()?,
+        base: r.u64()?,
+    }
+);
+fixed_codec!(
+    RecoverDoneMsg,
+    8,
+    |s, b| {
+        b.put_u64(s.gen);
+    },
+    |r| Self { gen: r.u64()? }
+);
+
+impl Codec for RecoveredOpMsg {
+    fn encoded_len(&self) -> usize {
+        8 + 8 + 4 + 8 + 2 + 4 + self.payload.len()
+    }
+    fn encode(&self, b: &mut impl BufMut) {
+        b.put_u64(self.gen);
+        b.put_u64(self.op);
+        b.put_u32(self.origin.0);
+        b.put_u64(self.seq);
+        b.put_u16(self.tag);
+        b.put_u32(self.payload.len() as u32);
+        b.put_slice(&self.payload);
+    }
+    fn decode(r: &mut Reader, limits: &Limits) -> Result<Self, DecodeError> {
+        Ok(Self {
+            gen: r.u64()?,
+            op: r.u64()?,
+            origin: r.rank()?,
+            seq: r.u64()?,
+            tag: r.u16()?,
+            payload: r.bytes(limits.max_frame)?,
+        })
+    }
+}

@@ -1,0 +1,843 @@
+//! Reliable broadcast (xcast): any rank originates, the root serialises, every rank delivers each
+//! op exactly once in op-id order, ACKs roll up the tree, and completion fires once at the root
+//! and is reported to the originator.
+//!
+//! # Protocol
+//!
+//! - **Relay.** The origin sends `(origin, seq, tag, payload)` up the tree to the root and keeps
+//!   it until completion, retrying on a timer; the root assigns the next op id to the next seq of
+//!   each origin and drops duplicates, so a relay lost with a dying rank is simply sent again.
+//! - **Forward and ACK.** A rank forwards an op to each current child under a per-child *round*
+//!   and records the expected `(child, round)` pairs: a set removed **by identity**, so a child
+//!   lost twice is never discounted twice and a stale ACK (old round, old child) counts for
+//!   nothing. A rank is done with an op when it processed it and every expected child ACKed;
+//!   ops finish in id order, giving a contiguous `done` watermark, and the rank ACKs its parent
+//!   with the round the parent gave it.
+//! - **Tag classes.** Failure notices and wire-up (tags below [`FIRST_APP_TAG`] except as noted)
+//!   are *process-first*: processed, then forwarded, so children adopted by the processing get
+//!   them. Everything else is *forward-first*, keeping the pipeline moving.
+//! - **Repair in mid-broadcast** ([`Xcast::on_view_change`]): a new child gets a replay of every
+//!   op in flight; a removed child leaves the expected sets; a rank whose parent changed sends
+//!   its new parent a hello (the node's lineage notice) and the parent answers with its
+//!   watermarks and re-polls every op that child owes it under a fresh round (a child that never
+//!   saw the op asks for it). A **promoted** rank's old `done` covered only its old subtree, so
+//!   it drops back to the global watermark and holds every forward until its new parent syncs it
+//!   (the parent's replays come in op order): it then re-drives ops it had finished through its
+//!   new subtree without delivering them again locally.
+//! - **Late joiners** (ranks added by a grow) adopt everything up to their parent's `done` as
+//!   complete, then receive the rest as replays.
+//! - **Completion.** The root's contiguous `done` is the global watermark; it travels down on
+//!   forwards and polls. Completion of an op is an event at the root and a routed
+//!   [`CompleteMsg`] to the origin, which the origin de-duplicates, so it observes completion of
+//!   each of its ops exactly once; lost reports are recovered by the origin's periodic query.
+//!
+//! # Root failover
+//!
+//! Every rank keeps each op's payload until the global watermark passes it. When the root dies
+//! the new root (the first living rank of the old root's right spine) resumes numbering after the
+//! highest op id it has seen and re-drives every op above the global watermark through its new
+//! subtree; ranks that already have an op ACK it at once, so nobody delivers twice. Origins whose
+//! ops the old root never broadcast re-relay them; ops are de-duplicated per `(origin, seq)` at
+//! delivery, so an op re-issued under a new id is still delivered once. What an originator
+//! observes: each op it originated is delivered once at every survivor and its completion is
+//! reported to it once. Total order across the failover relies on the new root having seen every
+//! op any survivor saw, which holds when a dying root's frames already handed to the network are
+//! delivered (as TCP delivers buffered data after a process is killed); the simulator delivers
+//! in-flight frames after a crash.
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+use smallvec::SmallVec;
+
+use crate::event::Event;
+use crate::node::{CommandError, Ctx};
+use crate::timer::{TimerKey, TimerToken};
+use crate::tree::{Rank, Route, ViewDelta};
+use crate::wire::{AckMsg, CompleteMsg, ForwardMsg, Message, NeedMsg, PollMsg, RelayMsg, SyncMsg};
+
+mod recovery;
+#[cfg(test)]
+mod tests;
+
+/// Tag of the root's global failure notice (internal, process-first).
+pub const TAG_FAILURE_NOTICE: u16 = 0;
+/// Tag of wire-up broadcasts (process-first; applications may use it).
+pub const TAG_WIREUP: u16 = 1;
+/// Tag of the no-op a new root puts in place of an op that died with every rank holding it
+/// (internal; delivers nothing).
+pub const TAG_NOOP: u16 = 2;
+/// Tags from here up are application tags (forward-first).
+pub const FIRST_APP_TAG: u16 = 16;
+
+/// Whether ops with `tag` are processed before being forwarded.
+pub fn is_process_first(tag: u16) -> bool {
+    tag < FIRST_APP_TAG
+}
+
+/// One op a rank has received and not yet seen complete everywhere.
+#[derive(Debug)]
+struct Op {
+    origin: Rank,
+    seq: u64,
+    tag: u16,
+    payload: Bytes,
+    /// Delivered locally (or skipped as a duplicate of an earlier delivery).
+    processed: bool,
+    /// Forwarded to the current children (under `expected`).
+    forwarded: bool,
+    /// The round my current parent asked me to ACK with; `None` until it told me.
+    ack: Option<u32>,
+    /// My last round number for this op.
+    round: u32,
+    /// Children that still owe me an ACK, with the round they must answer.
+    expected: SmallVec<[(Rank, u32); 4]>,
+}
+
+impl Op {
+    fn new(origin: Rank, seq: u64, tag: u16, payload: Bytes, processed: bool) -> Self {
+        Self {
+            origin,
+            seq,
+            tag,
+            payload,
+            processed,
+            forwarded: false,
+            ack: None,
+            round: 0,
+            expected: SmallVec::new(),
+        }
+    }
+}
+
+/// A broadcast this rank originated, kept until its completion is reported.
+#[derive(Debug)]
+struct Pending {
+    tag: u16,
+    payload: Bytes,
+    op: Option<u64>,
+}
+
+/// A delivery the node must act on: an internal notice or an application event.
+#[derive(Debug)]
+pub(crate) struct Delivery {
+    pub(crate) op: u64,
+    pub(crate) origin: Rank,
+    pub(crate) seq: u64,
+    pub(crate) tag: u16,
+    pub(crate) payload: Bytes,
+}
+
+/// Per-rank xcast state.
+#[derive(Debug, Default)]
+pub(crate) struct Xcast {
+    /// Added by a grow: adopts the parent's watermark on first contact.
+    joiner: bool,
+    /// Watermarks are trustworthy (false while a promoted rank or a joiner waits for its parent).
+    unsynced: bool,
+    /// Highest op id processed locally, contiguous.
+    delivered: u64,
+    /// Highest op id done in my subtree, contiguous.
+    done: u64,
+    /// The root's `done` as I know it: every rank has every op up to here.
+    global_done: u64,
+    /// Highest op id seen (the next root resumes after it).
+    max_seen: u64,
+    ops: BTreeMap<u64, Op>,
+    /// Per origin: highest seq delivered here (exactly-once across re-issue).
+    delivered_seq: BTreeMap<Rank, u64>,
+    /// Per origin: highest seq seen in any op (the root's duplicate filter).
+    assigned_seq: BTreeMap<Rank, u64>,
+    /// Per origin: highest seq known complete everywhere (answers completion queries).
+    completed_seq: BTreeMap<Rank, u64>,
+    my_seq: u64,
+    pending: BTreeMap<u64, Pending>,
+    pending_bytes: usize,
+    retry: Option<TimerToken>,
+    /// Highest recovery round seen.
+    recovery_gen: u64,
+    /// The recovery round in progress here, if any.
+    recovery: Option<recovery::Recovery>,
+    /// Root notices raised during recovery, numbered when it ends.
+    deferred_notices: Vec<RelayMsg>,
+}
+
+impl Xcast {
+    /// State for a rank present from the start (`joiner == false`) or added by a grow.
+    pub(crate) fn new(joiner: bool) -> Self {
+        Self {
+            joiner,
+            unsynced: joiner,
+            ..Self::default()
+        }
+    }
+
+    /// Ops held (in flight or retained) and broadcasts awaiting completion, for leak checks.
+    pub(crate) fn held(&self) -> usize {
+        self.ops.len() + self.pending.len()
+    }
+
+    /// Highest op id delivered locally.
+    pub(crate) fn delivered(&self) -> u64 {
+        self.delivered
+    }
+
+    /// The global completion watermark as this rank knows it.
+    pub(crate) fn global_done(&self) -> u64 {
+        self.global_done
+    }
+
+    // ------------------------------------------------------------------ origin side
+
+    /// Starts a broadcast from this rank. Returns the origin's sequence number, which the
+    /// delivery and completion events carry.
+    pub(crate) fn originate(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        tag: u16,
+        payload: Bytes,
+    ) -> Result<u64, CommandError> {
+        let max_payload = ctx.cfg.max_frame as usize - 64;
+        if payload.len() > max_payload {
+            return Err(CommandError::TooLarge {
+                len: payload.len(),
+                max: ctx.cfg.max_frame,
+            });
+        }
+        if self.pending.len() >= ctx.cfg.xcast_max_inflight
+            || self.pending_bytes + payload.len() > ctx.cfg.xcast_max_bytes
+        {
+            return Err(CommandError::Backpressure {
+                ops: self.pending.len(),
+                bytes: self.pending_bytes,
+            });
+        }
+        self.my_seq += 1;
+        let seq = self.my_seq;
+        self.pending_bytes += payload.len();
+        self.pending.insert(
+            seq,
+            Pending {
+                tag,
+                payload: payload.clone(),
+                op: None,
+            },
+        );
+        self.arm_retry(ctx);
+        self.relay(
+            ctx,
+            RelayMsg {
+                origin: ctx.me(),
+                seq,
+                tag,
+                payload,
+            },
+        );
+        Ok(seq)
+    }
+
+    /// Root only: broadcasts an internal notice. Notices are idempotent, so they carry seq 0
+    /// and skip the per-origin duplicate filter (and never wait behind the root's own relays).
+    /// While a new root is still recovering, notices wait and are numbered after every op
+    /// recovered.
+    pub(crate) fn root_broadcast(&mut self, ctx: &mut Ctx<'_>, tag: u16, payload: Bytes) {
+        let m = RelayMsg {
+            origin: ctx.me(),
+            seq: 0,
+            tag,
+            payload,
+        };
+        if self.root_recovering(ctx) {
+            self.deferred_notices.push(m);
+        } else {
+            self.number(ctx, m);
+        }
+    }
+
+    fn arm_retry(&mut self, ctx: &mut Ctx<'_>) {
+        if self.retry.is_none() && !self.pending.is_empty() {
+            self.retry = Some(
+                ctx.timers
+                    .set(TimerKey::XcastRetry, ctx.now + ctx.cfg.xcast_retry),
+            );
+        }
+    }
+
+    /// The retry timer: re-relay ops the root has not numbered, query completion of the rest.
+    pub(crate) fn on_retry(&mut self, ctx: &mut Ctx<'_>, token: TimerToken) {
+        if self.retry != Some(token) {
+            ctx.stats.stale_timers += 1;
+            return;
+        }
+        self.retry = None;
+        let me = ctx.me();
+        let work: Vec<(u64, u16, Bytes, Option<u64>)> = self
+            .pending
+            .iter()
+            .map(|(&s, p)| (s, p.tag, p.payload.clone(), p.op))
+            .collect();
+        for (seq, tag, payload, op) in work {
+            ctx.stats.xcast_retries += 1;
+            match op {
+                None => self.relay(
+                    ctx,
+                    RelayMsg {
+                        origin: me,
+                        seq,
+                        tag,
+                        payload,
+                    },
+                ),
+                Some(op) => {
+                    let q = CompleteMsg {
+                        origin: me,
+                        seq,
+                        op,
+                        query: true,
+                    };
+                    self.on_complete(ctx, me, q);
+                }
+            }
+        }
+        self.arm_retry(ctx);
+    }
+
+    /// Re-sends every broadcast the root has not numbered yet (duplicates are dropped there).
+    pub(super) fn resend_relays(&mut self, ctx: &mut Ctx<'_>) {
+        let me = ctx.me();
+        let work: Vec<RelayMsg> = self
+            .pending
+            .iter()
+            .filter(|(_, p)| p.op.is_none())
+            .map(|(&seq, p)| RelayMsg {
+                origin: me,
+                seq,
+                tag: p.tag,
+                payload: p.payload.clone(),
+            })
+            .collect();
+        for m in work {
+            self.relay(ctx, m);
+        }
+    }
+
+    /// A relay, from a child or from this rank: pass it up, or number it at the root.
+    pub(crate) fn relay(&mut self, ctx: &mut Ctx<'_>, m: RelayMsg) {
+        let Some(view) = ctx.tree.view() else { return };
+        if let Some(parent) = view.parent() {
+            ctx.send(parent, Message::Relay(m));
+            return;
+        }
+        if m.seq == 0 {
+            ctx.stats.xcast_stale += 1; // seq 0 is the root's own notices, never relayed
+            return;
+        }
+        // Root: number it.
+        let last = self.assigned_seq.get(&m.origin).copied().unwrap_or(0);
+        if m.seq <= last {
+            ctx.stats.xcast_duplicate_relays += 1;
+            if self
+                .completed_seq
+                .get(&m.origin)
+                .is_some_and(|&c| c >= m.seq)
+            {
+                self.report_completion(ctx, m.origin, m.seq, 0);
+            }
+            return;
+        }
+        if m.seq != last + 1
+            || self.max_seen.saturating_sub(self.done) >= ctx.cfg.xcast_max_inflight as u64
+            || self.root_recovering(ctx)
+        {
+            // A gap (an earlier seq is still on its way) or a full window: the origin retries.
+            ctx.stats.xcast_deferred_relays += 1;
+            return;
+        }
+        self.assigned_seq.insert(m.origin, m.seq);
+        self.number(ctx, m);
+    }
+
+    /// Root: gives `m` the next op id and starts it.
+    pub(super) fn number(&mut self, ctx: &mut Ctx<'_>, m: RelayMsg) {
+        self.max_seen += 1;
+        let id = self.max_seen;
+        self.ops
+            .insert(id, Op::new(m.origin, m.seq, m.tag, m.payload, false));
+        if !is_process_first(m.tag) {
+            self.forward(ctx, id);
+        }
+    }
+
+    // ------------------------------------------------------------------ tree side
+
+    /// Forwards op `id` to every current child under a fresh round (no-op while unsynced).
+    pub(super) fn forward(&mut self, ctx: &mut Ctx<'_>, id: u64) {
+        if self.unsynced || self.root_recovering(ctx) {
+            return;
+        }
+        let children: SmallVec<[Rank; 8]> = match ctx.tree.view() {
+            Some(v) => v.live_children().collect(),
+            None => return,
+        };
+        let (done, global_done) = (self.done, self.global_done);
+        let Some(op) = self.ops.get_mut(&id) else {
+            return;
+        };
+        op.round += 1;
+        op.forwarded = true;
+        op.expected.clear();
+        let round = op.round;
+        for c in children {
+            op.expected.push((c, round));
+            let m = ForwardMsg {
+                op: id,
+                round,
+                done,
+                global_done,
+                origin: op.origin,
+                seq: op.seq,
+                tag: op.tag,
+                payload: op.payload.clone(),
+            };
+            ctx.send(c, Message::Forward(m));
+        }
+    }
+
+    /// Sends op `id` to one child under a fresh round and expects its ACK.
+    fn forward_to(&mut self, ctx: &mut Ctx<'_>, id: u64, child: Rank) {
+        if self.unsynced || self.root_recovering(ctx) {
+            return;
+        }
+        let (done, global_done) = (self.done, self.global_done);
+        let Some(op) = self.ops.get_mut(&id) else {
+            return;
+        };
+        op.round += 1;
+        let round = op.round;
+        op.expected.retain(|(c, _)| *c != child);
+        op.expected.push((child, round));
+        let m = ForwardMsg {
+            op: id,
+            round,
+            done,
+            global_done,
+            origin: op.origin,
+            seq: op.seq,
+            tag: op.tag,
+            payload: op.payload.clone(),
+        };
+        ctx.send(child, Message::Forward(m));
+    }
+
+    /// Adopts the parent's watermarks (from a forward, poll or sync).
+    fn sync(&mut self, ctx: &mut Ctx<'_>, parent_done: u64, global_done: u64) {
+        if global_done > self.global_done {
+            self.global_done = global_done;
+        }
+        if self.joiner && self.delivered == 0 && self.unsynced {
+            // A late joiner: everything up to the parent's watermark completed without it.
+            self.delivered = parent_done;
+            ctx.stats.xcast_adopted_as_done += parent_done;
+        }
+        if parent_done > self.done {
+            self.done = parent_done;
+        }
+        self.max_seen = self.max_seen.max(self.done);
+        if self.unsynced {
+            self.unsynced = false;
+            self.joiner = false;
+            let ids: Vec<u64> = self.ops.keys().copied().collect();
+            for id in ids {
+                let fwd = self
+                    .ops
+                    .get(&id)
+                    .is_some_and(|o| !o.forwarded && (o.processed || !is_process_first(o.tag)));
+                if id > self.done && fwd {
+                    self.forward(ctx, id);
+                }
+            }
+        }
+        self.settle(ctx);
+    }
+
+    /// Whether op id `id` lies in the window any legitimate root could have numbered: the
+    /// root never runs more than `xcast_max_inflight` ops ahead of the watermarks, so an id far
+    /// beyond them is a corrupt or hostile frame (refused before it can cost memory or time).
+    pub(super) fn in_window(&self, ctx: &mut Ctx<'_>, id: u64) -> bool {
+        let w = ctx.cfg.xcast_max_inflight as u64;
+        let ok = id > 0 && id <= self.done.max(self.global_done).saturating_add(4 * w + 16);
+        if !ok {
+            ctx.stats.xcast_out_of_window += 1;
+        }
+        ok
+    }
+
+    /// A forward (or replay) from `from`.
+    pub(crate) fn on_forward(&mut self, ctx: &mut Ctx<'_>, from: Rank, m: ForwardMsg) {
+        if !self.check_parent(ctx, from) || !self.in_window(ctx, m.op) {
+            return;
+        }
+        self.sync(ctx, m.done, m.global_done);
+        self.learn_seq(m.origin, m.seq);
+        self.max_seen = self.max_seen.max(m.op);
+        let done = m.op <= self.done;
+        if let Some(op) = self.ops.get_mut(&m.op) {
+            if (op.origin, op.seq, op.tag) != (m.origin, m.seq, m.tag) {
+                // Two ops under one id: a broken invariant, never expected. Counted so the
+                // simulator's checkers can fail on it.
+                ctx.stats.xcast_conflicts += 1;
+            }
+            op.ack = Some(m.round);
+            let replay = !op.forwarded && !done && (op.processed || !is_process_first(op.tag));
+            if done {
+                self.ack(ctx, m.op, m.round);
+            } else if replay {
+                self.forward(ctx, m.op);
+            }
+        } else if m.op <= self.done {
+            ctx.stats.xcast_duplicate_forwards += 1;
+            self.ack(ctx, m.op, m.round);
+        } else {
+            let mut op = Op::new(m.origin, m.seq, m.tag, m.payload, m.op <= self.delivered);
+            op.ack = Some(m.round);
+            self.ops.insert(m.op, op);
+            let first = self
+                .ops
+                .get(&m.op)
+                .is_some_and(|o| o.processed || !is_process_first(o.tag));
+            if first {
+                self.forward(ctx, m.op);
+            }
+        }
+        self.settle(ctx);
+    }
+
+    /// A re-poll from the parent.
+    pub(crate) fn on_poll(&mut self, ctx: &mut Ctx<'_>, from: Rank, m: PollMsg) {
+        if !self.check_parent(ctx, from) {
+            return;
+        }
+        self.sync(ctx, m.done, m.global_done);
+        let done = m.op <= self.done;
+        match self.ops.get_mut(&m.op) {
+            Some(op) => {
+                op.ack = Some(m.round);
+                if done {
+                    self.ack(ctx, m.op, m.round);
+                }
+            }
+            None if m.op <= self.done => self.ack(ctx, m.op, m.round),
+            None => ctx.send(from, Message::Need(NeedMsg { op: m.op })),
+        }
+        self.settle(ctx);
+    }
+
+    /// The parent's watermarks, in answer to this rank's hello.
+    pub(crate) fn on_sync(&mut self, ctx: &mut Ctx<'_>, from: Rank, m: SyncMsg) {
+        if self.check_parent(ctx, from) {
+            self.sync(ctx, m.done, m.global_done);
+        }
+    }
+
+    /// A child asks for an op it never saw.
+    pub(crate) fn on_need(&mut self, ctx: &mut Ctx<'_>, from: Rank, m: NeedMsg) {
+        let owed = self
+            .ops
+            .get(&m.op)
+            .is_some_and(|o| m.op > self.done && o.expected.iter().any(|(c, _)| *c == from));
+        if owed {
+            self.forward_to(ctx, m.op, from);
+        } else {
+            ctx.stats.xcast_stale += 1;
+        }
+    }
+
+    /// An ACK from a child: counts only if `(child, round)` is expected.
+    pub(crate) fn on_ack(&mut self, ctx: &mut Ctx<'_>, from: Rank, m: AckMsg) {
+        let Some(op) = self.ops.get_mut(&m.op) else {
+            ctx.stats.xcast_stale += 1;
+            return;
+        };
+        let before = op.expected.len();
+        op.expected.retain(|e| *e != (from, m.round));
+        if op.expected.len() == before {
+            ctx.stats.xcast_stale += 1;
+            return;
+        }
+        self.settle(ctx);
+    }
+
+    /// A child whose parent is now this rank said hello: send watermarks and re-poll what it
+    /// owes under fresh rounds.
+    pub(crate) fn on_child_hello(&mut self, ctx: &mut Ctx<'_>, child: Rank) {
+        let sync = SyncMsg {
+            done: self.done,
+            global_done: self.global_done,
+        };
+        if self.unsynced {
+            return; // the child hears from us once our own parent has synced us
+        }
+        ctx.send(child, Message::Sync(sync));
+        let owed: Vec<u64> = self
+            .ops
+            .iter()
+            .filter(|(&id, o)| id > self.done && o.expected.iter().any(|(c, _)| *c == child))
+            .map(|(&id, _)| id)
+            .collect();
+        for id in owed {
+            let Some(op) = self.ops.get_mut(&id) else {
+                continue;
+            };
+            op.round += 1;
+            let round = op.round;
+            for e in op.expected.iter_mut().filter(|e| e.0 == child) {
+                e.1 = round;
+            }
+            ctx.send(
+                child,
+                Message::Poll(PollMsg {
+                    op: id,
+                    round,
+                    done: self.done,
+                    global_done: self.global_done,
+                }),
+            );
+        }
+    }
+
+    /// The tree view changed (after adoption notices were queued, so they precede replays).
+    pub(crate) fn on_view_change(&mut self, ctx: &mut Ctx<'_>, d: &ViewDelta) {
+        let Some(view) = ctx.tree.view() else {
+            self.ops.clear();
+            self.pending.clear();
+            self.pending_bytes = 0;
+            return;
+        };
+        let is_root = view.is_root();
+        if d.slot_changed() {
+            // My old `done` covered my old subtree only.
+            self.done = self.global_done;
+            for (&id, op) in self.ops.iter_mut() {
+                if id > self.done {
+                    op.forwarded = false;
+                    op.ack = None;
+                    op.expected.clear();
+                }
+            }
+            if is_root {
+                // Root failover: gather what survivors hold before numbering anything.
+                self.unsynced = false;
+                self.recovery = None;
+                self.begin_root_recovery(ctx);
+            } else {
+                self.unsynced = true;
+                self.recovery = None;
+            }
+        } else {
+            if d.parent_changed() {
+                for op in self.ops.values_mut() {
+                    op.ack = None;
+                }
+            }
+            self.recovery_view_change(ctx, d.parent_changed());
+            let removed: SmallVec<[Rank; 4]> = d.removed_children().collect();
+            let added: SmallVec<[Rank; 4]> = d.added_children().collect();
+            let ids: Vec<u64> = self.ops.keys().copied().collect();
+            for id in ids {
+                let Some(op) = self.ops.get_mut(&id) else {
+                    continue;
+                };
+                if id <= self.done || !op.forwarded {
+                    continue;
+                }
+                op.expected.retain(|(c, _)| !removed.contains(c));
+                for &c in &added {
+                    if !self.unsynced {
+                        self.forward_to(ctx, id, c);
+                    }
+                }
+            }
+        }
+        if d.ancestors_changed || d.slot_changed() {
+            // The path to the root changed: a relay may have died with a relay rank.
+            self.resend_relays(ctx);
+        }
+        self.settle(ctx);
+    }
+
+    pub(super) fn check_parent(&self, ctx: &mut Ctx<'_>, from: Rank) -> bool {
+        let ok = ctx.tree.view().and_then(|v| v.parent()) == Some(from);
+        if !ok {
+            ctx.stats.xcast_stale += 1;
+        }
+        ok
+    }
+
+    pub(super) fn learn_seq(&mut self, origin: Rank, seq: u64) {
+        if seq == 0 {
+            return;
+        }
+        let e = self.assigned_seq.entry(origin).or_insert(0);
+        *e = (*e).max(seq);
+    }
+
+    fn ack(&mut self, ctx: &mut Ctx<'_>, op: u64, round: u32) {
+        if let Some(parent) = ctx.tree.view().and_then(|v| v.parent()) {
+            ctx.send(parent, Message::Ack(AckMsg { op, round }));
+        }
+    }
+
+    /// The next op to process locally, in op-id order (the node handles it, then calls
+    /// [`Self::processed`]).
+    pub(crate) fn next_delivery(&mut self, ctx: &mut Ctx<'_>) -> Option<Delivery> {
+        if self.joiner && self.unsynced {
+            return None;
+        }
+        loop {
+            let id = self.delivered + 1;
+            let op = self.ops.get_mut(&id)?;
+            if op.processed {
+                self.delivered = id;
+                continue;
+            }
+            op.processed = true;
+            self.delivered = id;
+            if op.seq != 0 {
+                let seen = self.delivered_seq.get(&op.origin).copied().unwrap_or(0);
+                if op.seq <= seen {
+                    ctx.stats.xcast_duplicate_ops += 1;
+                    continue;
+                }
+                self.delivered_seq.insert(op.origin, op.seq);
+            }
+            if op.origin == ctx.me() {
+                if let Some(p) = self.pending.get_mut(&op.seq) {
+                    p.op = Some(id);
+                }
+            }
+            return Some(Delivery {
+                op: id,
+                origin: op.origin,
+                seq: op.seq,
+                tag: op.tag,
+                payload: op.payload.clone(),
+            });
+        }
+    }
+
+    /// The node finished processing `id`: forward a process-first op now, and settle.
+    pub(crate) fn processed(&mut self, ctx: &mut Ctx<'_>, id: u64) {
+        let fwd = id > self.done && self.ops.get(&id).is_some_and(|o| !o.forwarded);
+        if fwd {
+            self.forward(ctx, id);
+        }
+        self.settle(ctx);
+    }
+
+    /// Finishes every op that is ready, in id order; prunes ops the global watermark passed.
+    pub(super) fn settle(&mut self, ctx: &mut Ctx<'_>) {
+        if self.unsynced || self.root_recovering(ctx) {
+            return;
+        }
+        let is_root = ctx.tree.view().is_some_and(|v| v.is_root());
+        let has_children = ctx
+            .tree
+            .view()
+            .is_some_and(|v| v.live_children().next().is_some());
+        loop {
+            let id = self.done + 1;
+            let Some(op) = self.ops.get_mut(&id) else {
+                break;
+            };
+            if !op.processed {
+                break;
+            }
+            if !op.forwarded && has_children {
+                break;
+            }
+            if !op.expected.is_empty() {
+                break;
+            }
+            self.done = id;
+            let (origin, seq, ack) = (op.origin, op.seq, op.ack);
+            if is_root {
+                self.global_done = id;
+                self.on_globally_done(ctx, id, origin, seq);
+            } else if let Some(round) = ack {
+                self.ack(ctx, id, round);
+            }
+        }
+        // Prune what every rank has.
+        while let Some((&id, _)) = self.ops.first_key_value() {
+            if id > self.global_done || id > self.done {
+                break;
+            }
+            if let Some(op) = self.ops.remove(&id) {
+                let c = self.completed_seq.entry(op.origin).or_insert(0);
+                *c = (*c).max(op.seq);
+            }
+        }
+    }
+
+    /// Root: op `id` is complete everywhere.
+    fn on_globally_done(&mut self, ctx: &mut Ctx<'_>, id: u64, origin: Rank, seq: u64) {
+        let c = self.completed_seq.entry(origin).or_insert(0);
+        *c = (*c).max(seq);
+        let tag = self.ops.get(&id).map_or(TAG_FAILURE_NOTICE, |o| o.tag);
+        if tag >= FIRST_APP_TAG || tag == TAG_WIREUP {
+            ctx.event(Event::XcastRootCompleted {
+                op: id,
+                origin,
+                seq,
+            });
+            self.report_completion(ctx, origin, seq, id);
+        }
+    }
+
+    fn report_completion(&mut self, ctx: &mut Ctx<'_>, origin: Rank, seq: u64, op: u64) {
+        let m = CompleteMsg {
+            origin,
+            seq,
+            op,
+            query: false,
+        };
+        let me = ctx.me();
+        self.on_complete(ctx, me, m);
+    }
+
+    /// A completion report travelling to its origin, or a query travelling to the root.
+    pub(crate) fn on_complete(&mut self, ctx: &mut Ctx<'_>, _from: Rank, m: CompleteMsg) {
+        let Some(view) = ctx.tree.view() else { return };
+        let me = ctx.me();
+        if m.query {
+            match view.parent() {
+                Some(p) => ctx.send(p, Message::Complete(m)),
+                None => {
+                    if self
+                        .completed_seq
+                        .get(&m.origin)
+                        .is_some_and(|&c| c >= m.seq)
+                    {
+                        self.report_completion(ctx, m.origin, m.seq, m.op);
+                    }
+                }
+            }
+            return;
+        }
+        if m.origin != me {
+            match ctx.tree.route(m.origin) {
+                Route::Next(hop) => ctx.send(hop, Message::Complete(m)),
+                _ => ctx.stats.xcast_stale += 1,
+            }
+            return;
+        }
+        match self.pending.remove(&m.seq) {
+            Some(p) => {
+                self.pending_bytes -= p.payload.len();
+                let op = if m.op != 0 { m.op } else { p.op.unwrap_or(0) };
+                ctx.event(Event::XcastCompleted { op, seq: m.seq });
+            }
+            None => ctx.stats.xcast_duplicate_completions += 1,
+        }
+    }
+}

@@ -1,0 +1,209 @@
+//! Root-failover recovery: the new root gathers every op any survivor still holds before it
+//! numbers anything new, so op ids stay unique and every op some survivor delivered reaches all.
+//!
+//! The new root sends [`RecoverMsg`] to its children; each rank reports every op above the base
+//! it holds ([`RecoveredOpMsg`]), passes the request to its own children, relays up the ops they
+//! report that it lacked, and answers [`RecoverDoneMsg`] once its whole subtree has. The root
+//! then fills any op id nobody holds with a no-op (its op died with every rank that had it),
+//! re-drives everything above its watermark in id order, and resumes numbering after the
+//! highest id recovered. A view change during recovery updates the set of children waited for;
+//! a root failover during recovery starts a new round with a higher `gen`.
+
+use smallvec::SmallVec;
+
+use super::{is_process_first, Op, Xcast, TAG_NOOP};
+use crate::node::Ctx;
+use crate::tree::Rank;
+use crate::wire::{Message, RecoverDoneMsg, RecoverMsg, RecoveredOpMsg};
+
+/// An in-progress recovery round at one rank.
+#[derive(Debug)]
+pub(super) struct Recovery {
+    gen: u64,
+    /// Children that have not finished reporting.
+    waiting: SmallVec<[Rank; 4]>,
+}
+
+impl Xcast {
+    /// Whether this rank is the root still gathering ops (it numbers nothing meanwhile).
+    pub(super) fn root_recovering(&self, ctx: &Ctx<'_>) -> bool {
+        self.recovery.is_some() && ctx.tree.view().is_some_and(|v| v.is_root())
+    }
+
+    /// This rank just became the root: start a recovery round.
+    pub(super) fn begin_root_recovery(&mut self, ctx: &mut Ctx<'_>) {
+        self.recovery_gen += 1;
+        let gen = self.recovery_gen;
+        self.start_round(ctx, gen);
+    }
+
+    /// Sends the request to every child and waits for them (finishing at once without any).
+    fn start_round(&mut self, ctx: &mut Ctx<'_>, gen: u64) {
+        let children: SmallVec<[Rank; 4]> = match ctx.tree.view() {
+            Some(v) => v.live_children().collect(),
+            None => return,
+        };
+        let base = self.global_done;
+        for &c in &children {
+            ctx.send(c, Message::Recover(RecoverMsg { gen, base }));
+        }
+        self.recovery = Some(Recovery {
+            gen,
+            waiting: children,
+        });
+        self.maybe_finish(ctx);
+    }
+
+    /// A recovery request from the parent: report what I hold, then ask my children.
+    pub(crate) fn on_recover(&mut self, ctx: &mut Ctx<'_>, from: Rank, m: RecoverMsg) {
+        if !self.check_parent(ctx, from) || m.gen < self.recovery_gen {
+            return;
+        }
+        self.recovery_gen = m.gen;
+        let held: Vec<RecoveredOpMsg> = self
+            .ops
+            .range(m.base + 1..)
+            .map(|(&id, o)| RecoveredOpMsg {
+                gen: m.gen,
+                op: id,
+                origin: o.origin,
+                seq: o.seq,
+                tag: o.tag,
+                payload: o.payload.clone(),
+            })
+            .collect();
+        for r in held {
+            ctx.send(from, Message::RecoveredOp(r));
+        }
+        self.start_round(ctx, m.gen);
+    }
+
+    /// An op reported by a child: keep it if new, and pass it up.
+    pub(crate) fn on_recovered_op(&mut self, ctx: &mut Ctx<'_>, from: Rank, m: RecoveredOpMsg) {
+        if !self.waiting_on(from, m.gen) {
+            ctx.stats.xcast_stale += 1;
+            return;
+        }
+        if !self.in_window(ctx, m.op) {
+            return;
+        }
+        if self.ops.contains_key(&m.op) || m.op <= self.global_done {
+            return;
+        }
+        self.learn_seq(m.origin, m.seq);
+        self.max_seen = self.max_seen.max(m.op);
+        self.ops.insert(
+            m.op,
+            Op::new(
+                m.origin,
+                m.seq,
+                m.tag,
+                m.payload.clone(),
+                m.op <= self.delivered,
+            ),
+        );
+        ctx.stats.xcast_recovered_ops += 1;
+        if let Some(parent) = ctx.tree.view().and_then(|v| v.parent()) {
+            ctx.send(parent, Message::RecoveredOp(m));
+        }
+    }
+
+    /// A child's subtree has reported.
+    pub(crate) fn on_recover_done(&mut self, ctx: &mut Ctx<'_>, from: Rank, m: RecoverDoneMsg) {
+        if !self.waiting_on(from, m.gen) {
+            ctx.stats.xcast_stale += 1;
+            return;
+        }
+        if let Some(r) = self.recovery.as_mut() {
+            r.waiting.retain(|c| *c != from);
+        }
+        self.maybe_finish(ctx);
+    }
+
+    fn waiting_on(&self, child: Rank, gen: u64) -> bool {
+        self.recovery
+            .as_ref()
+            .is_some_and(|r| r.gen == gen && r.waiting.contains(&child))
+    }
+
+    /// The view changed during a round: wait for new children too, not for lost ones; a rank
+    /// whose parent changed abandons its round (its new parent asks again if it must).
+    pub(super) fn recovery_view_change(&mut self, ctx: &mut Ctx<'_>, parent_changed: bool) {
+        let Some(r) = self.recovery.as_mut() else {
+            return;
+        };
+        let is_root = ctx.tree.view().is_some_and(|v| v.is_root());
+        if parent_changed && !is_root {
+            self.recovery = None;
+            return;
+        }
+        let children: SmallVec<[Rank; 4]> = match ctx.tree.view() {
+            Some(v) => v.live_children().collect(),
+            None => return,
+        };
+        r.waiting.retain(|c| children.contains(c));
+        let (gen, base) = (r.gen, self.global_done);
+        let fresh: SmallVec<[Rank; 4]> = children
+            .iter()
+            .copied()
+            .filter(|c| !r.waiting.contains(c))
+            .collect();
+        // A child new in its slot has not been asked; one that was asked and stays keeps its place.
+        for c in fresh {
+            if let Some(r) = self.recovery.as_mut() {
+                r.waiting.push(c);
+            }
+            ctx.send(c, Message::Recover(RecoverMsg { gen, base }));
+        }
+        self.maybe_finish(ctx);
+    }
+
+    fn maybe_finish(&mut self, ctx: &mut Ctx<'_>) {
+        let Some(r) = self.recovery.as_ref() else {
+            return;
+        };
+        if !r.waiting.is_empty() {
+            return;
+        }
+        let gen = r.gen;
+        self.recovery = None;
+        match ctx.tree.view().and_then(|v| v.parent()) {
+            Some(parent) => ctx.send(parent, Message::RecoverDone(RecoverDoneMsg { gen })),
+            None => self.finish_root_recovery(ctx),
+        }
+    }
+
+    /// Root: fill holes with no-ops, re-drive everything above the watermark, resume numbering.
+    fn finish_root_recovery(&mut self, ctx: &mut Ctx<'_>) {
+        let w = ctx.cfg.xcast_max_inflight as u64;
+        let top = self
+            .ops
+            .last_key_value()
+            .map_or(0, |(&id, _)| id)
+            .max(self.max_seen)
+            .min(self.done.saturating_add(4 * w + 16));
+        let me = ctx.me();
+        for id in self.done + 1..=top {
+            self.ops.entry(id).or_insert_with(|| {
+                ctx.stats.xcast_noop_fills += 1;
+                Op::new(me, 0, TAG_NOOP, bytes::Bytes::new(), false)
+            });
+        }
+        self.max_seen = top;
+        let ids: Vec<u64> = self.ops.range(self.done + 1..).map(|(&id, _)| id).collect();
+        for id in ids {
+            if self
+                .ops
+                .get(&id)
+                .is_some_and(|o| o.processed || !is_process_first(o.tag))
+            {
+                self.forward(ctx, id);
+            }
+        }
+        for m in std::mem::take(&mut self.deferred_notices) {
+            self.number(ctx, m);
+        }
+        self.resend_relays(ctx);
+        self.settle(ctx);
+    }
+}
