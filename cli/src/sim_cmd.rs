@@ -1,6 +1,6 @@
 //! `lifeline sim`: deterministic simulations of many real nodes, one seed per run.
 //!
-//! A subcommand group: `sim flood` today; `sim xcast` and `sim relm` slot in as more variants of
+//! A subcommand group: `sim flood` and `sim xcast`; `sim relm` slots in as one more variant of
 //! [`SimCommand`]. Every run is replayable: a failure prints its seed and the exact command.
 
 use std::cell::{Cell, RefCell};
@@ -9,8 +9,9 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use clap::{Args, Subcommand};
+use lifeline_core::sim::broadcast::{run_xcast, XcastHooks, XcastParams, XcastReport};
 use lifeline_core::sim::scenario::{run_flood, FloodParams, FloodReport, RunHooks};
-use lifeline_core::sim::World;
+use lifeline_core::sim::{ProgressHook, SimFailure, TraceSink, World};
 
 use crate::tree_cmd::layout;
 use crate::{write_stdout, CliError};
@@ -34,6 +35,16 @@ enum SimCommand {
     /// pause, a cut and a partition; then everything heals and a last flood from the root must
     /// reach every survivor exactly once.
     Flood(FloodArgs),
+    /// Stream reliable broadcasts (xcast) while ranks crash; check exactly-once, in-order
+    /// delivery and completion.
+    ///
+    /// Starts --ops broadcasts, one every 20 us of virtual time, from origins drawn from the seed
+    /// (or all from the root with --root-origin), while a --crash fraction of the ranks crashes
+    /// (scattered ranks, a parent with its child, sometimes the root). Every survivor must
+    /// deliver every op exactly once and in op order, and every surviving origin must hear its
+    /// op's completion once, after every survivor delivered it. A failure-free run from the root
+    /// must cost exactly 2(n-1) frames per op.
+    Xcast(XcastArgs),
 }
 
 /// Arguments of `lifeline sim flood`.
@@ -59,10 +70,100 @@ struct FloodArgs {
     json: bool,
 }
 
+/// Arguments of `lifeline sim xcast`.
+#[derive(Debug, Args)]
+struct XcastArgs {
+    /// Number of ranks, 1..=4294967292.
+    #[arg(long, value_name = "N")]
+    ranks: u64,
+    /// Maximum children per rank, 2..=1024.
+    #[arg(long, value_name = "K", default_value_t = 64)]
+    radix: u64,
+    /// Broadcasts to start, back to back, 1..=4294967295.
+    #[arg(long, value_name = "M", default_value_t = 10)]
+    ops: u64,
+    /// Fraction of the ranks to crash during the stream, 0..=0.5.
+    #[arg(
+        long,
+        value_name = "FRACTION",
+        default_value_t = 0.0,
+        allow_negative_numbers = true
+    )]
+    crash: f64,
+    /// The run's one seed (latency jitter, node seeds, origins, the crash schedule).
+    #[arg(long, value_name = "S", default_value_t = 1)]
+    seed: u64,
+    /// Start every op at the root (otherwise origins are drawn from the seed). If the root
+    /// crashed and no survivor has taken over yet when the next op is due, the stream ends
+    /// there: the report's "ops" counts the ops started.
+    #[arg(long)]
+    root_origin: bool,
+    /// Print one line per simulator event to stdout.
+    #[arg(long)]
+    trace: bool,
+    /// Print the result as one JSON line (the last line of stdout) instead of a summary.
+    #[arg(long)]
+    json: bool,
+}
+
 /// Runs `lifeline sim`.
 pub(crate) fn run(args: &SimArgs) -> Result<(), CliError> {
     match &args.command {
         SimCommand::Flood(a) => flood(a),
+        SimCommand::Xcast(a) => xcast(a),
+    }
+}
+
+/// The output side of a run: the trace sink and the progress line, set up before the run and
+/// finished after it.
+struct Output {
+    trace: Option<Rc<RefCell<TraceOut>>>,
+    progress: Option<Progress>,
+}
+
+impl Output {
+    /// With `trace`, every event goes to stdout; otherwise, on a terminal, a progress line
+    /// labelled `label` is redrawn on stderr. Returns the hooks to hand to the scenario.
+    fn new(trace: bool, label: &'static str) -> (Self, Option<TraceSink>, Option<ProgressHook>) {
+        let trace = trace.then(|| Rc::new(RefCell::new(TraceOut::new())));
+        let sink = trace.as_ref().map(|t| {
+            let t = Rc::clone(t);
+            Box::new(move |line: &str| t.borrow_mut().line(line)) as TraceSink
+        });
+        let progress = (trace.is_none() && io::stderr().is_terminal()).then(Progress::default);
+        let hook = progress.as_ref().map(|p| {
+            let drawn = Rc::clone(&p.drawn);
+            Box::new(move |w: &World| {
+                // Best effort: a progress line that cannot be drawn is not worth failing the run.
+                let _ = write!(
+                    io::stderr().lock(),
+                    "\r{label}: {} steps, queue {}, t={}   ",
+                    w.stats().steps,
+                    w.queue_len(),
+                    w.now()
+                );
+                drawn.set(true);
+            }) as ProgressHook
+        });
+        (Self { trace, progress }, sink, hook)
+    }
+
+    /// Clears the progress line and flushes the trace, so that every trace line goes out before
+    /// the summary (or the failure); then maps the run's result. Call after the scenario
+    /// returned (its sink closure died with the simulator, so this holds the last handle).
+    fn finish<R>(self, result: Result<R, SimFailure>) -> Result<R, CliError> {
+        if let Some(p) = self.progress {
+            p.clear();
+        }
+        let trace_err = self.trace.and_then(|t| {
+            let err = t.borrow_mut().finish();
+            err
+        });
+        let report = result.map_err(|e| CliError::Failed(e.to_string()))?;
+        match trace_err {
+            Some(e) => Err(CliError::Io(e)),
+            None => Ok(report),
+        }
     }
 }
 
@@ -74,46 +175,16 @@ fn flood(args: &FloodArgs) -> Result<(), CliError> {
         seed: args.seed,
         faults: args.faults,
     };
-    let mut hooks = RunHooks::default();
-    let trace = args.trace.then(|| Rc::new(RefCell::new(TraceOut::new())));
-    if let Some(t) = &trace {
-        let t = Rc::clone(t);
-        hooks.trace = Some(Box::new(move |line: &str| t.borrow_mut().line(line)));
-    }
-    let progress = (!args.trace && io::stderr().is_terminal()).then(Progress::default);
-    if let Some(p) = &progress {
-        let drawn = Rc::clone(&p.drawn);
-        hooks.progress = Some(Box::new(move |w: &World| {
-            // Best effort: a progress line that cannot be drawn is not worth failing the run.
-            let _ = write!(
-                io::stderr().lock(),
-                "\rsim flood: {} steps, queue {}, t={}   ",
-                w.stats().steps,
-                w.queue_len(),
-                w.now()
-            );
-            drawn.set(true);
-        }));
-        hooks.progress_every = PROGRESS_EVERY;
-    }
-
+    let (output, trace, progress) = Output::new(args.trace, "sim flood");
+    let hooks = RunHooks {
+        trace,
+        progress,
+        progress_every: PROGRESS_EVERY,
+    };
     let start = Instant::now();
     let result = run_flood(&params, hooks);
     let wall = start.elapsed();
-
-    if let Some(p) = progress {
-        p.clear();
-    }
-    // Every trace line goes out before the summary (or the failure). The sink's closure died
-    // with the simulator, so this is the last handle.
-    let trace_err = trace.and_then(|t| {
-        let err = t.borrow_mut().finish();
-        err
-    });
-    let report = result.map_err(|e| CliError::Failed(e.to_string()))?;
-    if let Some(e) = trace_err {
-        return Err(CliError::Io(e));
-    }
+    let report = output.finish(result)?;
     write_stdout(|out| {
         if args.json {
             writeln!(out, "{}", json(&report, wall))
@@ -150,6 +221,104 @@ fn json(r: &FloodReport, wall: Duration) -> String {
         r.events,
         r.delivered,
         r.crashed,
+        r.virtual_ns as f64 / 1e6,
+        wall.as_secs_f64() * 1e3,
+    )
+}
+
+/// The largest crash fraction `sim xcast` accepts (the scenario's own bound).
+const MAX_CRASH: f64 = 0.5;
+
+fn xcast(args: &XcastArgs) -> Result<(), CliError> {
+    let layout = layout(args.ranks, args.radix)?;
+    let ops = u32::try_from(args.ops)
+        .ok()
+        .filter(|&m| m >= 1)
+        .ok_or_else(|| {
+            CliError::Usage(format!(
+                "--ops {} is out of range (1..={})",
+                args.ops,
+                u32::MAX
+            ))
+        })?;
+    if !(0.0..=MAX_CRASH).contains(&args.crash) {
+        return Err(CliError::Usage(format!(
+            "--crash {} is out of range (0..={MAX_CRASH})",
+            args.crash
+        )));
+    }
+    let params = XcastParams {
+        ranks: layout.span(),
+        radix: layout.radix(),
+        ops,
+        // -0 would print as "-0" in the replay command.
+        crash: if args.crash == 0.0 { 0.0 } else { args.crash },
+        seed: args.seed,
+        root_origin: args.root_origin,
+    };
+    let (output, trace, progress) = Output::new(args.trace, "sim xcast");
+    let hooks = XcastHooks {
+        trace,
+        progress,
+        progress_every: PROGRESS_EVERY,
+    };
+    let start = Instant::now();
+    let result = run_xcast(&params, hooks);
+    let wall = start.elapsed();
+    let report = output.finish(result)?;
+    write_stdout(|out| {
+        if args.json {
+            writeln!(out, "{}", xcast_json(&report, wall))
+        } else {
+            writeln!(out, "{}", xcast_summary(&params, &report, wall))
+        }
+    })
+}
+
+/// The human-readable summary of an xcast run.
+fn xcast_summary(p: &XcastParams, r: &XcastReport, wall: Duration) -> String {
+    let origins = if p.root_origin {
+        "from the root"
+    } else {
+        "from seeded origins"
+    };
+    let crashed = match r.crashed {
+        0 => "no rank crashed".to_owned(),
+        1 => format!("1 of {} ranks crashed (--crash {})", r.ranks, p.crash),
+        c => format!("{c} of {} ranks crashed (--crash {})", r.ranks, p.crash),
+    };
+    let yes_no = |b: bool| if b { "yes" } else { "NO" };
+    format!(
+        "xcast: {} ranks, radix {}, seed {}, {} ops {origins}: {crashed}; every survivor \
+         delivered every op exactly once: {}, in order: {}; {} completions, each reported to its \
+         surviving origin: {}; {} frames, {} events; virtual time {:.3} ms, wall {:.3} ms",
+        r.ranks,
+        p.radix,
+        p.seed,
+        r.ops,
+        yes_no(r.delivered_exactly_once),
+        yes_no(r.in_order),
+        r.completions,
+        yes_no(r.completion_reported_to_origin),
+        r.frames,
+        r.events,
+        r.virtual_ns as f64 / 1e6,
+        wall.as_secs_f64() * 1e3,
+    )
+}
+
+/// The JSON record of an xcast run, keys in a fixed order.
+fn xcast_json(r: &XcastReport, wall: Duration) -> String {
+    format!(
+        r#"{{"ranks":{},"ops":{},"crashed":{},"frames":{},"delivered_exactly_once":{},"in_order":{},"completions":{},"completion_reported_to_origin":{},"virtual_ms":{:.3},"wall_ms":{:.3}}}"#,
+        r.ranks,
+        r.ops,
+        r.crashed,
+        r.frames,
+        r.delivered_exactly_once,
+        r.in_order,
+        r.completions,
+        r.completion_reported_to_origin,
         r.virtual_ns as f64 / 1e6,
         wall.as_secs_f64() * 1e3,
     )

@@ -6,7 +6,7 @@
 
 use std::process::ExitCode;
 
-use lifeline_bench::{flood, repair, CliError};
+use lifeline_bench::{flood, repair, xcast, CliError};
 
 /// A subcommand: its name, one-line summary, usage text and entry point.
 struct Command {
@@ -16,7 +16,7 @@ struct Command {
     run: fn(&[String]) -> Result<(), CliError>,
 }
 
-/// Adding `xcast` is one module in `lifeline_bench` and one entry here.
+/// A new experiment is one module in `lifeline_bench` and one entry here.
 const COMMANDS: &[Command] = &[
     Command {
         name: "repair",
@@ -29,6 +29,12 @@ const COMMANDS: &[Command] = &[
         about: "a fault-free flood over N simulated nodes: throughput and peak RSS",
         usage: flood::USAGE,
         run: flood::cli,
+    },
+    Command {
+        name: "xcast",
+        about: "a failure-free root xcast stream over N simulated nodes: frames and peak RSS",
+        usage: xcast::USAGE,
+        run: xcast::cli,
     },
 ];
 
