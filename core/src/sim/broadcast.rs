@@ -76,6 +76,8 @@ pub struct XcastObserver {
     last_op: Vec<u64>,
     /// (origin, seq) -> deliveries (rank, time)
     deliveries: BTreeMap<(Rank, u64), Vec<(Rank, Instant)>>,
+    /// (origin, seq) -> ranks that delivered it (O(1) duplicate check)
+    seen: BTreeMap<(Rank, u64), RankSet>,
     /// (origin, seq) -> completion times at the origin
     completions: BTreeMap<(Rank, u64), Vec<Instant>>,
     violations: Vec<String>,
@@ -103,8 +105,9 @@ impl Observer for XcastObserver {
                         .push(format!("rank {rank} delivered op {op} after op {last}"));
                 }
                 *last = (*last).max(*op);
+                let fresh = self.seen.entry((*origin, *seq)).or_default().insert(rank);
                 let d = self.deliveries.entry((*origin, *seq)).or_default();
-                if d.iter().any(|(r, _)| *r == rank) && self.violations.len() < 8 {
+                if !fresh && self.violations.len() < 8 {
                     self.violations.push(format!(
                         "rank {rank} delivered ({origin},{seq}) twice (second as op {op})"
                     ));
@@ -220,7 +223,15 @@ pub fn run_xcast(p: &XcastParams, hooks: XcastHooks) -> Result<XcastReport, SimF
             let live: Vec<Rank> = sim.world().live_ranks().collect();
             (!live.is_empty()).then(|| live[rng.below(live.len() as u64) as usize])
         };
-        let Some(origin) = origin else { break };
+        let Some(origin) = origin else {
+            // No root yet (it crashed and the failover is under way): try the next slot.
+            next = sim.world().now() + gap;
+            spins += 1;
+            if spins > 100 * p.ops as u64 + 1000 {
+                return Err(sim.failure("no root took over".into()));
+            }
+            continue;
+        };
         let payload = Bytes::from(format!("op-{left}").into_bytes());
         if let Some(Ok(seq)) = sim.command(origin, |n, now| {
             n.xcast(now, 16 + (left % 4) as u16, payload)
@@ -236,7 +247,7 @@ pub fn run_xcast(p: &XcastParams, hooks: XcastHooks) -> Result<XcastReport, SimF
     }
 
     // Liveness: every op from a surviving origin completes within the budget.
-    let budget = 400 * p.ranks as u64 * (p.ops as u64 + 4) + 1_000_000;
+    let budget = (400 * p.ranks as u64).saturating_mul(p.ops as u64 + 4) + 1_000_000;
     let pending = |w: &World, o: &XcastObserver| {
         issued
             .iter()
