@@ -32,11 +32,13 @@ pub struct Stats {
     pub lateral_link_downs: u64,
     /// Dropped input: this rank is known dead (evicted) and processes nothing.
     pub dropped_self_dead: u64,
-    /// Dropped input: a message names an origin outside the span, dead, or impossible.
+    /// Dropped input: a message names an origin outside the span, dead, or impossible (a flood
+    /// or relay from this rank itself, a relay of a tag only the root broadcasts).
     pub dropped_bad_origin: u64,
     /// Lineage or adoption notices naming a rank already known dead (the sender is behind).
     pub notices_stale: u64,
-    /// Lineage or adoption notices no set of deaths explains.
+    /// Lineage or adoption notices no set of deaths explains, and delivered global failure
+    /// notices whose payload does not decode.
     pub notices_inconsistent: u64,
     /// Xcast frames from a rank that is not the expected neighbour, ACKs for unknown ops or
     /// rounds, and other stale protocol input.

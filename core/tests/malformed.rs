@@ -1,33 +1,96 @@
 //! Malformed-input sweep through the public API (in the style of str0m's
 //! `tests/malformed-packet-injection.rs`).
 //!
-//! Every frame here goes through both [`Message::decode`] and [`Node::handle_frame`] on a real
-//! node, and every prefix of it through [`wire::frame_len`], each under `catch_unwind`. The
-//! acceptance is the crate contract's rule 5: bad input gets a typed error or a counted drop,
-//! never a panic, and nothing changes before a frame has decoded completely.
+//! Every frame here goes through [`wire::frame_len`] (on every prefix), [`Message::decode`] and
+//! [`Node::handle_frame`] on a real node, each under `catch_unwind`. The acceptance is the crate
+//! contract's rule 5: bad input gets a typed error or a counted drop, never a panic, and nothing
+//! changes before a frame has decoded completely.
+//!
+//! The target (rank 5 of a span-64 radix-4 tree) sits in a network of the 63 other ranks, so
+//! whatever it sends in answer to a hostile frame is delivered and answered in turn: the whole
+//! network must stay sound (no panic anywhere, no transmit to a rank known dead or to oneself,
+//! every frame sent decodable, no livelock). Whenever a frame makes any rank learn a death the
+//! target is checked on its own and the network is rebuilt, so the sweep keeps reaching the live
+//! paths. At the end the target must still flood to every rank and complete an xcast it
+//! originates.
+//!
+//! The reference prediction ([`predict`]): exactly one input counter moves per frame, the one
+//! named by the sender checks, the decode verdict, the self-dead check and the origin checks, in
+//! that order. A refused frame changes nothing else at all; an accepted flood is predicted
+//! exactly (delivered once and forwarded to every tree neighbour but the sender, or counted as a
+//! duplicate); any other accepted frame may change state, within invariants.
 //!
 //! The sweep is generic over [`samples`]: a new message variant is one more line there (the
 //! `samples_cover_every_kind` test fails until it is added).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use bytes::Bytes;
 use lifeline_core::tree::{Rank, RankSet};
 use lifeline_core::wire::{
-    self, DecodeError, FloodMsg, Kind, Limits, Message, HEADER_LEN, VERSION,
+    self, AckMsg, AdoptMsg, CompleteMsg, DecodeError, FloodMsg, ForwardMsg, GlobalFailureMsg, Kind,
+    Limits, LineageMsg, Message, NeedMsg, PollMsg, RecoverDoneMsg, RecoverMsg, RecoveredOpMsg,
+    RelayMsg, SyncMsg, HEADER_LEN, VERSION,
 };
-use lifeline_core::{Config, Duration, Event, Instant, Node, Stats};
+use lifeline_core::{
+    xcast, CommandError, Config, Duration, Event, Instant, Node, Stats, TimerReason, Transmit,
+};
+
+// ---------------------------------------------------------------------------------------------
+// The target
+// ---------------------------------------------------------------------------------------------
+
+const ME: Rank = Rank(5);
+const SPAN: u32 = 64;
+const RADIX: u32 = 4;
+/// The sweep's list bound: small, so samples can sit exactly at it and one past it.
+const MAX_LIST: u32 = 3;
+/// Rank 5 in a span-64 radix-4 tree: parent 1, children 21, 37, 53 (leaves).
+const NEIGHBOURS: [Rank; 4] = [Rank(1), Rank(21), Rank(37), Rank(53)];
+/// Rank 5's subtree.
+const SUBTREE: [Rank; 4] = [ME, Rank(21), Rank(37), Rank(53)];
+/// Senders the sweep cycles through: parent, child, grandparent (lateral), lateral peers, and
+/// (oddly) itself.
+const SENDERS: [Rank; 6] = [Rank(1), Rank(21), Rank(0), Rank(2), Rank(63), ME];
+/// A large counter value that is still plausible on the wire (op ids, seqs, watermarks).
+const BIG: u64 = (1 << 63) - 1;
+
+fn sweep_config() -> Config {
+    let mut c = Config::new(SPAN, RADIX);
+    c.max_list = MAX_LIST;
+    c
+}
+
+fn sweep_node(me: Rank) -> Node {
+    Node::new(sweep_config(), me, u64::from(me.0), Instant::ZERO).unwrap()
+}
+
+fn ranks(v: &[u32]) -> Vec<Rank> {
+    v.iter().copied().map(Rank).collect()
+}
 
 // ---------------------------------------------------------------------------------------------
 // Sample messages
 // ---------------------------------------------------------------------------------------------
 
-/// A valid message and the frame offsets of its nested `u32` length fields (envelope excluded).
+/// A valid message and the nested `u32` length fields of its frame (offset, true value).
 struct Sample {
     name: &'static str,
     msg: Message,
-    len_fields: Vec<usize>,
+    /// Length fields the frame decoder reads: a wrong value is a decode error.
+    len_fields: Vec<(usize, u32)>,
+    /// Length fields inside an xcast payload: the frame still decodes when they lie.
+    payload_len_fields: Vec<(usize, u32)>,
+}
+
+fn sample(name: &'static str, msg: Message, len_fields: Vec<(usize, u32)>) -> Sample {
+    Sample {
+        name,
+        msg,
+        len_fields,
+        payload_len_fields: Vec::new(),
+    }
 }
 
 fn flood(name: &'static str, origin: u32, id: u64, hops: u16, payload: &[u8]) -> Sample {
@@ -38,20 +101,216 @@ fn flood(name: &'static str, origin: u32, id: u64, hops: u16, payload: &[u8]) ->
         payload: Bytes::copy_from_slice(payload),
     });
     // origin:u32 id:u64 hops:u16, then the payload's u32 length.
-    let len_fields = vec![HEADER_LEN + 4 + 8 + 2];
-    Sample {
-        name,
-        msg,
-        len_fields,
-    }
+    sample(name, msg, vec![(HEADER_LEN + 14, payload.len() as u32)])
 }
 
-/// One valid frame (or more) per message variant. Adding a variant: add a line here.
+fn adopt(name: &'static str, lineage: &[u32]) -> Sample {
+    let msg = Message::Adopt(AdoptMsg {
+        lineage: ranks(lineage),
+    });
+    sample(name, msg, vec![(HEADER_LEN, lineage.len() as u32)])
+}
+
+fn lineage(name: &'static str, lineage: &[u32], failed: &[u32]) -> Sample {
+    let msg = Message::Lineage(LineageMsg {
+        lineage: ranks(lineage),
+        failed: ranks(failed),
+    });
+    let second = HEADER_LEN + 4 + 4 * lineage.len();
+    let fields = vec![
+        (HEADER_LEN, lineage.len() as u32),
+        (second, failed.len() as u32),
+    ];
+    sample(name, msg, fields)
+}
+
+fn relay(name: &'static str, origin: u32, seq: u64, tag: u16, payload: Bytes) -> Sample {
+    let len = payload.len() as u32;
+    let msg = Message::Relay(RelayMsg {
+        origin: Rank(origin),
+        seq,
+        tag,
+        payload,
+    });
+    // origin:u32 seq:u64 tag:u16, then the payload's length.
+    sample(name, msg, vec![(HEADER_LEN + 14, len)])
+}
+
+/// Offset of a Forward's payload (after op, round, done, global_done, origin, seq, tag, len).
+const FORWARD_PAYLOAD: usize = HEADER_LEN + 8 + 4 + 8 + 8 + 4 + 8 + 2 + 4;
+
+#[allow(clippy::too_many_arguments)]
+fn forward(
+    name: &'static str,
+    op: u64,
+    round: u32,
+    done: u64,
+    global_done: u64,
+    origin: u32,
+    seq: u64,
+    tag: u16,
+    payload: Bytes,
+) -> Sample {
+    let len = payload.len() as u32;
+    let msg = Message::Forward(ForwardMsg {
+        op,
+        round,
+        done,
+        global_done,
+        origin: Rank(origin),
+        seq,
+        tag,
+        payload,
+    });
+    sample(name, msg, vec![(FORWARD_PAYLOAD - 4, len)])
+}
+
+fn notice_payload(epoch: u64, failed: &[u32]) -> Bytes {
+    GlobalFailureMsg {
+        epoch,
+        failed: ranks(failed),
+    }
+    .to_payload()
+}
+
+/// The root's global failure notice as its parent forwards it: op `op`, seq 0, tag 0.
+fn notice(name: &'static str, op: u64, epoch: u64, failed: &[u32]) -> Sample {
+    let mut s = forward(
+        name,
+        op,
+        1,
+        0,
+        0,
+        0,
+        0,
+        xcast::TAG_FAILURE_NOTICE,
+        notice_payload(epoch, failed),
+    );
+    // epoch:u64, then the list's count.
+    s.payload_len_fields = vec![(FORWARD_PAYLOAD + 8, failed.len() as u32)];
+    s
+}
+
+fn recovered(name: &'static str, op: u64, origin: u32, seq: u64, payload: &[u8]) -> Sample {
+    let msg = Message::RecoveredOp(RecoveredOpMsg {
+        gen: 1,
+        op,
+        origin: Rank(origin),
+        seq,
+        tag: 16,
+        payload: Bytes::copy_from_slice(payload),
+    });
+    // gen:u64 op:u64 origin:u32 seq:u64 tag:u16, then the payload's length.
+    sample(name, msg, vec![(HEADER_LEN + 30, payload.len() as u32)])
+}
+
+fn fixed(name: &'static str, msg: Message) -> Sample {
+    sample(name, msg, Vec::new())
+}
+
+/// Valid frames for every message variant, including lists empty, at the sweep's `max_list` and
+/// (inside a failure notice's payload) one past it. Adding a variant: add lines here.
 fn samples() -> Vec<Sample> {
+    let b = Bytes::from_static;
     vec![
         flood("flood/empty", 3, 9, 2, b""),
         flood("flood/1-byte", 0, 1, 0, b"x"),
         flood("flood/max-fields", 63, u64::MAX, u16::MAX, &[0xA5; 48]),
+        flood("flood/origin-is-receiver", 5, 1, 1, b"me"),
+        flood("flood/origin-outside-span", 64, 1, 1, b"out"),
+        adopt("adopt/agreed", &[0, 1]),
+        adopt("adopt/parent-died", &[0]),
+        adopt("adopt/empty", &[]),
+        adopt("adopt/at-list-bound", &[0, 2, 1]),
+        lineage("lineage/hello", &[0, 1, 5], &[]),
+        lineage("lineage/deaths-at-list-bound", &[0, 1, 5], &[9, 10, 11]),
+        lineage("lineage/empty", &[], &[]),
+        lineage("lineage/names-receiver-dead", &[0, 1, 5], &[5]),
+        relay("relay/app", 21, 1, 16, b(b"r")),
+        relay("relay/wireup-gap", 63, 2, xcast::TAG_WIREUP, b(b"")),
+        relay("relay/max-fields", 63, BIG, u16::MAX, b(&[0x5A; 40])),
+        relay("relay/origin-is-receiver", 5, 1, 16, b(b"s")),
+        relay(
+            "relay/forged-failure-notice",
+            2,
+            1,
+            xcast::TAG_FAILURE_NOTICE,
+            notice_payload(1, &[0]),
+        ),
+        forward("forward/app", 1, 1, 0, 0, 0, 1, 16, b(b"f")),
+        forward("forward/wireup-ahead", 3, 2, 2, 1, 63, 4, 1, b(b"")),
+        forward(
+            "forward/max-fields",
+            BIG,
+            u32::MAX,
+            BIG,
+            BIG,
+            63,
+            BIG,
+            u16::MAX,
+            b(&[0xC3; 32]),
+        ),
+        notice("forward/notice-at-list-bound", 1, 1, &[9, 10, 11]),
+        notice("forward/notice-empty", 1, 2, &[]),
+        notice("forward/notice-over-list-bound", 1, 3, &[9, 10, 11, 12]),
+        fixed("ack", Message::Ack(AckMsg { op: 1, round: 1 })),
+        fixed(
+            "poll",
+            Message::Poll(PollMsg {
+                op: 2,
+                round: 3,
+                done: 1,
+                global_done: 1,
+            }),
+        ),
+        fixed("need", Message::Need(NeedMsg { op: 1 })),
+        fixed(
+            "sync/zero",
+            Message::Sync(SyncMsg {
+                done: 0,
+                global_done: 0,
+            }),
+        ),
+        fixed(
+            "sync/ahead",
+            Message::Sync(SyncMsg {
+                done: 5,
+                global_done: 3,
+            }),
+        ),
+        fixed(
+            "complete/report",
+            Message::Complete(CompleteMsg {
+                origin: ME,
+                seq: 1,
+                op: 1,
+                query: false,
+            }),
+        ),
+        fixed(
+            "complete/query",
+            Message::Complete(CompleteMsg {
+                origin: Rank(21),
+                seq: 1,
+                op: 0,
+                query: true,
+            }),
+        ),
+        fixed(
+            "complete/origin-outside-span",
+            Message::Complete(CompleteMsg {
+                origin: Rank(SPAN),
+                seq: 1,
+                op: 1,
+                query: false,
+            }),
+        ),
+        fixed("recover", Message::Recover(RecoverMsg { gen: 1, base: 0 })),
+        recovered("recovered-op", 1, 21, 1, b"x"),
+        fixed(
+            "recover-done",
+            Message::RecoverDone(RecoverDoneMsg { gen: 1 }),
+        ),
     ]
 }
 
@@ -66,26 +325,62 @@ fn samples_cover_every_kind() {
             );
         }
     }
+    let limits = sweep_config().limits();
+    let mut names = BTreeSet::new();
     for s in &samples {
+        assert!(names.insert(s.name), "duplicate sample name {}", s.name);
         let f = s.msg.encode();
         assert_eq!(f.len(), s.msg.frame_len(), "{}", s.name);
         assert_eq!(Kind::from_u8(f[1]), Some(s.msg.kind()), "{}", s.name);
-        for &o in &s.len_fields {
-            // A nested length can at most cover the rest of the frame.
-            let v = read_u32(&f, o) as usize;
+        // Every sample is a valid frame under the sweep's limits.
+        assert_eq!(
+            Message::decode(f.clone(), &limits).as_ref(),
+            Ok(&s.msg),
+            "{}",
+            s.name
+        );
+        // The declared length fields really are where the codec put them.
+        for &(o, v) in s.len_fields.iter().chain(&s.payload_len_fields) {
+            assert_eq!(read_u32(&f, o), v, "{}: length field at {o}", s.name);
+        }
+        if matches!(s.msg.kind(), Kind::Adopt | Kind::Lineage) {
             assert!(
-                o + 4 + v <= f.len(),
-                "{}: length field at {o} is {v}",
+                s.len_fields.iter().all(|&(_, v)| v <= MAX_LIST),
+                "{}",
                 s.name
             );
         }
     }
-    // The flood samples' length field really is the payload's.
-    let s = samples
-        .iter()
-        .find(|s| s.name == "flood/max-fields")
-        .unwrap();
-    assert_eq!(read_u32(&s.msg.encode(), s.len_fields[0]), 48);
+    // Lists sit at the bound somewhere, and a failure notice one past it is a valid frame whose
+    // payload the node must refuse.
+    let at_bound = |n: &str| {
+        samples
+            .iter()
+            .find(|s| s.name == n)
+            .unwrap_or_else(|| panic!("no sample {n}"))
+    };
+    assert_eq!(at_bound("adopt/at-list-bound").len_fields[0].1, MAX_LIST);
+    assert_eq!(
+        at_bound("lineage/deaths-at-list-bound").len_fields,
+        vec![(HEADER_LEN, MAX_LIST), (HEADER_LEN + 16, MAX_LIST)]
+    );
+    assert_eq!(
+        at_bound("forward/notice-at-list-bound").payload_len_fields[0].1,
+        MAX_LIST
+    );
+    let over = at_bound("forward/notice-over-list-bound");
+    assert_eq!(over.payload_len_fields[0].1, MAX_LIST + 1);
+    let Message::Forward(m) = &over.msg else {
+        panic!()
+    };
+    assert!(matches!(
+        GlobalFailureMsg::from_payload(m.payload.clone(), &limits),
+        Err(DecodeError::TooLong { .. })
+    ));
+    assert_eq!(
+        read_u32(&at_bound("flood/max-fields").msg.encode(), HEADER_LEN + 14),
+        48
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -190,67 +485,282 @@ fn frame_len_reference(p: &[u8], limits: &Limits) -> Result<Option<usize>, Decod
     Ok(Some(total as usize))
 }
 
-/// The input-side counters, in a fixed order: exactly one moves per `handle_frame`.
-const INPUT_COUNTERS: [&str; 6] = [
-    "frames_in",
-    "dropped_unknown_kind",
-    "dropped_decode_error",
-    "dropped_over_limit",
-    "dropped_unknown_peer",
-    "dropped_stale_sender",
-];
+// ---------------------------------------------------------------------------------------------
+// The reference prediction
+// ---------------------------------------------------------------------------------------------
 
-fn input_counters(s: &Stats) -> [u64; 6] {
-    [
-        s.frames_in,
-        s.dropped_unknown_kind,
-        s.dropped_decode_error,
-        s.dropped_over_limit,
-        s.dropped_unknown_peer,
-        s.dropped_stale_sender,
-    ]
+/// The input-side counters: exactly one moves per `handle_frame`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Counter {
+    FramesIn,
+    UnknownKind,
+    DecodeError,
+    OverLimit,
+    UnknownPeer,
+    StaleSender,
+    SelfDead,
+    BadOrigin,
 }
 
-/// Which input counter a decode verdict must move (for a sender that is a live, in-span rank).
-fn counter_for(r: &Result<Message, DecodeError>) -> usize {
-    match r {
-        Ok(_) => 0,
-        Err(DecodeError::UnknownKind(_)) => 1,
-        Err(DecodeError::TooLong { .. }) => 3,
-        Err(_) => 2,
+const COUNTERS: [Counter; 8] = [
+    Counter::FramesIn,
+    Counter::UnknownKind,
+    Counter::DecodeError,
+    Counter::OverLimit,
+    Counter::UnknownPeer,
+    Counter::StaleSender,
+    Counter::SelfDead,
+    Counter::BadOrigin,
+];
+
+fn count(s: &Stats, c: Counter) -> u64 {
+    match c {
+        Counter::FramesIn => s.frames_in,
+        Counter::UnknownKind => s.dropped_unknown_kind,
+        Counter::DecodeError => s.dropped_decode_error,
+        Counter::OverLimit => s.dropped_over_limit,
+        Counter::UnknownPeer => s.dropped_unknown_peer,
+        Counter::StaleSender => s.dropped_stale_sender,
+        Counter::SelfDead => s.dropped_self_dead,
+        Counter::BadOrigin => s.dropped_bad_origin,
+    }
+}
+
+fn bump(s: &mut Stats, c: Counter) {
+    match c {
+        Counter::FramesIn => s.frames_in += 1,
+        Counter::UnknownKind => s.dropped_unknown_kind += 1,
+        Counter::DecodeError => s.dropped_decode_error += 1,
+        Counter::OverLimit => s.dropped_over_limit += 1,
+        Counter::UnknownPeer => s.dropped_unknown_peer += 1,
+        Counter::StaleSender => s.dropped_stale_sender += 1,
+        Counter::SelfDead => s.dropped_self_dead += 1,
+        Counter::BadOrigin => s.dropped_bad_origin += 1,
+    }
+}
+
+/// Tags only Lifeline itself broadcasts (from the root): never in a relay from the wire.
+fn reserved_tag(tag: u16) -> bool {
+    tag != xcast::TAG_WIREUP && tag < xcast::FIRST_APP_TAG
+}
+
+/// Which input counter a frame from `from` must move at `node`, from the node's observable
+/// state (span, dead set, own death) and `decode`'s verdict.
+fn predict(node: &Node, from: Rank, decoded: &Result<Message, DecodeError>) -> Counter {
+    let tree = node.tree();
+    let in_span = |r: Rank| tree.layout().contains(r);
+    if !in_span(from) {
+        return Counter::UnknownPeer;
+    }
+    if tree.dead().contains(from) {
+        return Counter::StaleSender;
+    }
+    let m = match decoded {
+        Err(DecodeError::UnknownKind(_)) => return Counter::UnknownKind,
+        Err(DecodeError::TooLong { .. }) => return Counter::OverLimit,
+        Err(_) => return Counter::DecodeError,
+        Ok(m) => m,
+    };
+    if tree.view().is_none() {
+        return Counter::SelfDead;
+    }
+    let me = node.me();
+    let bad_origin = match m {
+        // A flood's origin is a live rank other than the receiver (its own floods never come
+        // back over a tree).
+        Message::Flood(f) => !tree.is_alive(f.origin) || f.origin == me,
+        // A relay travels up from its origin: never to the origin itself, never from a dead
+        // origin, and never with a tag only the root broadcasts.
+        Message::Relay(r) => !tree.is_alive(r.origin) || r.origin == me || reserved_tag(r.tag),
+        // Ops and completions name an origin inside the span (it may have died since).
+        Message::Forward(f) => !in_span(f.origin),
+        Message::RecoveredOp(o) => !in_span(o.origin),
+        Message::Complete(c) => !in_span(c.origin),
+        _ => false,
+    };
+    if bad_origin {
+        Counter::BadOrigin
+    } else {
+        Counter::FramesIn
+    }
+}
+
+/// Everything observable about a node that an input could change.
+#[derive(Clone, Debug, PartialEq)]
+struct Observed {
+    now: Instant,
+    stats: Stats,
+    pending: usize,
+    timeout: Option<(Instant, TimerReason)>,
+    has_output: bool,
+    view: Option<String>,
+    dead: RankSet,
+    confirmed: RankSet,
+    links: Vec<Rank>,
+    epoch: u64,
+    watermarks: (u64, u64),
+}
+
+fn observe(n: &Node) -> Observed {
+    Observed {
+        now: n.now(),
+        stats: n.stats().clone(),
+        pending: n.pending_state(),
+        timeout: n.poll_timeout(),
+        has_output: n.has_output(),
+        view: n.tree().view().map(|v| format!("{v:?}")),
+        dead: n.tree().dead().clone(),
+        confirmed: n.tree().confirmed().clone(),
+        links: n.links().collect(),
+        epoch: n.epoch(),
+        watermarks: n.xcast_watermarks(),
+    }
+}
+
+/// What every transmit must be: to a live rank other than the sender, a decodable frame on its
+/// kind's class.
+fn check_transmit(from: Rank, n: &Node, t: &Transmit, limits: &Limits, ctx: &dyn Fn() -> String) {
+    assert_ne!(t.to, from, "{from} sent to itself; {}", ctx());
+    assert!(
+        n.tree().is_alive(t.to),
+        "{from} sent to {}, which it knows dead or outside the span; {}",
+        t.to,
+        ctx()
+    );
+    let m = Message::decode(t.frame.clone(), limits)
+        .unwrap_or_else(|e| panic!("{from} sent an undecodable frame ({e}); {}", ctx()));
+    assert_eq!(t.class, m.kind().class(), "{from}: {m:?}; {}", ctx());
+}
+
+// ---------------------------------------------------------------------------------------------
+// The network around the target
+// ---------------------------------------------------------------------------------------------
+
+/// Every rank of the span, joined by perfect in-order links and driven exactly as the contract
+/// says.
+struct Net {
+    nodes: BTreeMap<Rank, Node>,
+    now: Instant,
+    limits: Limits,
+    in_flight: VecDeque<(Rank, Transmit)>,
+    events: BTreeMap<Rank, Vec<Event>>,
+    /// (from, to, kind) of every frame delivered since the last clear.
+    log: Vec<(Rank, Rank, Kind)>,
+}
+
+impl Net {
+    fn new(now: Instant) -> Self {
+        let nodes = (0..SPAN).map(|r| (Rank(r), sweep_node(Rank(r)))).collect();
+        Self {
+            nodes,
+            now,
+            limits: sweep_config().limits(),
+            in_flight: VecDeque::new(),
+            events: BTreeMap::new(),
+            log: Vec::new(),
+        }
+    }
+
+    fn node(&mut self, r: Rank) -> &mut Node {
+        self.nodes.get_mut(&r).unwrap()
+    }
+
+    fn target(&mut self) -> &mut Node {
+        self.node(ME)
+    }
+
+    /// Drains every node and delivers frames one at a time until the net is quiet.
+    fn pump(&mut self, ctx: &dyn Fn() -> String) {
+        let mut budget = 200_000u32;
+        loop {
+            for (&r, n) in &mut self.nodes {
+                while let Some(t) = n.poll_transmit() {
+                    check_transmit(r, n, &t, &self.limits, ctx);
+                    self.in_flight.push_back((r, t));
+                }
+                let ev = self.events.entry(r).or_default();
+                ev.extend(std::iter::from_fn(|| n.poll_event()));
+            }
+            let Some((from, t)) = self.in_flight.pop_front() else {
+                return;
+            };
+            budget -= 1;
+            assert!(budget > 0, "the network never settles; {}", ctx());
+            let kind = Kind::from_u8(t.frame[1]).unwrap();
+            self.log.push((from, t.to, kind));
+            let now = self.now;
+            let dst = self.nodes.get_mut(&t.to).unwrap();
+            catch_unwind(AssertUnwindSafe(|| dst.handle_frame(now, from, t.frame))).unwrap_or_else(
+                |_| panic!("{} panicked on a {kind:?} from {from}; {}", t.to, ctx()),
+            );
+        }
+    }
+
+    /// Pumps, then advances virtual time to each deadline up to `until` and fires it.
+    fn run_until(&mut self, until: Instant, ctx: &dyn Fn() -> String) {
+        loop {
+            self.pump(ctx);
+            let next = self
+                .nodes
+                .values()
+                .filter_map(|n| n.poll_timeout())
+                .map(|(at, _)| at)
+                .min();
+            match next {
+                Some(at) if at <= until => {
+                    self.now = self.now.max(at);
+                    let now = self.now;
+                    for (r, n) in &mut self.nodes {
+                        if n.poll_timeout().is_some_and(|(d, _)| d <= now) {
+                            catch_unwind(AssertUnwindSafe(|| n.handle_timeout(now)))
+                                .unwrap_or_else(|_| panic!("{r} panicked on a timeout; {}", ctx()));
+                        }
+                    }
+                }
+                _ => break,
+            }
+        }
+        self.now = self.now.max(until);
+    }
+
+    /// Whether any rank has learned a death (the net is then rebuilt).
+    fn deaths_known(&self) -> bool {
+        self.nodes.values().any(|n| !n.tree().dead().is_empty())
+    }
+
+    fn take_events(&mut self, r: Rank) -> Vec<Event> {
+        self.events.remove(&r).unwrap_or_default()
     }
 }
 
 // ---------------------------------------------------------------------------------------------
-// The harness: one real node, fed one frame at a time, drained after every input
+// The sweep: one frame at a time into the target, then the network settles
 // ---------------------------------------------------------------------------------------------
 
-const ME: Rank = Rank(5);
-/// Rank 5 in a span-64 radix-4 tree: parent 1, children 21, 37, 53.
-const NEIGHBOURS: [Rank; 4] = [Rank(1), Rank(21), Rank(37), Rank(53)];
-/// Senders the sweep cycles through: parent, child, lateral peers, and (oddly) itself.
-const SENDERS: [Rank; 5] = [Rank(1), Rank(21), Rank(2), Rank(63), ME];
-
-fn sweep_node() -> Node {
-    Node::new(Config::new(64, 4), ME, 1, Instant::ZERO).unwrap()
-}
-
 struct Sweep {
-    node: Node,
+    net: Net,
     limits: Limits,
     now: Instant,
     fed: u64,
-    /// How many frames each input counter should have seen, from `decode`'s verdicts.
-    predicted: [u64; 6],
-    delivered: u64,
-    forwarded: u64,
+    /// How many frames moved each input counter (each one checked against the prediction).
+    counted: BTreeMap<Counter, u64>,
+    /// Kinds the target accepted at least once.
+    accepted: BTreeSet<Kind>,
+    /// Times a frame made some rank learn a death and the network was rebuilt.
+    resets: u64,
+    flood_delivered: u64,
+    flood_duplicates: u64,
+    /// Global failure notices the target applied.
+    confirmed: u64,
+    /// Rebuild the network as soon as the target delivered an op, so every mutation of a
+    /// sample's op 1 is new to it (otherwise the first one delivered makes the rest duplicates).
+    fresh_ops: bool,
 }
 
 impl Sweep {
     fn new() -> Self {
-        let node = sweep_node();
-        let limits = node.config().limits();
-        let view = node.tree().view().unwrap();
+        let net = Net::new(Instant::ZERO);
+        let view = net.nodes[&ME].tree().view().unwrap();
         let mut n: Vec<Rank> = view
             .parent()
             .into_iter()
@@ -258,18 +768,29 @@ impl Sweep {
             .collect();
         n.sort();
         assert_eq!(n, NEIGHBOURS, "test assumes rank 5's neighbours");
+        assert!(n[1..]
+            .iter()
+            .all(|&c| net.nodes[&c].tree().view().unwrap().children().is_empty()));
         Self {
-            node,
-            limits,
+            limits: net.limits,
+            net,
             now: Instant::ZERO,
             fed: 0,
-            predicted: [0; 6],
-            delivered: 0,
-            forwarded: 0,
+            counted: BTreeMap::new(),
+            accepted: BTreeSet::new(),
+            resets: 0,
+            flood_delivered: 0,
+            flood_duplicates: 0,
+            confirmed: 0,
+            fresh_ops: false,
         }
     }
 
-    /// Feeds one frame through `frame_len` (every prefix), `decode`, and the node.
+    fn counted(&self, c: Counter) -> u64 {
+        self.counted.get(&c).copied().unwrap_or(0)
+    }
+
+    /// Feeds one frame through `frame_len` (every prefix), `decode`, and the target.
     fn feed(&mut self, label: &str, frame: &[u8], expect: Expect) {
         let ctx = || format!("{label}: frame {} ({} bytes)", hex(frame), frame.len());
         self.now += Duration::from_millis(1);
@@ -309,53 +830,55 @@ impl Sweep {
             );
         }
 
-        // 3. The node: no panic, exactly one input counter moves, the one decode predicts.
-        let before = self.node.stats().clone();
-        let pending = self.node.pending_state();
-        let timeout = self.node.poll_timeout();
+        // 3. The target: no panic, and exactly the predicted input counter moves.
         let now = self.now;
-        let node = &mut self.node;
+        self.net.now = now;
+        let node = self.net.target();
+        assert!(
+            node.tree().dead().is_empty(),
+            "the sweep runs on a death-free net"
+        );
+        let which = predict(node, from, &decoded);
+        let before = observe(node);
         catch_unwind(AssertUnwindSafe(|| node.handle_frame(now, from, bytes)))
-            .unwrap_or_else(|_| panic!("Node::handle_frame panicked on {}", ctx()));
+            .unwrap_or_else(|_| panic!("Node::handle_frame panicked on {} from {from}", ctx()));
         self.fed += 1;
-        let which = counter_for(&decoded);
-        self.predicted[which] += 1;
-        let (b, a) = (input_counters(&before), input_counters(self.node.stats()));
-        for i in 0..INPUT_COUNTERS.len() {
-            let moved = a[i] - b[i];
-            let want = u64::from(i == which);
+        *self.counted.entry(which).or_default() += 1;
+        for c in COUNTERS {
+            let moved = count(node.stats(), c) - count(&before.stats, c);
+            let want = u64::from(c == which);
             assert_eq!(
                 moved,
                 want,
-                "{} moved by {moved} for {}",
-                INPUT_COUNTERS[i],
+                "{c:?} moved by {moved} (predicted {which:?}) for {} from {from}",
                 ctx()
             );
         }
 
-        // 4. Outputs: a refused frame changes nothing; an accepted flood is delivered once (or
-        //    counted as a duplicate) and forwarded to every tree neighbour but the sender.
-        let transmits: Vec<_> = std::iter::from_fn(|| self.node.poll_transmit()).collect();
-        let events: Vec<_> = std::iter::from_fn(|| self.node.poll_event()).collect();
-        match decoded {
-            Err(_) => {
-                assert!(transmits.is_empty() && events.is_empty(), "{}", ctx());
-                assert_eq!(self.node.pending_state(), pending, "{}", ctx());
-                assert_eq!(self.node.poll_timeout(), timeout, "{}", ctx());
-                // Past the drop counters checked above, no counter moves.
-                let got = self.node.stats();
+        // 4. Outputs, straight from the target.
+        let after = observe(node);
+        let transmits: Vec<Transmit> = std::iter::from_fn(|| node.poll_transmit()).collect();
+        let events: Vec<Event> = std::iter::from_fn(|| node.poll_event()).collect();
+        let ctx_from = || format!("{} from {from}", ctx());
+        for t in &transmits {
+            check_transmit(ME, node, t, &self.limits, &ctx_from);
+        }
+        match (&decoded, which) {
+            (_, c) if c != Counter::FramesIn => {
+                // A refused frame changes nothing but its counter (and the clamped time).
                 let mut want = before.clone();
-                want.dropped_unknown_kind = got.dropped_unknown_kind;
-                want.dropped_decode_error = got.dropped_decode_error;
-                want.dropped_over_limit = got.dropped_over_limit;
-                assert_eq!(got, &want, "only a drop counter may move: {}", ctx());
+                bump(&mut want.stats, c);
+                want.now = now;
+                assert_eq!(after, want, "a refused frame changed state: {}", ctx_from());
+                assert!(transmits.is_empty() && events.is_empty(), "{}", ctx_from());
             }
-            Ok(Message::Flood(m)) => {
-                let dup = self.node.stats().flood_duplicates - before.flood_duplicates;
+            (Ok(Message::Flood(m)), _) => {
+                let dup = node.stats().flood_duplicates - before.stats.flood_duplicates;
                 if dup == 1 {
-                    assert!(transmits.is_empty() && events.is_empty(), "{}", ctx());
+                    self.flood_duplicates += 1;
+                    assert!(transmits.is_empty() && events.is_empty(), "{}", ctx_from());
                 } else {
-                    assert_eq!(dup, 0, "{}", ctx());
+                    assert_eq!(dup, 0, "{}", ctx_from());
                     assert_eq!(
                         events,
                         vec![Event::FloodDelivered {
@@ -365,89 +888,223 @@ impl Sweep {
                             payload: m.payload.clone(),
                         }],
                         "{}",
-                        ctx()
+                        ctx_from()
                     );
-                    self.delivered += 1;
+                    self.flood_delivered += 1;
                     let to: BTreeSet<Rank> = transmits.iter().map(|t| t.to).collect();
                     let want: BTreeSet<Rank> =
                         NEIGHBOURS.iter().copied().filter(|&n| n != from).collect();
-                    assert_eq!(to, want, "forwarded to {}", ctx());
-                    assert_eq!(transmits.len(), want.len(), "{}", ctx());
+                    assert_eq!(to, want, "forwarded to: {}", ctx_from());
+                    assert_eq!(transmits.len(), want.len(), "{}", ctx_from());
                     let fwd = Message::Flood(FloodMsg {
                         hops: m.hops.saturating_add(1),
-                        ..m
+                        ..m.clone()
                     })
                     .encode();
                     for t in &transmits {
-                        assert_eq!(t.frame, fwd, "forwarded frame for {}", ctx());
+                        assert_eq!(t.frame, fwd, "forwarded frame: {}", ctx_from());
                     }
-                    self.forwarded += transmits.len() as u64;
+                }
+                let mut want = before.clone();
+                want.now = now;
+                want.stats = node.stats().clone();
+                want.pending = after.pending;
+                want.timeout = after.timeout;
+                want.has_output = after.has_output;
+                assert_eq!(after, want, "a flood changed more than flood state");
+            }
+            (Err(e), _) => unreachable!("a frame that failed to decode ({e}) was accepted"),
+            (Ok(m), _) => {
+                self.accepted.insert(m.kind());
+                // Anything may change, within the invariants: knowledge only grows.
+                assert!(before.dead.is_subset(&after.dead), "{}", ctx_from());
+                assert!(
+                    before.confirmed.is_subset(&after.confirmed),
+                    "{}",
+                    ctx_from()
+                );
+                assert!(after.confirmed.is_subset(&after.dead), "{}", ctx_from());
+                assert!(after.epoch >= before.epoch, "{}", ctx_from());
+                assert!(
+                    after.watermarks.0 >= before.watermarks.0
+                        && after.watermarks.1 >= before.watermarks.1,
+                    "xcast watermarks went back from {:?} to {:?}: {}",
+                    before.watermarks,
+                    after.watermarks,
+                    ctx_from()
+                );
+                let views = events
+                    .iter()
+                    .filter(|e| matches!(e, Event::ViewChanged(_)))
+                    .count();
+                assert!(
+                    views <= 1 && (views == 1) == (after.view != before.view),
+                    "one ViewChanged per view change: {events:?}; {}",
+                    ctx_from()
+                );
+                for e in &events {
+                    match e {
+                        Event::FloodDelivered { .. } => {
+                            panic!("flood delivered by a {:?}: {}", m.kind(), ctx_from())
+                        }
+                        Event::FailureConfirmed { epoch, ranks } => {
+                            self.confirmed += 1;
+                            assert!(*epoch <= after.epoch, "{}", ctx_from());
+                            assert!(ranks.is_subset(&after.confirmed), "{}", ctx_from());
+                        }
+                        _ => {}
+                    }
                 }
             }
-            Ok(other) => panic!("no sweep expectations for {other:?}: extend Sweep::feed"),
         }
 
-        // 5. Timers, as a driver would: fire what is due.
-        if let Some((at, _)) = self.node.poll_timeout() {
-            if at <= self.now {
-                self.node.handle_timeout(self.now);
-                assert!(self.node.poll_timeout().is_none_or(|(at, _)| at > self.now));
-                assert!(!self.node.has_output());
+        // 5. The network answers whatever the target sent, and fires due timers.
+        self.net
+            .in_flight
+            .extend(transmits.into_iter().map(|t| (ME, t)));
+        self.net.run_until(now, &ctx_from);
+        for e in self.net.take_events(ME) {
+            if matches!(e, Event::FailureConfirmed { .. }) {
+                self.confirmed += 1;
+            }
+        }
+        self.net.events.clear();
+        self.net.log.clear();
+        if self.net.deaths_known() {
+            self.check_target_alone(&ctx_from);
+            self.reset();
+        } else if self.fresh_ops && self.net.target().xcast_watermarks() != (0, 0) {
+            self.reset();
+        }
+    }
+
+    /// A fresh network (the counters of the sweep carry on).
+    fn reset(&mut self) {
+        self.net = Net::new(self.now);
+        self.resets += 1;
+    }
+
+    /// After a frame taught some rank a death: the target still acts on its own view (or, if it
+    /// learned its own death, refuses commands and drops every frame).
+    fn check_target_alone(&mut self, ctx: &dyn Fn() -> String) {
+        let now = self.now;
+        let n = self.net.target();
+        assert!(!n.has_output(), "{}", ctx());
+        let payload = Bytes::from_static(b"health");
+        match n.tree().view().cloned() {
+            None => {
+                assert_eq!(n.flood(now, payload.clone()), Err(CommandError::Dead));
+                assert_eq!(n.xcast(now, 16, payload), Err(CommandError::Dead));
+                let from = (0..SPAN).map(Rank).find(|&r| n.tree().is_alive(r));
+                if let Some(from) = from {
+                    let before = observe(n);
+                    let f = Message::Flood(FloodMsg {
+                        origin: from,
+                        id: 1 << 40,
+                        hops: 0,
+                        payload: Bytes::new(),
+                    });
+                    n.handle_frame(now, from, f.encode());
+                    let mut want = before;
+                    want.stats.dropped_self_dead += 1;
+                    assert_eq!(observe(n), want, "a dead target took a frame; {}", ctx());
+                }
+            }
+            Some(view) => {
+                let id = n.flood(now, payload.clone()).unwrap();
+                let to: BTreeSet<Rank> = std::iter::from_fn(|| n.poll_transmit())
+                    .map(|t| t.to)
+                    .collect();
+                let want: BTreeSet<Rank> = view
+                    .parent()
+                    .into_iter()
+                    .chain(view.live_children())
+                    .collect();
+                assert_eq!(to, want, "a flood after the repair; {}", ctx());
+                assert!(to.iter().all(|&r| n.tree().is_alive(r)));
+                let ev: Vec<Event> = std::iter::from_fn(|| n.poll_event()).collect();
+                assert_eq!(
+                    ev,
+                    [Event::FloodDelivered {
+                        origin: ME,
+                        id,
+                        hops: 0,
+                        payload,
+                    }],
+                    "{}",
+                    ctx()
+                );
             }
         }
     }
 
-    /// Every frame fed is accounted for by exactly one counter, and the counts are the ones
-    /// `decode`'s verdicts predicted.
-    fn check_accounting(&self) {
-        let s = self.node.stats();
-        let c = input_counters(s);
-        assert_eq!(c.iter().sum::<u64>(), self.fed, "counters {s:?}");
-        assert_eq!(c, self.predicted, "counters {s:?}");
-        assert_eq!(s.frames_in, self.delivered + s.flood_duplicates, "{s:?}");
-        assert_eq!(s.frames_out, self.forwarded, "{s:?}");
-        assert_eq!(s.dropped_outbox_full + s.dropped_events_full, 0, "{s:?}");
-        assert_eq!(
-            s.suppressed_to_dead + s.stale_timers + s.spurious_timeouts,
-            0
-        );
-    }
+    /// The end of a sweep: the target, with everything the sweep left in it, still floods to
+    /// every rank exactly once and still completes an xcast it originates.
+    fn check_still_works(&mut self) {
+        let ctx = || "the final health check".to_string();
+        assert!(!self.net.deaths_known());
+        self.net.run_until(self.now, &ctx);
+        self.net.events.clear();
+        self.net.log.clear();
 
-    /// The node is still sound: a flood started here goes to exactly its tree neighbours, and
-    /// all remembered state drains after the linger time.
-    fn check_still_floods(&mut self) {
-        assert!(!self.node.has_output());
         let payload = Bytes::from_static(b"after the sweep");
-        let id = self.node.flood(self.now, payload.clone()).unwrap();
-        assert_eq!(id, 1, "first local flood");
-        let transmits: Vec<_> = std::iter::from_fn(|| self.node.poll_transmit()).collect();
-        let to: Vec<Rank> = transmits.iter().map(|t| t.to).collect();
-        assert_eq!(to, NEIGHBOURS, "transmits of a local flood");
-        let want = Message::Flood(FloodMsg {
-            origin: ME,
-            id,
-            hops: 1,
-            payload: payload.clone(),
-        })
-        .encode();
-        assert!(transmits.iter().all(|t| t.frame == want));
-        let events: Vec<_> = std::iter::from_fn(|| self.node.poll_event()).collect();
-        assert_eq!(
-            events,
-            vec![Event::FloodDelivered {
-                origin: ME,
-                id,
-                hops: 0,
-                payload
-            }]
+        let now = self.now;
+        let id = self.net.target().flood(now, payload.clone()).unwrap();
+        self.net.pump(&ctx);
+        let floods = self.net.log.iter().filter(|l| l.2 == Kind::Flood).count();
+        assert_eq!(floods, SPAN as usize - 1, "one frame over every tree edge");
+        for r in (0..SPAN).map(Rank) {
+            let got = self
+                .net
+                .take_events(r)
+                .into_iter()
+                .filter(|e| matches!(e, Event::FloodDelivered { origin, id: i, .. } if *origin == ME && *i == id))
+                .count();
+            assert_eq!(got, 1, "the target's flood at {r}");
+        }
+
+        let seq = self.net.target().xcast(now, 16, payload.clone()).unwrap();
+        self.net.run_until(now + Duration::from_secs(10), &ctx);
+        let events = std::mem::take(&mut self.net.events);
+        let of = |r: Rank| events.get(&r).map_or(&[][..], Vec::as_slice);
+        let completed: Vec<&Event> = of(ME)
+            .iter()
+            .filter(|e| matches!(e, Event::XcastCompleted { .. }))
+            .collect();
+        assert!(
+            matches!(completed.as_slice(), [Event::XcastCompleted { seq: s, .. }] if *s == seq),
+            "the target's xcast completes once: {completed:?}"
         );
-        // Everything remembered is forgotten after the linger time.
-        let later = self.now + self.node.config().flood_linger;
-        assert!(self.node.pending_state() > 0);
-        assert!(self.node.poll_timeout().is_some_and(|(at, _)| at <= later));
-        self.node.handle_timeout(later);
-        assert_eq!(self.node.pending_state(), 0);
-        assert_eq!(self.node.poll_timeout(), None);
+        let root_done = of(Rank(0))
+            .iter()
+            .filter(|e| {
+                matches!(e, Event::XcastRootCompleted { origin, seq: s, .. }
+                    if *origin == ME && *s == seq)
+            })
+            .count();
+        assert_eq!(root_done, 1, "the root reports the completion once");
+        // Ranks outside the target's subtree cannot have been fed forged ops for this origin:
+        // each delivers the broadcast exactly once.
+        for r in (0..SPAN).map(Rank).filter(|r| !SUBTREE.contains(r)) {
+            let got = of(r)
+                .iter()
+                .filter(|e| {
+                    matches!(e, Event::XcastDelivered { origin, seq: s, payload: p, .. }
+                        if *origin == ME && *s == seq && *p == payload)
+                })
+                .count();
+            assert_eq!(got, 1, "the target's xcast at {r}");
+        }
+        assert!(!self.net.deaths_known());
+        for (r, n) in &self.net.nodes {
+            assert!(!n.has_output(), "{r}");
+            let s = n.stats();
+            assert_eq!(
+                s.dropped_outbox_full + s.dropped_events_full,
+                0,
+                "{r}: {s:?}"
+            );
+        }
     }
 }
 
@@ -499,7 +1156,7 @@ fn mutations(s: &Sample, limits: &Limits) -> Vec<(String, Vec<u8>, Expect)> {
                     Some(_) => Expect::Either,
                 },
                 2..=5 => envelope_expect(read_u32(&g, 2), body, limits),
-                _ if s.len_fields.iter().any(|&o| (o..o + 4).contains(&i)) => Expect::AnyError,
+                _ if s.len_fields.iter().any(|&(o, _)| (o..o + 4).contains(&i)) => Expect::AnyError,
                 _ => Expect::Either,
             };
             out.push((format!("{}: byte {i} bit {bit} flipped", s.name), g, e));
@@ -512,8 +1169,7 @@ fn mutations(s: &Sample, limits: &Limits) -> Vec<(String, Vec<u8>, Expect)> {
         let e = envelope_expect(v, body, limits);
         out.push((format!("{}: envelope length {v:#x}", s.name), g, e));
     }
-    for &o in &s.len_fields {
-        let len = read_u32(&f, o);
+    for &(o, len) in &s.len_fields {
         for v in length_values(len) {
             let g = with_u32(&f, o, v);
             let e = if v == len {
@@ -522,6 +1178,17 @@ fn mutations(s: &Sample, limits: &Limits) -> Vec<(String, Vec<u8>, Expect)> {
                 Expect::AnyError
             };
             out.push((format!("{}: length at {o} = {v:#x}", s.name), g, e));
+        }
+    }
+    // A lying length inside an xcast payload leaves a valid frame (the node refuses the payload).
+    for &(o, len) in &s.payload_len_fields {
+        for v in length_values(len) {
+            let g = with_u32(&f, o, v);
+            out.push((
+                format!("{}: payload length at {o} = {v:#x}", s.name),
+                g,
+                Expect::Valid,
+            ));
         }
     }
 
@@ -550,20 +1217,136 @@ fn mutations(s: &Sample, limits: &Limits) -> Vec<(String, Vec<u8>, Expect)> {
 #[test]
 fn structured_mutations_of_every_message() {
     let mut sweep = Sweep::new();
+    sweep.fresh_ops = true;
     let mut total = 0;
     for s in samples() {
+        // Each sample starts from a fresh network, so op ids one sample used (op 1 above all)
+        // are new to the next.
+        sweep.reset();
         for (label, frame, expect) in mutations(&s, &sweep.limits) {
             sweep.feed(&label, &frame, expect);
             total += 1;
         }
     }
-    assert!(total > 1000, "{total} frames");
-    sweep.check_accounting();
-    let c = input_counters(sweep.node.stats());
-    // Every kind of refusal was exercised, and some mutations (payload and field bit flips)
-    // were valid messages that the node accepted.
-    assert!(c.iter().take(4).all(|&n| n > 0), "{c:?}");
-    sweep.check_still_floods();
+    assert!(total > 10_000, "{total} frames");
+    assert_eq!(sweep.counted.values().sum::<u64>(), sweep.fed);
+    // Every verdict was reached: each kind of refusal, and accepted frames of every kind.
+    for c in [
+        Counter::FramesIn,
+        Counter::UnknownKind,
+        Counter::DecodeError,
+        Counter::OverLimit,
+        Counter::BadOrigin,
+    ] {
+        assert!(sweep.counted(c) > 0, "{c:?}: {:?}", sweep.counted);
+    }
+    let all: BTreeSet<Kind> = samples().iter().map(|s| s.msg.kind()).collect();
+    let mut want = all;
+    want.remove(&Kind::Flood);
+    assert_eq!(sweep.accepted, want, "accepted kinds besides floods");
+    assert!(sweep.flood_delivered > 100 && sweep.flood_duplicates > 100);
+    // Frames made ranks learn deaths (notices, adoptions) and the target applied global notices.
+    assert!(
+        sweep.resets > 10 + samples().len() as u64,
+        "{} resets",
+        sweep.resets
+    );
+    assert!(sweep.confirmed > 5, "{} global notices", sweep.confirmed);
+    sweep.check_still_works();
+}
+
+/// A well-formed message of any kind with small, mostly plausible fields.
+fn random_message(rng: &mut Prng) -> Message {
+    let rank = |rng: &mut Prng| Rank(rng.below(u64::from(SPAN) + 4) as u32);
+    let list = |rng: &mut Prng| -> Vec<Rank> { (0..rng.below(4)).map(|_| rank(rng)).collect() };
+    let small = |rng: &mut Prng| rng.below(5);
+    let tag = |rng: &mut Prng| [0, 1, 2, 15, 16, 17, u16::MAX][rng.below(7) as usize];
+    let payload = |rng: &mut Prng| -> Bytes {
+        let n = rng.below(8) as usize;
+        rng.bytes(n).into()
+    };
+    match rng.below(13) {
+        0 => Message::Flood(FloodMsg {
+            origin: rank(rng),
+            id: small(rng),
+            hops: rng.next() as u16,
+            payload: payload(rng),
+        }),
+        1 => Message::Adopt(AdoptMsg { lineage: list(rng) }),
+        2 => Message::Lineage(LineageMsg {
+            lineage: list(rng),
+            failed: list(rng),
+        }),
+        3 => Message::Relay(RelayMsg {
+            origin: rank(rng),
+            seq: small(rng),
+            tag: tag(rng),
+            payload: payload(rng),
+        }),
+        4 => {
+            let done = small(rng);
+            let tag = tag(rng);
+            let payload = if tag == xcast::TAG_FAILURE_NOTICE && rng.below(4) != 0 {
+                GlobalFailureMsg {
+                    epoch: small(rng),
+                    failed: list(rng),
+                }
+                .to_payload()
+            } else {
+                payload(rng)
+            };
+            Message::Forward(ForwardMsg {
+                op: small(rng),
+                round: small(rng) as u32,
+                done,
+                global_done: rng.below(done + 1),
+                origin: rank(rng),
+                seq: small(rng),
+                tag,
+                payload,
+            })
+        }
+        5 => Message::Ack(AckMsg {
+            op: small(rng),
+            round: small(rng) as u32,
+        }),
+        6 => {
+            let done = small(rng);
+            Message::Poll(PollMsg {
+                op: small(rng),
+                round: small(rng) as u32,
+                done,
+                global_done: rng.below(done + 1),
+            })
+        }
+        7 => Message::Need(NeedMsg { op: small(rng) }),
+        8 => {
+            let done = small(rng);
+            Message::Sync(SyncMsg {
+                done,
+                global_done: rng.below(done + 1),
+            })
+        }
+        9 => Message::Complete(CompleteMsg {
+            origin: rank(rng),
+            seq: small(rng),
+            op: small(rng),
+            query: rng.below(2) == 0,
+        }),
+        10 => Message::Recover(RecoverMsg {
+            gen: small(rng),
+            base: small(rng),
+        }),
+        11 => Message::RecoveredOp(RecoveredOpMsg {
+            gen: small(rng),
+            op: small(rng),
+            origin: rank(rng),
+            seq: small(rng),
+            tag: tag(rng),
+            payload: payload(rng),
+        }),
+        _ => Message::RecoverDone(RecoverDoneMsg { gen: small(rng) }),
+    }
 }
 
 /// A random frame from one of several families, and what `decode` must say about it.
@@ -574,7 +1357,7 @@ fn random_frame(rng: &mut Prng, samples: &[Sample], limits: &Limits) -> (Vec<u8>
             .msg
             .encode()[1]
     };
-    match rng.below(6) {
+    match rng.below(7) {
         // Pure garbage.
         0 => (rng.bytes(len), Expect::Either),
         // A valid header over a random body of the announced length.
@@ -618,19 +1401,21 @@ fn random_frame(rng: &mut Prng, samples: &[Sample], limits: &Limits) -> (Vec<u8>
             (f, Expect::Either)
         }
         // A well-formed flood with random fields (including origins outside the span).
-        _ => {
+        5 => {
             let m = Message::Flood(FloodMsg {
                 origin: Rank(if rng.below(2) == 0 {
-                    rng.below(64) as u32
+                    rng.below(8) as u32
                 } else {
                     rng.next() as u32
                 }),
-                id: rng.below(64),
+                id: rng.below(4),
                 hops: rng.next() as u16,
                 payload: rng.bytes(len.saturating_sub(24)).into(),
             });
             (m.encode().to_vec(), Expect::Valid)
         }
+        // A well-formed message of any kind.
+        _ => (random_message(rng).encode().to_vec(), Expect::Valid),
     }
 }
 
@@ -643,12 +1428,21 @@ fn random_garbage_frames() {
         let (frame, expect) = random_frame(&mut rng, &samples, &sweep.limits);
         sweep.feed(&format!("random #{n}"), &frame, expect);
     }
-    sweep.check_accounting();
-    let s = sweep.node.stats();
+    assert_eq!(sweep.counted.values().sum::<u64>(), sweep.fed);
     // The families reach every verdict, including duplicates of the small random id space.
-    assert!(input_counters(s).iter().take(4).all(|&n| n > 100), "{s:?}");
-    assert!(s.flood_duplicates > 100, "{s:?}");
-    sweep.check_still_floods();
+    for c in [
+        Counter::FramesIn,
+        Counter::UnknownKind,
+        Counter::DecodeError,
+        Counter::OverLimit,
+        Counter::BadOrigin,
+    ] {
+        assert!(sweep.counted(c) > 100, "{c:?}: {:?}", sweep.counted);
+    }
+    assert!(sweep.flood_duplicates > 100, "{}", sweep.flood_duplicates);
+    assert!(sweep.accepted.len() >= 10, "{:?}", sweep.accepted);
+    assert!(sweep.resets > 100, "{} resets", sweep.resets);
+    sweep.check_still_works();
 }
 
 /// `frame_len` refuses an oversized frame from its 6-byte header alone, before a body exists.
@@ -691,13 +1485,24 @@ fn frame_len_refuses_oversized_from_the_header() {
 /// even when they are valid: in particular, the flood id is not remembered.
 #[test]
 fn frames_from_unknown_and_dead_ranks() {
-    let mut node = sweep_node();
+    let mut node = sweep_node(ME);
     let mut now = Instant::from_nanos(1_000_000);
     let dead: RankSet = [Rank(9)].into_iter().collect();
     node.handle_dead(now, &dead).unwrap();
-    // 9 is a lateral rank for 5: its death changes nothing here.
+    // 9 is a lateral rank for 5: its death changes no view here, and being confirmed (not
+    // learned locally) there is no death to report: the parent only gets a hello.
     assert_eq!(node.poll_event(), None);
-    assert_eq!(node.poll_transmit(), None);
+    let t: Vec<Transmit> = std::iter::from_fn(|| node.poll_transmit()).collect();
+    let hello = Message::Lineage(LineageMsg {
+        lineage: ranks(&[0, 1]),
+        failed: Vec::new(),
+    });
+    assert!(
+        t.iter()
+            .all(|t| t.to == Rank(1) && t.frame == hello.encode()),
+        "{t:?}"
+    );
+    assert!(node.tree().confirmed().contains(Rank(9)));
 
     let mut garbage = Prng(7);
     let mut frames: Vec<Bytes> = samples().iter().map(|s| s.msg.encode()).collect();
@@ -706,27 +1511,27 @@ fn frames_from_unknown_and_dead_ranks() {
     frames.push(Bytes::from_static(&[VERSION, 1, 0xFF, 0xFF, 0xFF, 0xFF]));
     frames.push(Bytes::from_static(&[VERSION, 0xEE, 0, 0, 0, 0]));
 
-    let senders = [(Rank(64), 4usize), (Rank(u32::MAX), 4), (Rank(9), 5)];
+    let senders = [
+        (Rank(SPAN), Counter::UnknownPeer),
+        (Rank(u32::MAX), Counter::UnknownPeer),
+        (Rank(9), Counter::StaleSender),
+    ];
     let mut fed = 0u64;
     for f in &frames {
         for &(from, counter) in &senders {
             now += Duration::from_millis(1);
-            let before = node.stats().clone();
-            let pending = node.pending_state();
+            let before = observe(&node);
+            let decoded = Message::decode(f.clone(), &node.config().limits());
+            assert_eq!(predict(&node, from, &decoded), counter);
             let f = f.clone();
             let r = catch_unwind(AssertUnwindSafe(|| node.handle_frame(now, from, f)));
             assert!(r.is_ok(), "panic on a frame from {from}");
             fed += 1;
-            let mut want = before.clone();
-            match counter {
-                4 => want.dropped_unknown_peer += 1,
-                _ => want.dropped_stale_sender += 1,
-            }
-            assert_eq!(node.stats(), &want, "frame from {from}");
-            assert_eq!(node.pending_state(), pending);
-            assert!(!node.has_output());
+            let mut want = before;
+            bump(&mut want.stats, counter);
+            want.now = now;
+            assert_eq!(observe(&node), want, "frame from {from}");
             assert_eq!(node.poll_timeout(), None);
-            assert_eq!(node.now(), now);
         }
     }
     let s = node.stats();
@@ -734,16 +1539,451 @@ fn frames_from_unknown_and_dead_ranks() {
     assert_eq!(s.dropped_stale_sender, fed / 3);
     assert_eq!(s.frames_in, 0);
 
-    // The same valid frames from a live peer are still new to the node.
+    // The same valid floods from a live peer are still new to the node, and one naming the
+    // dead rank as its origin is refused.
     for smp in samples() {
+        let Message::Flood(m) = &smp.msg else {
+            continue;
+        };
+        let before = node.stats().clone();
         node.handle_frame(now, Rank(1), smp.msg.encode());
-        assert!(matches!(
-            node.poll_event(),
-            Some(Event::FloodDelivered { .. })
-        ));
-        assert_eq!(node.poll_event(), None);
+        let ev: Vec<Event> = std::iter::from_fn(|| node.poll_event()).collect();
         while node.poll_transmit().is_some() {}
+        if m.origin == ME || m.origin.0 >= SPAN {
+            assert_eq!(
+                node.stats().dropped_bad_origin,
+                before.dropped_bad_origin + 1
+            );
+            assert!(ev.is_empty(), "{}", smp.name);
+        } else {
+            assert_eq!(node.stats().frames_in, before.frames_in + 1);
+            assert!(
+                matches!(ev.as_slice(), [Event::FloodDelivered { .. }]),
+                "{}",
+                smp.name
+            );
+        }
     }
-    assert_eq!(node.stats().frames_in, samples().len() as u64);
     assert_eq!(node.stats().flood_duplicates, 0);
+    let before = observe(&node);
+    node.handle_frame(now, Rank(1), flood_from(9, 1));
+    let mut want = before;
+    want.stats.dropped_bad_origin += 1;
+    assert_eq!(observe(&node), want, "a flood from a dead origin");
+}
+
+fn flood_from(origin: u32, id: u64) -> Bytes {
+    Message::Flood(FloodMsg {
+        origin: Rank(origin),
+        id,
+        hops: 1,
+        payload: Bytes::new(),
+    })
+    .encode()
+}
+
+/// A node that knows it is dead (evicted) processes nothing: every frame that gets past the
+/// sender checks and decodes is a counted `dropped_self_dead`, and commands are refused.
+#[test]
+fn a_dead_node_drops_every_frame() {
+    let mut node = sweep_node(ME);
+    let me: RankSet = [ME].into_iter().collect();
+    node.handle_dead(Instant::ZERO, &me).unwrap();
+    let ev: Vec<Event> = std::iter::from_fn(|| node.poll_event()).collect();
+    assert!(matches!(ev.as_slice(), [Event::ViewChanged(d)] if d.self_dead()));
+    while node.poll_transmit().is_some() {}
+    assert!(node.tree().view().is_none());
+    assert!(!node.has_output());
+
+    let mut rng = Prng(99);
+    let samples = samples();
+    let limits = node.config().limits();
+    let mut now = Instant::ZERO;
+    let mut by_counter: BTreeMap<Counter, u64> = BTreeMap::new();
+    for i in 0..3000u64 {
+        now += Duration::from_millis(1);
+        let (frame, _) = random_frame(&mut rng, &samples, &limits);
+        let frame = Bytes::from(frame);
+        let from = [Rank(1), Rank(21), Rank(2), Rank(SPAN), ME][(i % 5) as usize];
+        let decoded = Message::decode(frame.clone(), &limits);
+        let c = predict(&node, from, &decoded);
+        let before = observe(&node);
+        catch_unwind(AssertUnwindSafe(|| node.handle_frame(now, from, frame)))
+            .unwrap_or_else(|_| panic!("a dead node panicked on frame {i}"));
+        let mut want = before;
+        bump(&mut want.stats, c);
+        want.now = now;
+        assert_eq!(observe(&node), want, "frame {i} from {from}: {decoded:?}");
+        *by_counter.entry(c).or_default() += 1;
+    }
+    // Valid frames from live peers (and from itself) all land in dropped_self_dead.
+    for s in &samples {
+        let before = node.stats().dropped_self_dead;
+        node.handle_frame(now, Rank(1), s.msg.encode());
+        assert_eq!(node.stats().dropped_self_dead, before + 1, "{}", s.name);
+    }
+    assert!(by_counter[&Counter::SelfDead] > 100, "{by_counter:?}");
+    assert!(by_counter[&Counter::DecodeError] > 100, "{by_counter:?}");
+    assert_eq!(by_counter.get(&Counter::FramesIn), None);
+    assert_eq!(node.stats().frames_in, 0);
+    assert_eq!(node.flood(now, Bytes::new()), Err(CommandError::Dead));
+    assert_eq!(node.xcast(now, 16, Bytes::new()), Err(CommandError::Dead));
+    assert!(!node.has_output());
+    assert_eq!(node.poll_timeout(), None);
+}
+
+/// Relays that no honest rank sends are refused where they enter: a forged global failure
+/// notice (it would make the root evict anyone, itself included) and a relay claiming to come
+/// from the receiver.
+#[test]
+fn forged_relays_are_refused() {
+    for (tag, origin, payload) in [
+        (xcast::TAG_FAILURE_NOTICE, 1, notice_payload(1, &[0])),
+        (xcast::TAG_FAILURE_NOTICE, 1, notice_payload(u64::MAX, &[2])),
+        (2, 1, Bytes::from_static(b"reserved")),
+        (15, 2, Bytes::from_static(b"reserved")),
+        (16, 0, Bytes::from_static(b"from me")),
+    ] {
+        let mut root = Node::new(Config::new(3, 2), Rank(0), 1, Instant::ZERO).unwrap();
+        let m = Message::Relay(RelayMsg {
+            origin: Rank(origin),
+            seq: 1,
+            tag,
+            payload,
+        });
+        let before = observe(&root);
+        root.handle_frame(Instant::ZERO, Rank(1), m.encode());
+        let mut want = before;
+        want.stats.dropped_bad_origin += 1;
+        assert_eq!(observe(&root), want, "tag {tag} origin {origin}");
+        assert!(root.tree().view().is_some_and(|v| v.is_root()));
+    }
+    // Tag 1 (wire-up) and application tags from a live origin are numbered and forwarded.
+    for tag in [xcast::TAG_WIREUP, xcast::FIRST_APP_TAG, u16::MAX] {
+        let mut root = Node::new(Config::new(3, 2), Rank(0), 1, Instant::ZERO).unwrap();
+        let m = Message::Relay(RelayMsg {
+            origin: Rank(2),
+            seq: 1,
+            tag,
+            payload: Bytes::from_static(b"ok"),
+        });
+        root.handle_frame(Instant::ZERO, Rank(1), m.encode());
+        assert_eq!(root.stats().frames_in, 1);
+        let to: Vec<Rank> = std::iter::from_fn(|| root.poll_transmit())
+            .map(|t| t.to)
+            .collect();
+        assert_eq!(to, [Rank(1), Rank(2)], "tag {tag}");
+        assert_eq!(
+            root.xcast_watermarks().0,
+            1,
+            "tag {tag}: delivered at the root"
+        );
+    }
+}
+
+/// Xcast counters and watermarks come from peers (a parent's watermarks are adopted as they
+/// are). Extreme values must neither panic the receiver now nor later, when it inherits the
+/// root's role and numbers ops after them.
+#[test]
+fn hostile_counters_never_panic() {
+    let values = [u64::MAX, u64::MAX - 1, 1 << 63, BIG, BIG - 1, 1 << 40, 7, 0];
+    let mut frames: Vec<(String, Message)> = Vec::new();
+    for &v in &values {
+        for &w in &[0, 1, v] {
+            frames.push((
+                format!("sync {v} {w}"),
+                Message::Sync(SyncMsg {
+                    done: v,
+                    global_done: w,
+                }),
+            ));
+            frames.push((
+                format!("sync {w} {v}"),
+                Message::Sync(SyncMsg {
+                    done: w,
+                    global_done: v,
+                }),
+            ));
+            frames.push((
+                format!("poll {v} {w}"),
+                Message::Poll(PollMsg {
+                    op: v,
+                    round: u32::MAX,
+                    done: w,
+                    global_done: v,
+                }),
+            ));
+            frames.push((
+                format!("forward {v} {w}"),
+                Message::Forward(ForwardMsg {
+                    op: v,
+                    round: u32::MAX,
+                    done: w,
+                    global_done: w.min(v),
+                    origin: Rank(0),
+                    seq: v,
+                    tag: 16,
+                    payload: Bytes::from_static(b"x"),
+                }),
+            ));
+            frames.push((
+                format!("forward/done {v} {w}"),
+                Message::Forward(ForwardMsg {
+                    op: w,
+                    round: 1,
+                    done: v,
+                    global_done: v,
+                    origin: Rank(1),
+                    seq: 1,
+                    tag: 1,
+                    payload: Bytes::new(),
+                }),
+            ));
+            frames.push((
+                format!("notice epoch {v}"),
+                Message::Forward(ForwardMsg {
+                    op: 1,
+                    round: 1,
+                    done: 0,
+                    global_done: 0,
+                    origin: Rank(0),
+                    seq: 0,
+                    tag: xcast::TAG_FAILURE_NOTICE,
+                    payload: notice_payload(v, &[1]),
+                }),
+            ));
+            frames.push((
+                format!("recover {v} {w}"),
+                Message::Recover(RecoverMsg { gen: v, base: w }),
+            ));
+            frames.push((
+                format!("recover {w} {v}"),
+                Message::Recover(RecoverMsg { gen: w, base: v }),
+            ));
+        }
+        frames.push((format!("need {v}"), Message::Need(NeedMsg { op: v })));
+        frames.push((
+            format!("ack {v}"),
+            Message::Ack(AckMsg {
+                op: v,
+                round: u32::MAX,
+            }),
+        ));
+        frames.push((
+            format!("complete {v}"),
+            Message::Complete(CompleteMsg {
+                origin: Rank(2),
+                seq: v,
+                op: v,
+                query: false,
+            }),
+        ));
+        frames.push((
+            format!("recover-done {v}"),
+            Message::RecoverDone(RecoverDoneMsg { gen: v }),
+        ));
+        frames.push((
+            format!("recovered-op {v}"),
+            Message::RecoveredOp(RecoveredOpMsg {
+                gen: v,
+                op: v,
+                origin: Rank(2),
+                seq: v,
+                tag: 16,
+                payload: Bytes::new(),
+            }),
+        ));
+    }
+    // Rank 2 of a radix-2 span-3 tree: parent 0, no children; when 0 dies it becomes the root.
+    // Rank 1 stays its sibling (a child of the new root) and relays for it.
+    for (name, m) in &frames {
+        let ctx = |step: &str| format!("{name} ({m:?}), {step}");
+        let mut n = Node::new(Config::new(3, 2), Rank(2), 1, Instant::ZERO).unwrap();
+        let mut now = Instant::ZERO;
+        let mut step = |n: &mut Node, what: &str, f: &dyn Fn(&mut Node, Instant)| {
+            now += Duration::from_millis(300);
+            catch_unwind(AssertUnwindSafe(|| f(n, now)))
+                .unwrap_or_else(|_| panic!("panic: {}", ctx(what)));
+            while let Some(t) = n.poll_transmit() {
+                assert!(n.tree().is_alive(t.to) && t.to != Rank(2), "{}", ctx(what));
+            }
+            while n.poll_event().is_some() {}
+        };
+        step(&mut n, "from the parent", &|n, now| {
+            n.handle_frame(now, Rank(0), m.encode())
+        });
+        step(&mut n, "from the sibling", &|n, now| {
+            n.handle_frame(now, Rank(1), m.encode())
+        });
+        step(&mut n, "xcast before the failover", &|n, now| {
+            let _ = n.xcast(now, 16, Bytes::from_static(b"a"));
+        });
+        step(&mut n, "the parent dies", &|n, now| {
+            n.handle_link_down(now, Rank(0))
+        });
+        for i in 0..3 {
+            step(&mut n, "timers", &|n, now| n.handle_timeout(now));
+            step(&mut n, "the sibling relays", &|n, now| {
+                let r = Message::Relay(RelayMsg {
+                    origin: Rank(1),
+                    seq: i + 1,
+                    tag: 16,
+                    payload: Bytes::from_static(b"b"),
+                });
+                n.handle_frame(now, Rank(1), r.encode())
+            });
+            step(&mut n, "the sibling acks", &|n, now| {
+                let (delivered, _) = n.xcast_watermarks();
+                for op in delivered.saturating_sub(2)..=delivered.saturating_add(2) {
+                    for round in 0..3 {
+                        let a = Message::Ack(AckMsg { op, round });
+                        n.handle_frame(now, Rank(1), a.encode());
+                    }
+                }
+            });
+            step(&mut n, "xcast after the failover", &|n, now| {
+                let _ = n.xcast(now, 16, Bytes::from_static(b"c"));
+            });
+            step(&mut n, "the sibling re-sends the same", &|n, now| {
+                n.handle_frame(now, Rank(1), m.encode())
+            });
+        }
+    }
+}
+
+/// The codec refuses counters no honest rank can send (at or above `MAX_COUNTER`, or a global
+/// watermark above the sender's own), as decode errors that change nothing at the node.
+#[test]
+fn implausible_counters_are_refused() {
+    let limits = sweep_config().limits();
+    let over = wire::MAX_COUNTER;
+    let top = wire::MAX_COUNTER - 1;
+    assert_eq!(top, BIG);
+    let fwd = |op, done, global_done, seq| {
+        Message::Forward(ForwardMsg {
+            op,
+            round: u32::MAX,
+            done,
+            global_done,
+            origin: Rank(0),
+            seq,
+            tag: 16,
+            payload: Bytes::new(),
+        })
+    };
+    let poll = |op, done, global_done| {
+        Message::Poll(PollMsg {
+            op,
+            round: 1,
+            done,
+            global_done,
+        })
+    };
+    let sync = |done, global_done| Message::Sync(SyncMsg { done, global_done });
+    let relay = |seq| {
+        Message::Relay(RelayMsg {
+            origin: Rank(2),
+            seq,
+            tag: 16,
+            payload: Bytes::new(),
+        })
+    };
+    let complete = |seq, op| {
+        Message::Complete(CompleteMsg {
+            origin: Rank(2),
+            seq,
+            op,
+            query: false,
+        })
+    };
+    let recovered = |gen, op, seq| {
+        Message::RecoveredOp(RecoveredOpMsg {
+            gen,
+            op,
+            origin: Rank(2),
+            seq,
+            tag: 16,
+            payload: Bytes::new(),
+        })
+    };
+    let refused = [
+        fwd(over, 0, 0, 1),
+        fwd(1, over, 0, 1),
+        fwd(1, 0, 0, over),
+        fwd(1, 3, 4, 1),
+        fwd(1, u64::MAX, u64::MAX, 1),
+        poll(over, 0, 0),
+        poll(1, over, 0),
+        poll(1, 0, 1),
+        sync(over, 0),
+        sync(over, over),
+        sync(0, 1),
+        sync(7, u64::MAX),
+        relay(over),
+        relay(u64::MAX),
+        complete(over, 1),
+        complete(1, over),
+        Message::Ack(AckMsg { op: over, round: 1 }),
+        Message::Need(NeedMsg { op: u64::MAX }),
+        Message::Recover(RecoverMsg { gen: over, base: 0 }),
+        Message::Recover(RecoverMsg { gen: 1, base: over }),
+        Message::RecoverDone(RecoverDoneMsg { gen: u64::MAX }),
+        recovered(over, 1, 1),
+        recovered(1, over, 1),
+        recovered(1, 1, over),
+    ];
+    let accepted = [
+        fwd(top, top, top, top),
+        fwd(1, 4, 4, 0),
+        poll(top, top, 0),
+        sync(top, top),
+        sync(5, 0),
+        relay(top),
+        complete(top, top),
+        Message::Ack(AckMsg {
+            op: top,
+            round: u32::MAX,
+        }),
+        Message::Need(NeedMsg { op: top }),
+        Message::Recover(RecoverMsg {
+            gen: top,
+            base: top,
+        }),
+        Message::RecoverDone(RecoverDoneMsg { gen: top }),
+        recovered(top, top, top),
+        // Flood ids are opaque, not counters.
+        Message::Flood(FloodMsg {
+            origin: Rank(2),
+            id: u64::MAX,
+            hops: 0,
+            payload: Bytes::new(),
+        }),
+    ];
+    for m in &refused {
+        assert!(
+            matches!(
+                Message::decode(m.encode(), &limits),
+                Err(DecodeError::Invalid(_))
+            ),
+            "{m:?}"
+        );
+        let mut n = sweep_node(ME);
+        let before = observe(&n);
+        n.handle_frame(Instant::ZERO, Rank(1), m.encode());
+        let mut want = before;
+        want.stats.dropped_decode_error += 1;
+        assert_eq!(observe(&n), want, "{m:?}");
+    }
+    for m in &accepted {
+        assert_eq!(
+            Message::decode(m.encode(), &limits).as_ref(),
+            Ok(m),
+            "{m:?}"
+        );
+    }
+    // The epoch of a global failure notice is a counter too.
+    for (epoch, ok) in [(top, true), (over, false), (u64::MAX, false)] {
+        let r = GlobalFailureMsg::from_payload(notice_payload(epoch, &[1]), &limits);
+        assert_eq!(r.is_ok(), ok, "epoch {epoch}");
+    }
 }

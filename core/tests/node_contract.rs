@@ -9,11 +9,14 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use bytes::Bytes;
-use lifeline_core::tree::{LayoutError, Rank, RankSet, Scope, Tree, MAX_SPAN};
-use lifeline_core::wire::{FloodMsg, Message};
+use lifeline_core::tree::{LayoutError, Rank, RankSet, Scope, Tree, ViewDelta, MAX_SPAN};
+use lifeline_core::wire::{
+    AdoptMsg, FloodMsg, ForwardMsg, GlobalFailureMsg, Kind, LineageMsg, Message, RecoveredOpMsg,
+    RelayMsg,
+};
 use lifeline_core::{
-    Class, Config, ConfigError, Duration, Event, Instant, Node, Stats, TimerReason, Transmit,
-    MAX_FRAME, MIN_FRAME,
+    xcast, Class, CommandError, Config, ConfigError, Duration, Event, Instant, Node, Stats,
+    TimerReason, Transmit, MAX_FRAME, MIN_FRAME,
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -55,6 +58,99 @@ fn delivered(origin: u32, id: u64, hops: u16, payload: &'static [u8]) -> Event {
     }
 }
 
+fn ranks(v: &[u32]) -> Vec<Rank> {
+    v.iter().copied().map(Rank).collect()
+}
+
+fn set(v: &[u32]) -> RankSet {
+    v.iter().copied().map(Rank).collect()
+}
+
+/// A transmit's destination and decoded message (every transmit must decode).
+fn decoded(t: &Transmit) -> (Rank, Message) {
+    let m = Message::decode(t.frame.clone(), &Config::new(1, 2).limits()).unwrap();
+    assert_eq!(t.class, m.kind().class());
+    (t.to, m)
+}
+
+fn sent(n: &mut Node) -> Vec<(Rank, Message)> {
+    transmits(n).iter().map(decoded).collect()
+}
+
+fn is_notice(m: &Message) -> bool {
+    matches!(m, Message::Adopt(_) | Message::Lineage(_))
+}
+
+fn adopt(lineage: &[u32]) -> Message {
+    Message::Adopt(AdoptMsg {
+        lineage: ranks(lineage),
+    })
+}
+
+fn lineage(lineage: &[u32], failed: &[u32]) -> Message {
+    Message::Lineage(LineageMsg {
+        lineage: ranks(lineage),
+        failed: ranks(failed),
+    })
+}
+
+/// The failure-knowledge notices (`node/notices.rs`) a rank with no xcast state sends after
+/// learning a death locally, computed from the model tree after the death: an adoption notice
+/// carrying its lineage to every child new in its slot (every child, if the slot moved), then
+/// one lineage notice with the unconfirmed deaths to its parent (a hello if the parent changed,
+/// a failure report otherwise). A root has no parent to tell: it broadcasts instead.
+fn expected_notices(after: &Tree, delta: &ViewDelta) -> Vec<(Rank, Message)> {
+    let Some(view) = after.view() else {
+        return Vec::new();
+    };
+    let mut line = view.ancestors().to_vec();
+    line.push(after.me());
+    let adopted: Vec<Rank> = if delta.slot_changed() {
+        view.live_children().collect()
+    } else {
+        delta.added_children().collect()
+    };
+    let mut out: Vec<(Rank, Message)> = adopted
+        .into_iter()
+        .map(|c| {
+            let m = AdoptMsg {
+                lineage: line.clone(),
+            };
+            (c, Message::Adopt(m))
+        })
+        .collect();
+    if let Some(p) = view.parent() {
+        let failed = after
+            .dead()
+            .iter()
+            .filter(|&r| !after.confirmed().contains(r))
+            .collect();
+        let m = LineageMsg {
+            lineage: view.ancestors().to_vec(),
+            failed,
+        };
+        out.push((p, Message::Lineage(m)));
+    }
+    out
+}
+
+/// The root's global failure notice as it forwards it to a child.
+fn notice_of(m: &Message) -> Option<GlobalFailureMsg> {
+    match m {
+        Message::Forward(f) if f.tag == xcast::TAG_FAILURE_NOTICE => Some(
+            GlobalFailureMsg::from_payload(f.payload.clone(), &Config::new(1, 2).limits()).unwrap(),
+        ),
+        _ => None,
+    }
+}
+
+fn confirmed(epoch: u64, r: &[u32]) -> Event {
+    Event::FailureConfirmed {
+        epoch,
+        ranks: set(r),
+    }
+}
+
 /// Everything observable about a node that an input could change.
 #[derive(Debug, PartialEq)]
 struct Observed {
@@ -66,6 +162,8 @@ struct Observed {
     view: Option<String>,
     dead: RankSet,
     links: Vec<Rank>,
+    epoch: u64,
+    watermarks: (u64, u64),
 }
 
 fn observe(n: &Node) -> Observed {
@@ -78,6 +176,8 @@ fn observe(n: &Node) -> Observed {
         view: n.tree().view().map(|v| format!("{v:?}")),
         dead: n.tree().dead().clone(),
         links: n.links().collect(),
+        epoch: n.epoch(),
+        watermarks: n.xcast_watermarks(),
     }
 }
 
@@ -478,9 +578,27 @@ fn flood_sweep_fires_after_linger_and_state_drains() {
     assert_eq!(n.poll_timeout(), None);
     assert_eq!(n.stats().spurious_timeouts, 0);
 
-    // Once forgotten, the id is new again.
+    // Its own flood echoed back is refused by its origin, remembered or not: never a
+    // duplicate, never delivered.
+    let before = observe(&n);
     n.handle_frame(ms(14_000), Rank(1), flood_frame(0, 1, 9, b""));
-    assert_eq!(events(&mut n), [delivered(0, 1, 9, b"")]);
+    let mut want = before;
+    want.stats.dropped_bad_origin += 1;
+    want.now = ms(14_000);
+    assert_eq!(observe(&n), want);
+
+    // A received id lingers the same way and, once forgotten, is new again.
+    n.handle_frame(ms(14_000), Rank(1), flood_frame(3, 1, 2, b"r"));
+    assert_eq!(events(&mut n), [delivered(3, 1, 2, b"r")]);
+    assert_eq!(transmits(&mut n).len(), 1, "forwarded to the other child");
+    n.handle_frame(ms(23_999), Rank(2), flood_frame(3, 1, 2, b"r"));
+    assert!(events(&mut n).is_empty());
+    assert_eq!(n.stats().flood_duplicates, 1);
+    n.handle_timeout(ms(24_000));
+    assert_eq!(n.pending_state(), 0);
+    n.handle_frame(ms(24_001), Rank(2), flood_frame(3, 1, 2, b"r"));
+    assert_eq!(events(&mut n), [delivered(3, 1, 2, b"r")]);
+    assert_eq!(n.stats().flood_duplicates, 1);
 }
 
 #[test]
@@ -583,16 +701,27 @@ fn tree_link_down_repairs_once_with_the_tree_delta() {
     assert_eq!(view.children(), [Some(Rank(7)), Some(Rank(5))]);
     assert_eq!(view, model.view().unwrap());
     assert!(n.tree().dead().contains(Rank(3)));
+    assert!(!n.tree().confirmed().contains(Rank(3)), "learned locally");
     assert_eq!(n.links().collect::<Vec<_>>(), [Rank(0)]);
-    assert!(transmits(&mut n).is_empty());
+    // 7 is adopted with its new lineage, and the parent hears of the death.
+    assert_eq!(
+        sent(&mut n),
+        [(Rank(7), adopt(&[0, 1])), (Rank(0), lineage(&[0], &[3]))]
+    );
     assert_eq!(n.stats().lateral_link_downs, 0);
 
-    // The same loss reported again is no repair and no event.
+    // The same loss reported again (an echo of the repair) is ignored entirely.
+    let before = observe(&n);
     n.handle_link_down(ms(3), Rank(3));
-    assert!(events(&mut n).is_empty());
-    assert_eq!(n.tree().view().unwrap(), model.view().unwrap());
+    let mut want = before;
+    want.now = ms(3);
+    assert_eq!(observe(&n), want);
+    assert!(events(&mut n).is_empty() && transmits(&mut n).is_empty());
 
-    // Every (rank, tree neighbour) pair of the 9-rank tree: one event, the model's delta.
+    // Every (rank, tree neighbour) pair of the 9-rank tree: one ViewChanged event with the
+    // model's delta, exactly the notices the model predicts, and nothing else but a root's
+    // broadcast machinery towards its children.
+    let mut roots = 0;
     for me in 0..9 {
         let fresh = node(9, 2, me);
         let view = fresh.tree().view().unwrap();
@@ -602,15 +731,66 @@ fn tree_link_down_repairs_once_with_the_tree_delta() {
             .chain(view.live_children())
             .collect();
         for p in neighbours {
+            let ctx = format!("{me} loses {p}");
             let mut n = node(9, 2, me);
             n.handle_link_down(ms(1), p);
             let mut model = Tree::new(9, 2, Rank(me)).unwrap();
-            let want = model.mark_dead(&[p], Scope::Local).unwrap().unwrap();
-            assert_eq!(events(&mut n), [Event::ViewChanged(want)], "{me} loses {p}");
-            assert_eq!(n.tree().view(), model.view(), "{me} loses {p}");
+            let delta = model.mark_dead(&[p], Scope::Local).unwrap().unwrap();
+            let view = model.view().unwrap();
+            assert_eq!(n.tree().view(), model.view(), "{ctx}");
+            let out = sent(&mut n);
+            let notices: Vec<(Rank, Message)> =
+                out.iter().filter(|(_, m)| is_notice(m)).cloned().collect();
+            assert_eq!(notices, expected_notices(&model, &delta), "{ctx}");
+            let others: Vec<&(Rank, Message)> = out.iter().filter(|(_, m)| !is_notice(m)).collect();
+            for (to, m) in &others {
+                assert!(view.is_root(), "{ctx}: {m:?} from a non-root");
+                assert!(
+                    view.live_children().any(|c| c == *to),
+                    "{ctx}: {m:?} to {to}"
+                );
+                assert!(
+                    !matches!(m, Message::Flood(_) | Message::Relay(_)),
+                    "{ctx}: {m:?}"
+                );
+            }
+            assert_eq!(events(&mut n), [Event::ViewChanged(delta.clone())], "{ctx}");
+            assert!(n.tree().confirmed().is_empty(), "{ctx}");
+            if view.is_root() && !delta.slot_changed() {
+                // The root lost a child: after the batching delay it confirms the death
+                // (epoch 1) and forwards the notice to each remaining child.
+                roots += 1;
+                let batch = n.config().notice_batch;
+                assert_eq!(
+                    n.poll_timeout(),
+                    Some((ms(1) + batch, TimerReason::Notices)),
+                    "{ctx}"
+                );
+                n.handle_timeout(ms(1) + batch);
+                assert_eq!(events(&mut n), [confirmed(1, &[p.0])], "{ctx}");
+                assert_eq!(n.epoch(), 1);
+                assert!(n.tree().confirmed().contains(p), "{ctx}");
+                let out = sent(&mut n);
+                let notice = GlobalFailureMsg {
+                    epoch: 1,
+                    failed: vec![p],
+                };
+                let to: Vec<Rank> = out
+                    .iter()
+                    .filter(|(_, m)| notice_of(m).as_ref() == Some(&notice))
+                    .map(|(to, _)| *to)
+                    .collect();
+                assert_eq!(to, view.live_children().collect::<Vec<_>>(), "{ctx}");
+                assert!(
+                    out.iter().all(|(_, m)| notice_of(m).is_some()),
+                    "{ctx}: {out:?}"
+                );
+            }
             assert_eq!(n.stats().lateral_link_downs, 0);
+            assert!(!n.has_output());
         }
     }
+    assert_eq!(roots, 2);
 }
 
 #[test]
@@ -654,6 +834,12 @@ fn no_transmit_is_ever_addressed_to_a_dead_rank() {
     let mut n = node(9, 2, 1);
     n.handle_link_down(ms(1), Rank(3));
     events(&mut n);
+    let to: Vec<Rank> = transmits(&mut n).iter().map(|t| t.to).collect();
+    assert_eq!(
+        to,
+        [Rank(7), Rank(0)],
+        "the adoption and the failure notice"
+    );
     n.flood(ms(2), Bytes::from_static(b"f")).unwrap();
     let to: Vec<Rank> = transmits(&mut n).iter().map(|t| t.to).collect();
     assert_eq!(to, [Rank(0), Rank(7), Rank(5)]);
@@ -675,9 +861,19 @@ fn no_transmit_is_ever_addressed_to_a_dead_rank() {
     let mut n = node(9, 2, 1);
     n.flood(ms(1), Bytes::from_static(b"g")).unwrap();
     n.handle_link_down(ms(2), Rank(3));
-    let to: Vec<Rank> = transmits(&mut n).iter().map(|t| t.to).collect();
-    assert_eq!(to, [Rank(0), Rank(5)]);
+    let out = sent(&mut n);
+    let to: Vec<(Rank, Kind)> = out.iter().map(|(to, m)| (*to, m.kind())).collect();
+    assert_eq!(
+        to,
+        [
+            (Rank(0), Kind::Flood),
+            (Rank(5), Kind::Flood),
+            (Rank(7), Kind::Adopt),
+            (Rank(0), Kind::Lineage)
+        ]
+    );
     assert_eq!(n.stats().suppressed_to_dead, 1);
+    assert_eq!(n.stats().frames_out, 3 + 2);
     assert_eq!(events(&mut n).len(), 2, "delivery and the view change");
 
     // Globally: every survivor knows 3 is dead; a flood from the leaf 8 reaches the 8
@@ -690,6 +886,7 @@ fn no_transmit_is_ever_addressed_to_a_dead_rank() {
     }
     net.pump();
     net.take_events();
+    net.log.clear();
     net.node(8).flood(ms(1), Bytes::new()).unwrap();
     net.pump();
     assert_eq!(net.log.len(), 7);
@@ -698,6 +895,260 @@ fn no_transmit_is_ever_addressed_to_a_dead_rank() {
     let ev = net.take_events();
     assert_eq!(ev.len(), 8);
     assert!(ev.values().all(|e| e.len() == 1));
+}
+
+// ---------------------------------------------------------------------------------------------
+// 3b. Failure knowledge: lineage notices up, adoption notices down, the root's global notice
+// ---------------------------------------------------------------------------------------------
+
+/// Fires every timer due up to `until`, in order.
+fn run_timers(n: &mut Node, until: Instant) {
+    while let Some((at, _)) = n.poll_timeout().filter(|&(at, _)| at <= until) {
+        n.handle_timeout(at);
+    }
+}
+
+#[test]
+fn a_childs_lineage_notice_teaches_the_parent_and_the_root_confirms() {
+    // The root hears from child 1 that 3 (a grandchild) died.
+    let mut root = node(9, 2, 0);
+    root.handle_frame(ms(1), Rank(1), lineage(&[0], &[3]).encode());
+    assert_eq!(root.tree().dead(), &set(&[3]));
+    assert!(root.tree().confirmed().is_empty());
+    assert!(
+        events(&mut root).is_empty(),
+        "3 is not the root's neighbour: no view change"
+    );
+    let early = sent(&mut root);
+    assert!(
+        early.iter().all(|(to, m)| *to == Rank(1) && !is_notice(m)),
+        "only answers to the child's hello: {early:?}"
+    );
+    // After the batching delay, one global notice: applied at the root and forwarded to both
+    // children.
+    let batch = root.config().notice_batch;
+    assert_eq!(
+        root.poll_timeout(),
+        Some((ms(1) + batch, TimerReason::Notices))
+    );
+    root.handle_timeout(ms(1) + batch);
+    assert_eq!(events(&mut root), [confirmed(1, &[3])]);
+    assert_eq!(root.epoch(), 1);
+    assert_eq!(root.tree().confirmed(), &set(&[3]));
+    let out = sent(&mut root);
+    let want = GlobalFailureMsg {
+        epoch: 1,
+        failed: ranks(&[3]),
+    };
+    let to: Vec<Rank> = out
+        .iter()
+        .filter(|(_, m)| notice_of(m).as_ref() == Some(&want))
+        .map(|(to, _)| *to)
+        .collect();
+    assert_eq!(to, [Rank(1), Rank(2)]);
+    assert!(out.iter().all(|(_, m)| notice_of(m).is_some()), "{out:?}");
+    // The same report again, or one naming only known or impossible deaths (the receiver
+    // itself, a rank outside the span), teaches nothing and announces nothing.
+    for m in [
+        lineage(&[0], &[3]),
+        lineage(&[0], &[0, 9, 3]),
+        lineage(&[0], &[]),
+    ] {
+        root.handle_frame(ms(2), Rank(1), m.encode());
+        sent(&mut root);
+        assert_eq!(root.tree().dead(), &set(&[3]));
+        assert!(events(&mut root).is_empty());
+        run_timers(&mut root, ms(100));
+        assert!(events(&mut root).is_empty());
+        assert!(transmits(&mut root).is_empty());
+        assert_eq!(root.epoch(), 1);
+    }
+    assert_eq!(
+        root.stats().notices_stale + root.stats().notices_inconsistent,
+        0
+    );
+
+    // An inner rank learns the death and passes it up; only the root confirms.
+    let mut n = node(9, 2, 1);
+    n.handle_frame(ms(1), Rank(3), lineage(&[0, 1], &[7]).encode());
+    assert_eq!(n.tree().dead(), &set(&[7]));
+    assert!(n.tree().confirmed().is_empty());
+    assert!(
+        events(&mut n).is_empty(),
+        "7 is 3's child: 1's view is unchanged"
+    );
+    let out = sent(&mut n);
+    let notices: Vec<(Rank, Message)> = out.iter().filter(|(_, m)| is_notice(m)).cloned().collect();
+    assert_eq!(notices, [(Rank(0), lineage(&[0], &[7]))]);
+    assert!(
+        out.iter().all(|(to, m)| is_notice(m) || *to == Rank(3)),
+        "{out:?}"
+    );
+    run_timers(&mut n, ms(100));
+    assert_eq!(n.epoch(), 0);
+    assert!(events(&mut n).is_empty() && !n.has_output());
+    // A notice whose lineage does not end at the receiver is stale (its deaths still count).
+    n.handle_frame(ms(2), Rank(5), lineage(&[0, 2], &[]).encode());
+    assert_eq!(n.stats().notices_stale, 1);
+    assert_eq!(n.tree().dead(), &set(&[7]));
+    assert!(events(&mut n).is_empty());
+
+    // End to end: 3 loses its child 7; the report climbs 3 -> 1 -> 0 and the root's notice
+    // reaches every survivor exactly once.
+    let config = Config::new(9, 2);
+    let mut net = Net::new(&config, (0..9).filter(|&r| r != 7));
+    net.node(3).handle_link_down(ms(1), Rank(7));
+    net.run_until(ms(1_000));
+    let ups: Vec<(Rank, Rank)> = net
+        .log
+        .iter()
+        .filter(|(_, _, f)| f[1] == Kind::Lineage as u8)
+        .map(|(a, b, _)| (*a, *b))
+        .collect();
+    assert_eq!(ups, [(Rank(3), Rank(1)), (Rank(1), Rank(0))]);
+    assert_eq!(net.lost, 0);
+    let ev = net.take_events();
+    for (&r, n) in &net.nodes {
+        let got: Vec<&Event> = ev[&r]
+            .iter()
+            .filter(|e| matches!(e, Event::FailureConfirmed { .. }))
+            .collect();
+        assert_eq!(got, [&confirmed(1, &[7])], "at {r}");
+        assert_eq!(n.tree().confirmed(), &set(&[7]), "at {r}");
+        assert_eq!(n.epoch(), 1, "at {r}");
+        assert!(!n.has_output());
+    }
+}
+
+#[test]
+fn an_adoption_notice_implying_a_death_is_inferred() {
+    // Radix 2, span 9: 5's ancestors are [0, 1]. Adopted by 0 directly, it infers that 1 died
+    // and takes 1's slot.
+    let mut n = node(9, 2, 5);
+    n.handle_frame(ms(1), Rank(0), adopt(&[0]).encode());
+    let mut model = Tree::new(9, 2, Rank(5)).unwrap();
+    let delta = model.mark_dead(&[Rank(1)], Scope::Local).unwrap().unwrap();
+    assert!(delta.promoted);
+    assert_eq!(n.tree().dead(), &set(&[1]));
+    assert!(n.tree().confirmed().is_empty(), "inferred, not confirmed");
+    let view = n.tree().view().unwrap();
+    assert_eq!(view.slot(), Rank(1));
+    assert_eq!(view.ancestors(), [Rank(0)]);
+    assert_eq!(view.children(), [Some(Rank(3))]);
+    assert_eq!(n.tree().view(), model.view());
+    assert_eq!(events(&mut n), [Event::ViewChanged(delta)]);
+    // Its new child 3 is adopted with the new lineage, then its new parent hears of the death
+    // (the answer to the adoption may repeat that hello).
+    let out = sent(&mut n);
+    assert_eq!(out[0], (Rank(3), adopt(&[0, 5])));
+    let hello = (Rank(0), lineage(&[0], &[1]));
+    assert!(
+        (2..=3).contains(&out.len()) && out[1..].iter().all(|x| *x == hello),
+        "{out:?}"
+    );
+    assert_eq!(n.stats().notices_stale + n.stats().notices_inconsistent, 0);
+    assert_eq!(n.epoch(), 0);
+
+    // Agreed: the parent re-adopting with the current lineage changes nothing; the child
+    // answers with a hello carrying no deaths.
+    let mut n = node(9, 2, 5);
+    let before = observe(&n);
+    n.handle_frame(ms(1), Rank(1), adopt(&[0, 1]).encode());
+    assert_eq!(sent(&mut n), [(Rank(1), lineage(&[0, 1], &[]))]);
+    assert!(events(&mut n).is_empty());
+    let mut want = before;
+    want.now = ms(1);
+    want.stats.frames_in += 1;
+    want.stats.frames_out += 1;
+    assert_eq!(observe(&n), want);
+
+    // Stale (names a rank known dead) and inconsistent (longer than the lineage can be, or
+    // naming the receiver) notices are counted and teach nothing.
+    let mut n = node(9, 2, 5);
+    n.handle_dead(ms(0), &set(&[2])).unwrap();
+    events(&mut n);
+    transmits(&mut n);
+    for (m, stale, inconsistent) in [
+        (adopt(&[0, 2]), 1, 0),
+        (adopt(&[0, 1, 3]), 1, 1),
+        (adopt(&[0, 5]), 1, 2),
+    ] {
+        n.handle_frame(ms(1), Rank(1), m.encode());
+        assert_eq!(n.stats().notices_stale, stale, "{m:?}");
+        assert_eq!(n.stats().notices_inconsistent, inconsistent, "{m:?}");
+        assert_eq!(n.tree().dead(), &set(&[2]), "{m:?}");
+        assert!(events(&mut n).is_empty(), "{m:?}");
+        let out = sent(&mut n);
+        assert!(out.iter().all(|(to, _)| *to == Rank(1)), "{out:?}");
+    }
+}
+
+#[test]
+fn failover_notices_reach_every_survivor() {
+    let config = Config::new(9, 2);
+    let check = |net: &mut Net, dead: u32| {
+        let mut model_dead = RankSet::new();
+        model_dead.insert(Rank(dead));
+        let ev = net.take_events();
+        let epoch = net.nodes.values().next().unwrap().epoch();
+        assert!(epoch >= 1);
+        for (&r, n) in &net.nodes {
+            let mut model = Tree::new(9, 2, r).unwrap();
+            model.mark_dead(&[Rank(dead)], Scope::Global).unwrap();
+            assert_eq!(n.tree().view(), model.view(), "at {r}");
+            assert_eq!(n.tree().dead(), &model_dead, "at {r}");
+            assert_eq!(n.tree().confirmed(), &model_dead, "at {r}");
+            assert_eq!(n.epoch(), epoch, "at {r}");
+            let got: Vec<&Event> = ev
+                .get(&r)
+                .into_iter()
+                .flatten()
+                .filter(|e| matches!(e, Event::FailureConfirmed { .. }))
+                .collect();
+            assert_eq!(got, [&confirmed(epoch, &[dead])], "at {r}");
+            assert!(!n.has_output());
+        }
+        assert_eq!(net.lost, 0);
+    };
+
+    // The inner rank 1 dies: the root adopts 5 into slot 1, 5 infers the death and adopts 3
+    // in turn, and the root confirms it everywhere.
+    let mut net = Net::new(&config, (0..9).filter(|&r| r != 1));
+    net.node(0).handle_link_down(ms(1), Rank(1));
+    net.run_until(ms(1_000));
+    let adopts: Vec<(Rank, Rank)> = net
+        .log
+        .iter()
+        .filter(|(_, _, f)| f[1] == Kind::Adopt as u8)
+        .map(|(a, b, _)| (*a, *b))
+        .collect();
+    assert_eq!(adopts[..2], [(Rank(0), Rank(5)), (Rank(5), Rank(3))]);
+    check(&mut net, 1);
+
+    // The root dies: its children see the link go; 2 takes the root's slot, gathers what the
+    // survivors hold, and confirms 0 dead everywhere. A broadcast afterwards still completes.
+    let mut net = Net::new(&config, 1..9);
+    net.node(2).handle_link_down(ms(1), Rank(0));
+    net.node(1).handle_link_down(ms(1), Rank(0));
+    net.run_until(ms(1_000));
+    assert!(net.nodes[&Rank(2)].tree().view().unwrap().is_root());
+    check(&mut net, 0);
+    let seq = net
+        .node(8)
+        .xcast(ms(1_000), 16, Bytes::from_static(b"after"))
+        .unwrap();
+    net.run_until(ms(2_000));
+    let ev = net.take_events();
+    assert!(ev[&Rank(8)]
+        .iter()
+        .any(|e| matches!(e, Event::XcastCompleted { seq: s, .. } if *s == seq)));
+    for r in 1..9 {
+        let got = ev[&Rank(r)]
+            .iter()
+            .filter(|e| matches!(e, Event::XcastDelivered { origin, seq: s, .. } if *origin == Rank(8) && *s == seq))
+            .count();
+        assert_eq!(got, 1, "at {r}");
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -741,30 +1192,38 @@ fn max_floods_forgets_the_oldest_id() {
     let mut config = Config::new(9, 2);
     config.max_floods = 2;
     let mut n = Node::new(config, Rank(0), 1, Instant::ZERO).unwrap();
+    // Three floods from rank 4, arriving from child 2 and forwarded to child 1.
     for id in 1..=3 {
-        assert_eq!(n.flood(ms(id), Bytes::new()).unwrap(), id);
+        n.handle_frame(ms(id), Rank(2), flood_frame(4, id, 2, b""));
+        assert_eq!(events(&mut n), [delivered(4, id, 2, b"")]);
+        let to: Vec<Rank> = transmits(&mut n).iter().map(|t| t.to).collect();
+        assert_eq!(to, [Rank(1)]);
     }
-    transmits(&mut n);
-    events(&mut n);
     assert_eq!(n.stats().flood_forgotten, 1);
     assert_eq!(n.pending_state(), 1 + 2, "one sweep timer and two ids");
     // Id 1 was forgotten: it is new again (and in turn evicts id 2). Id 3 is remembered.
-    n.handle_frame(ms(4), Rank(1), flood_frame(0, 3, 2, b""));
+    n.handle_frame(ms(4), Rank(1), flood_frame(4, 3, 2, b""));
     assert!(events(&mut n).is_empty());
     assert_eq!(n.stats().flood_duplicates, 1);
-    n.handle_frame(ms(5), Rank(1), flood_frame(0, 1, 2, b""));
-    assert_eq!(events(&mut n), [delivered(0, 1, 2, b"")]);
-    assert_eq!(transmits(&mut n).len(), 1, "forwarded to the other child");
+    n.handle_frame(ms(5), Rank(1), flood_frame(4, 1, 2, b""));
+    assert_eq!(events(&mut n), [delivered(4, 1, 2, b"")]);
+    let to: Vec<Rank> = transmits(&mut n).iter().map(|t| t.to).collect();
+    assert_eq!(to, [Rank(2)], "forwarded to the other child");
     assert_eq!(n.stats().flood_forgotten, 2);
-    n.handle_frame(ms(6), Rank(1), flood_frame(0, 2, 2, b""));
+    n.handle_frame(ms(6), Rank(1), flood_frame(4, 2, 2, b""));
     assert_eq!(
         events(&mut n).len(),
         1,
         "id 2 was evicted by the re-delivery of id 1"
     );
+    transmits(&mut n);
+    assert_eq!(n.pending_state(), 3);
+    // The node's own floods share the bound.
+    n.flood(ms(7), Bytes::new()).unwrap();
+    assert_eq!(n.stats().flood_forgotten, 4);
     assert_eq!(n.pending_state(), 3);
     // The sweep still drains everything.
-    n.handle_timeout(ms(6) + n.config().flood_linger);
+    n.handle_timeout(ms(7) + n.config().flood_linger);
     assert_eq!(n.pending_state(), 0);
 }
 
@@ -865,4 +1324,181 @@ fn same_seed_same_inputs_same_outputs() {
             .collect()
     };
     assert_eq!(strip(&a), strip(&c));
+}
+
+// ---------------------------------------------------------------------------------------------
+// 6. Xcast commands
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn xcast_commands_refuse_misuse_without_changing_state() {
+    // Rank 4 of the 9-rank tree: parent 2, child 8.
+    let mut n = node(9, 2, 4);
+    let reserved = std::iter::once(xcast::TAG_FAILURE_NOTICE).chain(2..xcast::FIRST_APP_TAG);
+    for tag in reserved {
+        let before = observe(&n);
+        assert_eq!(
+            n.xcast(ms(1), tag, Bytes::from_static(b"x")),
+            Err(CommandError::ReservedTag(tag))
+        );
+        let mut want = before;
+        want.now = ms(1);
+        assert_eq!(observe(&n), want, "tag {tag}");
+    }
+    assert!(!n.has_output());
+    for (seq, tag) in (1..).zip([xcast::TAG_WIREUP, xcast::FIRST_APP_TAG, u16::MAX]) {
+        assert_eq!(n.xcast(ms(2), tag, Bytes::from_static(b"x")), Ok(seq));
+        let relay = Message::Relay(RelayMsg {
+            origin: Rank(4),
+            seq,
+            tag,
+            payload: Bytes::from_static(b"x"),
+        });
+        assert_eq!(sent(&mut n), [(Rank(2), relay)], "tag {tag}");
+    }
+
+    // Too large: the largest payload accepted fits a frame on every hop it will take (the
+    // relay, each forward, a recovery report); one byte more is refused.
+    let mut config = Config::new(9, 2);
+    config.max_frame = MIN_FRAME;
+    let try_len = |len: usize| {
+        let mut n = Node::new(config.clone(), Rank(4), 1, Instant::ZERO).unwrap();
+        let r = n.xcast(ms(1), 16, vec![7; len].into());
+        (r, n)
+    };
+    let (mut lo, mut hi) = (0usize, MIN_FRAME as usize);
+    assert!(try_len(lo).0.is_ok());
+    assert!(try_len(hi).0.is_err());
+    while hi - lo > 1 {
+        let mid = (lo + hi) / 2;
+        if try_len(mid).0.is_ok() {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    assert!(lo >= MIN_FRAME as usize / 2, "only {lo} bytes fit");
+    let (r, n) = try_len(lo + 1);
+    assert_eq!(
+        r,
+        Err(CommandError::TooLarge {
+            len: lo + 1,
+            max: MIN_FRAME
+        })
+    );
+    assert!(!n.has_output() && n.pending_state() == 0);
+    let (r, mut n) = try_len(lo);
+    assert_eq!(r, Ok(1));
+    let t = transmits(&mut n);
+    assert!(t.len() == 1 && t[0].frame.len() <= MIN_FRAME as usize);
+    let payload = Bytes::from(vec![7; lo]);
+    let fwd = Message::Forward(ForwardMsg {
+        op: 1,
+        round: 1,
+        done: 0,
+        global_done: 0,
+        origin: Rank(4),
+        seq: 1,
+        tag: 16,
+        payload: payload.clone(),
+    });
+    let rec = Message::RecoveredOp(RecoveredOpMsg {
+        gen: 1,
+        op: 1,
+        origin: Rank(4),
+        seq: 1,
+        tag: 16,
+        payload,
+    });
+    assert!(fwd.frame_len() <= MIN_FRAME as usize);
+    assert!(rec.frame_len() <= MIN_FRAME as usize);
+
+    // Backpressure at xcast_max_inflight broadcasts awaiting completion.
+    let mut config = Config::new(9, 2);
+    config.xcast_max_inflight = 2;
+    let mut n = Node::new(config, Rank(4), 1, Instant::ZERO).unwrap();
+    assert_eq!(n.xcast(ms(1), 16, Bytes::from_static(b"a")), Ok(1));
+    assert_eq!(n.xcast(ms(1), 16, Bytes::from_static(b"bc")), Ok(2));
+    transmits(&mut n);
+    let before = observe(&n);
+    assert_eq!(
+        n.xcast(ms(2), 16, Bytes::from_static(b"d")),
+        Err(CommandError::Backpressure { ops: 2, bytes: 3 })
+    );
+    let mut want = before;
+    want.now = ms(2);
+    assert_eq!(observe(&n), want);
+
+    // ... and at xcast_max_bytes payload bytes.
+    let mut config = Config::new(9, 2);
+    config.xcast_max_bytes = 10;
+    let mut n = Node::new(config, Rank(4), 1, Instant::ZERO).unwrap();
+    assert_eq!(n.xcast(ms(1), 16, vec![0; 6].into()), Ok(1));
+    assert_eq!(
+        n.xcast(ms(1), 16, vec![0; 5].into()),
+        Err(CommandError::Backpressure { ops: 1, bytes: 6 })
+    );
+    assert_eq!(n.xcast(ms(1), 16, vec![0; 4].into()), Ok(2));
+    assert_eq!(
+        n.xcast(ms(1), 16, vec![0; 1].into()),
+        Err(CommandError::Backpressure { ops: 2, bytes: 10 })
+    );
+    assert_eq!(
+        n.xcast(ms(1), 16, Bytes::new()),
+        Ok(3),
+        "an empty payload still fits"
+    );
+
+    // A dead rank takes no broadcast.
+    let mut n = node(9, 2, 4);
+    n.handle_dead(ms(1), &set(&[4])).unwrap();
+    events(&mut n);
+    transmits(&mut n);
+    assert_eq!(
+        n.xcast(ms(2), 16, Bytes::from_static(b"x")),
+        Err(CommandError::Dead)
+    );
+    assert!(!n.has_output());
+}
+
+#[test]
+fn xcast_completes_and_backpressure_releases() {
+    let mut config = Config::new(9, 2);
+    config.xcast_max_inflight = 1;
+    let mut net = Net::new(&config, 0..9);
+    let payload = Bytes::from_static(b"hello");
+    assert_eq!(net.node(8).xcast(ms(0), 16, payload.clone()), Ok(1));
+    assert_eq!(
+        net.node(8).xcast(ms(0), 16, payload.clone()),
+        Err(CommandError::Backpressure { ops: 1, bytes: 5 })
+    );
+    net.run_until(ms(1_000));
+    let ev = net.take_events();
+    let mut ops = BTreeSet::new();
+    for r in (0..9).map(Rank) {
+        let got: Vec<u64> = ev[&r]
+            .iter()
+            .filter_map(|e| match e {
+                Event::XcastDelivered {
+                    op,
+                    origin,
+                    seq: 1,
+                    tag: 16,
+                    payload: p,
+                } if *origin == Rank(8) && *p == payload => Some(*op),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(got.len(), 1, "at {r}");
+        ops.insert(got[0]);
+    }
+    assert_eq!(ops.len(), 1, "one op id everywhere");
+    let op = ops.into_iter().next().unwrap();
+    assert!(ev[&Rank(8)].contains(&Event::XcastCompleted { op, seq: 1 }));
+    assert!(ev[&Rank(0)].contains(&Event::XcastRootCompleted {
+        op,
+        origin: Rank(8),
+        seq: 1
+    }));
+    assert_eq!(net.node(8).xcast(ms(1_000), 16, payload), Ok(2));
 }

@@ -50,7 +50,15 @@ impl Node {
     /// Returns whether a lineage notice went to the parent.
     pub(super) fn apply_delta(&mut self, delta: Option<ViewDelta>, _fresh: &[Rank]) -> bool {
         let Some(d) = delta else { return false };
-        self.out.retain_transmits(|t| self.tree.is_alive(t.to));
+        // Frames queued to the newly dead are dropped here, and counted like any other.
+        let tree = &self.tree;
+        let mut suppressed = 0;
+        self.out.retain_transmits(|t| {
+            let keep = tree.is_alive(t.to);
+            suppressed += u64::from(!keep);
+            keep
+        });
+        self.stats.suppressed_to_dead += suppressed;
         self.links.retain(|r| !self.tree.dead().contains(*r));
         let Some(view) = self.tree.view().cloned() else {
             self.xcast.on_view_change(&mut ctx!(self), &d);
@@ -158,7 +166,9 @@ impl Node {
         let m = match GlobalFailureMsg::from_payload(payload, &self.limits) {
             Ok(m) => m,
             Err(_) => {
-                self.stats.dropped_decode_error += 1;
+                // The frame that carried it was accepted (and counted) long ago: this is a
+                // notice nothing explains, not a dropped input.
+                self.stats.notices_inconsistent += 1;
                 return;
             }
         };

@@ -9,6 +9,7 @@
 //! Stream adapters (TCP) split the byte stream with [`frame_len`], which needs only the
 //! 6-byte header.
 
+mod bounds;
 mod flood;
 mod reader;
 mod tree;
@@ -18,6 +19,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 
 use crate::outbox::Class;
 
+pub use bounds::MAX_COUNTER;
 pub use flood::FloodMsg;
 pub use reader::Reader;
 pub use tree::{AdoptMsg, GlobalFailureMsg, LineageMsg};
@@ -226,6 +228,7 @@ impl Message {
         let mut r = Reader::new(frame.slice(HEADER_LEN..));
         let msg = Self::decode_body(kind, &mut r, limits)?;
         r.finish()?;
+        msg.check_counters()?;
         Ok(msg)
     }
 }

@@ -104,7 +104,7 @@ impl Codec for GlobalFailureMsg {
     }
     fn decode(r: &mut Reader, limits: &Limits) -> Result<Self, DecodeError> {
         Ok(Self {
-            epoch: r.u64()?,
+            epoch: super::bounds::counter(r.u64()?)?,
             failed: get_ranks(r, limits)?,
         })
     }
