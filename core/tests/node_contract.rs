@@ -1062,16 +1062,18 @@ fn an_adoption_notice_implying_a_death_is_inferred() {
     want.stats.frames_out += 1;
     assert_eq!(observe(&n), want);
 
-    // Stale (names a rank known dead) and inconsistent (longer than the lineage can be, or
-    // naming the receiver) notices are counted and teach nothing.
+    // Stale (names a rank known dead) and inconsistent (longer than the lineage can be,
+    // naming the receiver, or not ending with its sender) notices are counted and teach
+    // nothing.
     let mut n = node(9, 2, 5);
     n.handle_dead(ms(0), &set(&[2])).unwrap();
     events(&mut n);
     transmits(&mut n);
     for (m, stale, inconsistent) in [
-        (adopt(&[0, 2]), 1, 0),
-        (adopt(&[0, 1, 3]), 1, 1),
-        (adopt(&[0, 5]), 1, 2),
+        (adopt(&[0, 2, 1]), 1, 0),
+        (adopt(&[0, 1, 3, 1]), 1, 1),
+        (adopt(&[0, 5, 1]), 1, 2),
+        (adopt(&[0, 3]), 1, 3),
     ] {
         n.handle_frame(ms(1), Rank(1), m.encode());
         assert_eq!(n.stats().notices_stale, stale, "{m:?}");

@@ -189,6 +189,11 @@ impl Node {
 
     /// An adoption notice from a (new) parent: reconcile the lineage it says I have.
     pub(super) fn on_adopt(&mut self, from: Rank, m: AdoptMsg) {
+        // An adoption notice names its sender as my parent; anything else is not one.
+        if m.lineage.last() != Some(&from) {
+            self.stats.notices_inconsistent += 1;
+            return;
+        }
         match self.tree.reconcile(&m.lineage) {
             Reconcile::Agreed => {}
             Reconcile::Inferred(set) => {

@@ -383,7 +383,7 @@ impl Xcast {
         let Some(op) = self.ops.get_mut(&id) else {
             return;
         };
-        op.round += 1;
+        op.round = op.round.wrapping_add(1);
         op.forwarded = true;
         op.expected.clear();
         let round = op.round;
@@ -412,7 +412,7 @@ impl Xcast {
         let Some(op) = self.ops.get_mut(&id) else {
             return;
         };
-        op.round += 1;
+        op.round = op.round.wrapping_add(1);
         let round = op.round;
         op.expected.retain(|(c, _)| *c != child);
         op.expected.push((child, round));
@@ -588,7 +588,7 @@ impl Xcast {
             let Some(op) = self.ops.get_mut(&id) else {
                 continue;
             };
-            op.round += 1;
+            op.round = op.round.wrapping_add(1);
             let round = op.round;
             for e in op.expected.iter_mut().filter(|e| e.0 == child) {
                 e.1 = round;
