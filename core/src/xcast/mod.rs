@@ -56,6 +56,7 @@ use crate::timer::{TimerKey, TimerToken};
 use crate::tree::{Rank, Route, ViewDelta};
 use crate::wire::{AckMsg, CompleteMsg, ForwardMsg, Message, NeedMsg, PollMsg, RelayMsg, SyncMsg};
 
+mod opmap;
 mod recovery;
 #[cfg(test)]
 mod tests;
@@ -143,7 +144,7 @@ pub(crate) struct Xcast {
     global_done: u64,
     /// Highest op id seen (the next root resumes after it).
     max_seen: u64,
-    ops: BTreeMap<u64, Op>,
+    ops: opmap::OpMap,
     /// Per origin: highest seq delivered here (exactly-once across re-issue).
     delivered_seq: BTreeMap<Rank, u64>,
     /// Per origin: highest seq seen in any op (the root's duplicate filter).

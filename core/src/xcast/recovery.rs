@@ -184,7 +184,7 @@ impl Xcast {
             .min(self.done.saturating_add(4 * w + 16));
         let me = ctx.me();
         for id in self.done + 1..=top {
-            self.ops.entry(id).or_insert_with(|| {
+            self.ops.get_or_insert_with(id, || {
                 ctx.stats.xcast_noop_fills += 1;
                 Op::new(me, 0, TAG_NOOP, bytes::Bytes::new(), false)
             });
