@@ -1240,12 +1240,10 @@ fn crash_time_sweep_keeps_every_invariant() {
     }
 }
 
-/// `Sim::join` tells every live rank about the grow through `Sim::command`, which refuses a
-/// paused rank: a rank paused across a join keeps the old span, drops forwards whose origin is
-/// a new rank (`dropped_bad_origin`, no ACK), and every such op, and every later op at that
-/// rank, wedges: the origins query for completion forever.
+/// A rank paused across a join learns of the grow when it thaws (before its backlog); had it
+/// kept the old span it would drop forwards from new origins (`dropped_bad_origin`, no ACK) and
+/// wedge every later op (a bug this test caught in the simulator's `join`).
 #[test]
-#[ignore = "bug: Sim::join skips paused ranks, which keep the old span and drop (never ACK) ops from new origins, wedging them"]
 fn join_while_a_rank_is_paused_still_completes() {
     let mut h = Harness::new("joinpause", 9, 2);
     h.sim.apply(Fault::Pause(Rank(3)));

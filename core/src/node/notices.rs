@@ -195,16 +195,20 @@ impl Node {
             return;
         }
         match self.tree.reconcile(&m.lineage) {
-            Reconcile::Agreed => {}
+            // Nothing new: answer with a hello so the parent syncs and re-polls this rank.
+            Reconcile::Agreed => {
+                if self.tree.view().and_then(|v| v.parent()) == Some(from) {
+                    self.say_hello();
+                }
+            }
+            // The inferred deaths change the view or are reported up: either way a hello with
+            // them goes to the parent, so none is added here.
             Reconcile::Inferred(set) => {
                 let v: Vec<Rank> = set.iter().collect();
                 self.learn_deaths(&v, Scope::Local);
             }
             Reconcile::Stale => self.stats.notices_stale += 1,
             Reconcile::Inconsistent => self.stats.notices_inconsistent += 1,
-        }
-        if self.tree.view().and_then(|v| v.parent()) == Some(from) {
-            self.say_hello();
         }
     }
 

@@ -192,6 +192,11 @@ enum SimEvent {
         gen: u64,
     },
     Fault(Fault),
+    /// A grow held for a rank that was paused when it happened.
+    Grow {
+        rank: u32,
+        span: u32,
+    },
 }
 
 #[derive(Debug)]
@@ -509,10 +514,10 @@ impl<O: Observer> Sim<O> {
             )?);
         }
         self.world.cfg.node.span = new_span;
-        for r in self.world.live_ranks().collect::<Vec<_>>() {
-            self.command(r, |n, now| n.handle_grow(now, new_span));
-        }
+        // The new processes exist before anyone learns of them, so the adoption notices and
+        // replays the grow triggers reach them.
         self.world.net.grow(new_span as usize);
+        let first_new = self.world.slots.len() as u32;
         for n in new_nodes {
             self.world.slots.push(Slot {
                 node: Some(n),
@@ -523,6 +528,25 @@ impl<O: Observer> Sim<O> {
         }
         self.world
             .trace_line(|| format!("join     span {old} -> {new_span}"));
+        for r in (0..first_new).map(Rank).collect::<Vec<_>>() {
+            let Some(slot) = self.world.slots.get_mut(r.index()) else {
+                continue;
+            };
+            match slot.state {
+                SlotState::Crashed => {}
+                // A frozen process learns of the grow when it thaws, before its backlog.
+                SlotState::Paused => slot.held.insert(
+                    0,
+                    SimEvent::Grow {
+                        rank: r.0,
+                        span: new_span,
+                    },
+                ),
+                SlotState::Live => {
+                    self.command(r, |n, now| n.handle_grow(now, new_span));
+                }
+            }
+        }
         for r in old..new_span {
             wire_node(&mut self.world, r);
             self.drain(r);
@@ -711,6 +735,18 @@ impl<O: Observer> Sim<O> {
                 }
             }
             SimEvent::Fault(f) => self.apply(f),
+            SimEvent::Grow { rank, span } => {
+                let held = match self.world.slots.get_mut(rank as usize) {
+                    Some(slot) if slot.state == SlotState::Paused => {
+                        slot.held.push(SimEvent::Grow { rank, span });
+                        true
+                    }
+                    _ => false,
+                };
+                if !held {
+                    self.command(Rank(rank), |n, now| n.handle_grow(now, span));
+                }
+            }
         }
     }
 
