@@ -1,0 +1,285 @@
+//! What the embedder gives the adapter: the address book, the cluster key and the tuning knobs.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use lifeline_core::tree::Rank;
+
+/// Every rank's listening address: `Rank → SocketAddr`, supplied by the embedder.
+///
+/// A runtime fills it from whatever it already uses to find its processes: a PMIx key-value
+/// exchange (each daemon `put`s its `host:port` under its rank, then `fence` + `get`), a
+/// rendezvous file written by a launcher, or a peers file as `lifeline node` reads
+/// ([`AddressBook::parse`]: one `rank addr` per line). The adapter listens on its own entry,
+/// dials the others' entries, and during the handshake checks that a peer claiming rank `r`
+/// connects from `r`'s IP address. The book must cover every rank the node may talk to; a rank
+/// missing from it is unreachable (reported to the core as a lost link).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AddressBook {
+    addrs: BTreeMap<Rank, SocketAddr>,
+}
+
+/// Why a peers file was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum BookError {
+    /// A line is not `rank addr`.
+    #[error("line {line}: expected `rank addr` (e.g. `3 127.0.0.1:7003`), got {text:?}")]
+    Syntax {
+        /// 1-based line number.
+        line: usize,
+        /// The line.
+        text: String,
+    },
+    /// A rank appears twice.
+    #[error("line {line}: rank {rank} is listed twice")]
+    Duplicate {
+        /// 1-based line number.
+        line: usize,
+        /// The rank.
+        rank: Rank,
+    },
+}
+
+impl AddressBook {
+    /// An empty book.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets `rank`'s address (replacing any earlier one).
+    pub fn insert(&mut self, rank: Rank, addr: SocketAddr) {
+        self.addrs.insert(rank, addr);
+    }
+
+    /// `rank`'s address.
+    pub fn get(&self, rank: Rank) -> Option<SocketAddr> {
+        self.addrs.get(&rank).copied()
+    }
+
+    /// Entries in rank order.
+    pub fn iter(&self) -> impl Iterator<Item = (Rank, SocketAddr)> + '_ {
+        self.addrs.iter().map(|(r, a)| (*r, *a))
+    }
+
+    /// Number of entries.
+    pub fn len(&self) -> usize {
+        self.addrs.len()
+    }
+
+    /// Whether the book is empty.
+    pub fn is_empty(&self) -> bool {
+        self.addrs.is_empty()
+    }
+
+    /// One past the highest rank listed (the span a cluster of these ranks needs).
+    pub fn span(&self) -> u32 {
+        self.addrs.keys().next_back().map_or(0, |r| r.0 + 1)
+    }
+
+    /// Parses a peers file: one `rank addr` per line (`addr` is `ip:port`, IPv6 as
+    /// `[::1]:7000`); blank lines and text after `#` are ignored.
+    ///
+    /// ```text
+    /// # rank  address
+    /// 0 127.0.0.1:7000
+    /// 1 127.0.0.1:7001
+    /// ```
+    pub fn parse(text: &str) -> Result<Self, BookError> {
+        let mut book = Self::new();
+        for (i, raw) in text.lines().enumerate() {
+            let line = raw.split('#').next().unwrap_or("").trim();
+            if line.is_empty() {
+                continue;
+            }
+            let syntax = || BookError::Syntax {
+                line: i + 1,
+                text: raw.to_string(),
+            };
+            let mut parts = line.split_whitespace();
+            let (Some(r), Some(a), None) = (parts.next(), parts.next(), parts.next()) else {
+                return Err(syntax());
+            };
+            let rank = Rank(r.parse().map_err(|_| syntax())?);
+            let addr: SocketAddr = a.parse().map_err(|_| syntax())?;
+            if book.addrs.insert(rank, addr).is_some() {
+                return Err(BookError::Duplicate { line: i + 1, rank });
+            }
+        }
+        Ok(book)
+    }
+}
+
+impl fmt::Display for AddressBook {
+    /// The peers-file form that [`AddressBook::parse`] reads back.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (r, a) in self.iter() {
+            writeln!(f, "{} {a}", r.0)?;
+        }
+        Ok(())
+    }
+}
+
+/// The cluster key: 32 bytes derived from a shared secret. Every node of a cluster holds the
+/// same secret; the handshake proves knowledge of it without sending it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ClusterKey(pub(crate) [u8; 32]);
+
+/// Why a key could not be made.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum KeyError {
+    /// The secret is empty.
+    #[error("the cluster key is empty")]
+    Empty,
+    /// The key file could not be read.
+    #[error("reading the key file {path}: {source}")]
+    Read {
+        /// The file.
+        path: String,
+        /// The error.
+        source: std::io::Error,
+    },
+}
+
+impl ClusterKey {
+    /// Context string for deriving the key, so the same secret used elsewhere gives another key.
+    const CONTEXT: &'static str = "lifeline transport-tcp 2025 cluster key v1";
+
+    /// The key for a secret of any length (exact bytes, nothing trimmed); empty is refused.
+    pub fn from_secret(secret: &[u8]) -> Result<Self, KeyError> {
+        if secret.is_empty() {
+            return Err(KeyError::Empty);
+        }
+        Ok(Self(blake3::derive_key(Self::CONTEXT, secret)))
+    }
+
+    /// The key for the contents of a file (exact bytes, a trailing newline included).
+    pub fn from_file(path: impl AsRef<Path>) -> Result<Self, KeyError> {
+        let path = path.as_ref();
+        let secret = std::fs::read(path).map_err(|source| KeyError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Self::from_secret(&secret)
+    }
+}
+
+impl fmt::Debug for ClusterKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ClusterKey(..)")
+    }
+}
+
+/// Tuning knobs. [`TcpConfig::default`] suits a LAN or loopback cluster.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TcpConfig {
+    /// The bound on noticing a vanished peer: `TCP_USER_TIMEOUT` (unacknowledged data older than
+    /// this kills the connection), with keepalive probes every `max(1 s, link_timeout / 3)` on an
+    /// idle connection. A reset or EOF (a killed process on a live host) is reported at once.
+    pub link_timeout: Duration,
+    /// Bound on one TCP connect.
+    pub connect_timeout: Duration,
+    /// Bound on the whole handshake, on either side; a peer slower than this is refused.
+    pub handshake_timeout: Duration,
+    /// Failed dials (per traffic class) before the peer is reported as a lost link.
+    pub dial_attempts: u32,
+    /// Delay before the first re-dial; it doubles per failure up to `backoff_max`.
+    pub backoff_initial: Duration,
+    /// Longest delay between re-dials.
+    pub backoff_max: Duration,
+    /// Back-pressure threshold: while any per-peer send queue holds more bytes than this,
+    /// application commands are refused with
+    /// [`TransportError::Backpressure`](crate::TransportError::Backpressure).
+    pub queue_soft_bytes: usize,
+    /// Hard bound of one per-peer send queue: a peer that lets its queue grow past it is not
+    /// reading, and its link is closed and reported down
+    /// ([`DownReason::Overflow`](crate::DownReason::Overflow)).
+    pub queue_hard_bytes: usize,
+    /// Inputs handled per wake of the driver before it yields to other tasks.
+    pub max_inputs_per_wake: usize,
+    /// Outputs ([`Output`](crate::Output)) buffered for the application. While more than this
+    /// wait, the driver stops reading data-class frames (control frames, timers and link changes
+    /// still run); past four times this, outputs are dropped and counted.
+    pub output_buffer: usize,
+    /// Whole frames buffered from socket readers to the driver, per traffic class.
+    pub frame_buffer: usize,
+    /// `BufReader`/`BufWriter` capacity per connection.
+    pub io_buffer: usize,
+    /// Handshakes in progress at once; connections past it are closed unanswered (counted).
+    pub max_handshakes: usize,
+}
+
+impl Default for TcpConfig {
+    fn default() -> Self {
+        Self {
+            link_timeout: Duration::from_secs(3),
+            connect_timeout: Duration::from_secs(1),
+            handshake_timeout: Duration::from_secs(2),
+            dial_attempts: 8,
+            backoff_initial: Duration::from_millis(50),
+            backoff_max: Duration::from_secs(1),
+            queue_soft_bytes: 16 << 20,
+            queue_hard_bytes: 256 << 20,
+            max_inputs_per_wake: 256,
+            output_buffer: 4096,
+            frame_buffer: 1024,
+            io_buffer: 256 << 10,
+            max_handshakes: 64,
+        }
+    }
+}
+
+impl TcpConfig {
+    /// The re-dial delay after `failures` failed attempts (1-based).
+    pub(crate) fn backoff(&self, failures: u32) -> Duration {
+        let shift = failures.saturating_sub(1).min(20);
+        self.backoff_initial
+            .saturating_mul(1 << shift)
+            .min(self.backoff_max)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn peers_file_round_trips() {
+        let b = AddressBook::parse("# c\n0 127.0.0.1:7000\n\n 2  [::1]:9 # x\n").unwrap();
+        assert_eq!(b.len(), 2);
+        assert_eq!(b.span(), 3);
+        assert_eq!(b.get(Rank(2)), Some("[::1]:9".parse().unwrap()));
+        assert_eq!(AddressBook::parse(&b.to_string()).unwrap(), b);
+        assert!(matches!(
+            AddressBook::parse("0 127.0.0.1:1\n0 127.0.0.1:2"),
+            Err(BookError::Duplicate { line: 2, .. })
+        ));
+        assert!(matches!(
+            AddressBook::parse("x 127.0.0.1:1"),
+            Err(BookError::Syntax { line: 1, .. })
+        ));
+        assert!(AddressBook::parse("1 127.0.0.1").is_err());
+        assert!(AddressBook::parse("1 127.0.0.1:5 7").is_err());
+    }
+
+    #[test]
+    fn keys_and_backoff() {
+        assert!(ClusterKey::from_secret(b"").is_err());
+        assert_eq!(
+            ClusterKey::from_secret(b"s").unwrap(),
+            ClusterKey::from_secret(b"s").unwrap()
+        );
+        assert_ne!(
+            ClusterKey::from_secret(b"s").unwrap(),
+            ClusterKey::from_secret(b"s\n").unwrap()
+        );
+        let c = TcpConfig::default();
+        assert_eq!(c.backoff(1), Duration::from_millis(50));
+        assert_eq!(c.backoff(3), Duration::from_millis(200));
+        assert_eq!(c.backoff(30), Duration::from_secs(1));
+    }
+}

@@ -1,0 +1,864 @@
+//! The driver task: it owns the [`Node`] and is the only code that touches it.
+//!
+//! One wake handles one input (a socket report, a frame, an application command or a due
+//! timer), then up to `max_inputs_per_wake - 1` more inputs that are already waiting, in
+//! priority order: lifecycle reports, control frames, commands, data frames. After every input
+//! it drains `poll_transmit` into the per-peer send queues and `poll_event` into the output
+//! buffer, and before sleeping it arms one timer at the earlier of `poll_timeout` and the next
+//! re-dial.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use lifeline_core::tree::Rank;
+use lifeline_core::{Class, CommandError, Event, Instant, Node, Transmit};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::{AbortHandle, JoinHandle};
+use tokio::time::Instant as Tick;
+
+use crate::config::{AddressBook, ClusterKey, TcpConfig};
+use crate::conn::{self, Ended, FrameIn, Report, Shared};
+use crate::handshake::{HandshakeError, Verdict};
+use crate::queue::SendQueue;
+use crate::stats::{Counters, TransportStats};
+
+/// What the adapter tells the application, in order: the core's events and link changes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Output {
+    /// An event from the core.
+    Event(Event),
+    /// Both connections to `peer` are established and the core was told
+    /// ([`Node::handle_link_up`]).
+    LinkUp {
+        /// The peer.
+        peer: Rank,
+        /// Core time of the report.
+        at: Instant,
+    },
+    /// The link to `peer` is gone. For every reason but [`DownReason::Dead`] the core was told
+    /// ([`Node::handle_link_down`]), which presumes a tree neighbour dead.
+    LinkDown {
+        /// The peer.
+        peer: Rank,
+        /// Core time of the report.
+        at: Instant,
+        /// Why.
+        reason: DownReason,
+    },
+}
+
+/// Why a link went down.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum DownReason {
+    /// The peer closed a connection (EOF): a process that exited or was killed.
+    Closed,
+    /// A socket error: a reset, or `TCP_USER_TIMEOUT` / keepalive giving up.
+    Io(io::ErrorKind),
+    /// The peer sent a malformed or oversized frame header; its connection was closed.
+    Malformed,
+    /// `dial_attempts` dials in a row failed.
+    Unreachable,
+    /// The peer has no address book entry.
+    NoAddress,
+    /// A send queue passed `queue_hard_bytes`: the peer is not reading.
+    Overflow,
+    /// The core learned from others that the peer is dead; its connections were closed
+    /// (the core was not told again).
+    Dead,
+}
+
+impl std::fmt::Display for DownReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Closed => f.write_str("closed"),
+            Self::Io(k) => write!(f, "io: {k}"),
+            Self::Malformed => f.write_str("malformed"),
+            Self::Unreachable => f.write_str("unreachable"),
+            Self::NoAddress => f.write_str("no address"),
+            Self::Overflow => f.write_str("send queue overflow"),
+            Self::Dead => f.write_str("dead"),
+        }
+    }
+}
+
+/// Why an application request was refused. A refused request changed nothing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum TransportError {
+    /// A send queue holds more than `queue_soft_bytes`: wait for it to drain and retry.
+    #[error("back-pressure: {queued} bytes queued to rank {peer} ({class:?})")]
+    Backpressure {
+        /// The most loaded peer found.
+        peer: Rank,
+        /// Its traffic class.
+        class: Class,
+        /// Bytes queued to it.
+        queued: usize,
+    },
+    /// The core refused the command.
+    #[error(transparent)]
+    Command(#[from] CommandError),
+    /// The rank is this node, known dead, or outside the address book.
+    #[error("rank {0} cannot be sent to")]
+    Unreachable(Rank),
+    /// The driver has stopped.
+    #[error("the transport has stopped")]
+    Stopped,
+}
+
+type NodeFn = Box<dyn FnOnce(Result<(&mut Node, Instant), TransportError>) + Send>;
+
+enum Cmd {
+    Run { f: NodeFn, gated: bool },
+    Raw(Transmit, oneshot::Sender<Result<(), TransportError>>),
+    Stop,
+}
+
+/// The application's side of a running node: commands in, counters out. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Handle {
+    cmds: mpsc::Sender<Cmd>,
+    counters: Arc<Counters>,
+    me: Rank,
+    local_addr: SocketAddr,
+}
+
+impl std::fmt::Debug for Cmd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Run { .. } => "Run",
+            Self::Raw(..) => "Raw",
+            Self::Stop => "Stop",
+        })
+    }
+}
+
+impl Handle {
+    /// This node's rank.
+    pub fn rank(&self) -> Rank {
+        self.me
+    }
+
+    /// The address the node listens on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// The adapter's counters.
+    pub fn stats(&self) -> TransportStats {
+        self.counters.snapshot()
+    }
+
+    async fn run<R: Send + 'static>(
+        &self,
+        gated: bool,
+        f: impl FnOnce(&mut Node, Instant) -> R + Send + 'static,
+    ) -> Result<R, TransportError> {
+        let (tx, rx) = oneshot::channel();
+        let f: NodeFn = Box::new(move |n| {
+            let _ = tx.send(n.map(|(node, now)| f(node, now)));
+        });
+        self.cmds
+            .send(Cmd::Run { f, gated })
+            .await
+            .map_err(|_| TransportError::Stopped)?;
+        rx.await.map_err(|_| TransportError::Stopped)?
+    }
+
+    /// Runs an application command (`xcast`, `flood`, `handle_dead`, ...) on the node with
+    /// the driver's `now`, then drains its outputs. Refused with
+    /// [`TransportError::Backpressure`] while any send queue is over `queue_soft_bytes`.
+    pub async fn command<R: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Node, Instant) -> R + Send + 'static,
+    ) -> Result<R, TransportError> {
+        self.run(true, f).await
+    }
+
+    /// Reads the node (stats, tree, watermarks); never refused for back-pressure.
+    pub async fn inspect<R: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Node) -> R + Send + 'static,
+    ) -> Result<R, TransportError> {
+        self.run(false, move |n, _| f(n)).await
+    }
+
+    /// Reliable broadcast of `payload` under `tag` (see [`Node::xcast`]).
+    pub async fn xcast(&self, tag: u16, payload: Bytes) -> Result<u64, TransportError> {
+        Ok(self
+            .command(move |n, now| n.xcast(now, tag, payload))
+            .await??)
+    }
+
+    /// Queues a frame to `to` on `class` as if the core had produced it (for conformance tests
+    /// and tools). Refused if the rank cannot be sent to or its queue would pass
+    /// `queue_hard_bytes`.
+    pub async fn send_raw(
+        &self,
+        to: Rank,
+        class: Class,
+        frame: Bytes,
+    ) -> Result<(), TransportError> {
+        let (tx, rx) = oneshot::channel();
+        let t = Transmit { to, class, frame };
+        self.cmds
+            .send(Cmd::Raw(t, tx))
+            .await
+            .map_err(|_| TransportError::Stopped)?;
+        rx.await.map_err(|_| TransportError::Stopped)?
+    }
+
+    /// Stops the driver: every connection is closed (peers see their links go down).
+    pub async fn shutdown(&self) {
+        let _ = self.cmds.send(Cmd::Stop).await;
+    }
+}
+
+/// A node running on TCP: the handle, the outputs to read, and the driver task.
+#[derive(Debug)]
+pub struct TcpNode {
+    /// Commands and counters.
+    pub handle: Handle,
+    /// Events and link changes. Read it continuously: while more than `output_buffer` outputs
+    /// wait, the node stops reading data frames.
+    pub outputs: mpsc::Receiver<Output>,
+    /// The driver task; it ends after [`Handle::shutdown`] or when every handle is dropped.
+    pub task: JoinHandle<()>,
+}
+
+/// Starts driving `node` on `listener` (bound to this rank's address book entry). Must be called
+/// inside a tokio runtime; any flavour works.
+///
+/// The node should have been created with `now = Instant::ZERO`: the driver's clock starts at
+/// zero when this is called (an earlier `now` would hold protocol time back until reached).
+pub fn spawn(
+    node: Node,
+    book: AddressBook,
+    key: ClusterKey,
+    cfg: TcpConfig,
+    listener: TcpListener,
+) -> TcpNode {
+    let me = node.me();
+    let local_addr = listener
+        .local_addr()
+        .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
+    let cfg = Arc::new(cfg);
+    let counters = Arc::new(Counters::default());
+    let (reports_tx, reports) = mpsc::channel(1024);
+    let (control_tx, control_in) = mpsc::channel(cfg.frame_buffer.max(1));
+    let (data_tx, data_in) = mpsc::channel(cfg.frame_buffer.max(1));
+    let (cmds_tx, cmds) = mpsc::channel(256);
+    let (out_tx, outputs) = mpsc::channel(cfg.output_buffer.max(1));
+    let sh = Shared {
+        me,
+        key: Arc::new(key),
+        book: Arc::new(book),
+        limits: node.config().limits(),
+        cfg,
+        counters: counters.clone(),
+        reports: reports_tx,
+        control_in: control_tx,
+        data_in: data_tx,
+    };
+    let listener = tokio::spawn(conn::listen(listener, sh.clone())).abort_handle();
+    let driver = Driver {
+        node,
+        origin: Tick::now(),
+        sh,
+        peers: BTreeMap::new(),
+        next_id: 0,
+        pending: VecDeque::new(),
+        out_closed: false,
+        deferred_downs: Vec::new(),
+        view_changed: false,
+        stopping: false,
+        listener,
+    };
+    let task = tokio::spawn(driver.run(cmds, reports, control_in, data_in, out_tx));
+    TcpNode {
+        handle: Handle {
+            cmds: cmds_tx,
+            counters,
+            me,
+            local_addr,
+        },
+        outputs,
+        task,
+    }
+}
+
+const CLASSES: [Class; 2] = [Class::Control, Class::Data];
+
+fn ci(c: Class) -> usize {
+    match c {
+        Class::Control => 0,
+        Class::Data => 1,
+    }
+}
+
+#[derive(Debug)]
+struct Conn {
+    id: u64,
+    dialed_by_me: bool,
+    task: AbortHandle,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Dial {
+    Idle,
+    InFlight(u64),
+    Waiting(Tick),
+}
+
+/// Everything about one peer: a send queue, a connection and a dial state per class.
+#[derive(Debug)]
+struct Peer {
+    queues: [Arc<SendQueue>; 2],
+    conns: [Option<Conn>; 2],
+    dial: [Dial; 2],
+    failures: [u32; 2],
+    up: bool,
+}
+
+impl Peer {
+    fn new() -> Self {
+        Self {
+            queues: Default::default(),
+            conns: [None, None],
+            dial: [Dial::Idle; 2],
+            failures: [0; 2],
+            up: false,
+        }
+    }
+
+    fn close(&mut self) {
+        for c in self.conns.iter_mut().filter_map(Option::take) {
+            c.task.abort();
+        }
+    }
+}
+
+struct Driver {
+    node: Node,
+    origin: Tick,
+    sh: Shared,
+    peers: BTreeMap<Rank, Peer>,
+    next_id: u64,
+    pending: VecDeque<Output>,
+    out_closed: bool,
+    deferred_downs: Vec<(Rank, DownReason)>,
+    view_changed: bool,
+    stopping: bool,
+    listener: AbortHandle,
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        self.listener.abort();
+        for p in self.peers.values_mut() {
+            p.close();
+        }
+    }
+}
+
+impl Driver {
+    fn now(&self) -> Instant {
+        Instant::from_nanos(u64::try_from(self.origin.elapsed().as_nanos()).unwrap_or(u64::MAX))
+    }
+
+    fn tick_of(&self, at: Instant) -> Tick {
+        let far = Tick::now() + std::time::Duration::from_secs(86_400);
+        self.origin
+            .checked_add(std::time::Duration::from_nanos(at.as_nanos()))
+            .map_or(far, |t| t.min(far))
+    }
+
+    fn alive(&self, r: Rank) -> bool {
+        r != self.node.me() && self.node.tree().is_alive(r)
+    }
+
+    async fn run(
+        mut self,
+        mut cmds: mpsc::Receiver<Cmd>,
+        mut reports: mpsc::Receiver<Report>,
+        mut control_in: mpsc::Receiver<FrameIn>,
+        mut data_in: mpsc::Receiver<FrameIn>,
+        out: mpsc::Sender<Output>,
+    ) {
+        self.wire_up();
+        self.drain();
+        self.flush(&out);
+        let sleep = tokio::time::sleep_until(Tick::now());
+        tokio::pin!(sleep);
+        let cap = self.sh.cfg.max_inputs_per_wake.max(1);
+        while !self.stopping {
+            self.run_due_timers();
+            self.flush(&out);
+            sleep.as_mut().reset(self.next_deadline());
+            let data_open = self.pending.len() < self.sh.cfg.output_buffer;
+            tokio::select! {
+                biased;
+                Some(r) = reports.recv() => self.on_report(r),
+                Some(f) = control_in.recv() => self.on_frame(f),
+                c = cmds.recv() => match c {
+                    Some(c) => self.on_cmd(c),
+                    None => break,
+                },
+                Some(f) = data_in.recv(), if data_open => self.on_frame(f),
+                permit = out.reserve(), if !self.pending.is_empty() && !self.out_closed => {
+                    match permit {
+                        Ok(p) => {
+                            if let Some(o) = self.pending.pop_front() {
+                                p.send(o);
+                            }
+                        }
+                        Err(_) => self.close_outputs(),
+                    }
+                }
+                () = &mut sleep => {}
+            }
+            // Work cap: more inputs that are already waiting, without sleeping in between.
+            for _ in 1..cap {
+                if self.stopping {
+                    break;
+                }
+                if let Ok(r) = reports.try_recv() {
+                    self.on_report(r);
+                } else if let Ok(f) = control_in.try_recv() {
+                    self.on_frame(f);
+                } else if let Ok(c) = cmds.try_recv() {
+                    self.on_cmd(c);
+                } else if self.pending.len() < self.sh.cfg.output_buffer {
+                    match data_in.try_recv() {
+                        Ok(f) => self.on_frame(f),
+                        Err(_) => break,
+                    }
+                } else {
+                    break;
+                }
+            }
+            self.flush(&out);
+        }
+        // Dropping `self` closes every connection and the listener.
+    }
+
+    /// The earlier of the core's deadline and the next re-dial.
+    fn next_deadline(&self) -> Tick {
+        let mut t = self.node.poll_timeout().map_or(
+            Tick::now() + std::time::Duration::from_secs(3600),
+            |(at, _)| self.tick_of(at),
+        );
+        for p in self.peers.values() {
+            for d in p.dial {
+                if let Dial::Waiting(w) = d {
+                    t = t.min(w);
+                }
+            }
+        }
+        t
+    }
+
+    fn run_due_timers(&mut self) {
+        let now = self.now();
+        if self.node.poll_timeout().is_some_and(|(at, _)| at <= now) {
+            self.node.handle_timeout(now);
+            self.drain();
+        }
+        let tick = Tick::now();
+        let due: Vec<(Rank, usize)> = self
+            .peers
+            .iter()
+            .flat_map(|(r, p)| {
+                (0..2).filter_map(move |i| match p.dial[i] {
+                    Dial::Waiting(w) if w <= tick => Some((*r, i)),
+                    _ => None,
+                })
+            })
+            .collect();
+        for (r, i) in due {
+            if let Some(p) = self.peers.get_mut(&r) {
+                p.dial[i] = Dial::Idle;
+            }
+            self.ensure_conn(r, i);
+        }
+    }
+
+    // ---- outputs ----
+
+    fn emit(&mut self, o: Output) {
+        if self.out_closed {
+            return;
+        }
+        if self.pending.len() >= self.sh.cfg.output_buffer.saturating_mul(4).max(1) {
+            Counters::add(&self.sh.counters.outputs_dropped);
+            return;
+        }
+        self.pending.push_back(o);
+    }
+
+    fn close_outputs(&mut self) {
+        self.out_closed = true;
+        self.pending.clear();
+    }
+
+    fn flush(&mut self, out: &mpsc::Sender<Output>) {
+        while let Some(o) = self.pending.pop_front() {
+            match out.try_send(o) {
+                Ok(()) => {}
+                Err(mpsc::error::TrySendError::Full(o)) => {
+                    self.pending.push_front(o);
+                    break;
+                }
+                Err(mpsc::error::TrySendError::Closed(_)) => {
+                    self.close_outputs();
+                    break;
+                }
+            }
+        }
+    }
+
+    /// Drains the core after an input: transmits into send queues, events into the output
+    /// buffer; then the link-downs that routing decided on (each is an input, drained again),
+    /// then wire-up after a view change.
+    fn drain(&mut self) {
+        loop {
+            while let Some(t) = self.node.poll_transmit() {
+                self.route(t);
+            }
+            while let Some(e) = self.node.poll_event() {
+                if matches!(e, Event::ViewChanged(_)) {
+                    self.view_changed = true;
+                }
+                self.emit(Output::Event(e));
+            }
+            if let Some((peer, why)) = self.deferred_downs.pop() {
+                self.link_down(peer, why);
+                continue;
+            }
+            if std::mem::take(&mut self.view_changed) {
+                self.on_view_changed();
+                continue;
+            }
+            break;
+        }
+    }
+
+    fn route(&mut self, t: Transmit) {
+        if !self.alive(t.to) {
+            return; // the core never asks this; be safe
+        }
+        let hard = self.sh.cfg.queue_hard_bytes;
+        let i = ci(t.class);
+        let p = self.peers.entry(t.to).or_insert_with(Peer::new);
+        let queued = p.queues[i].push(t.frame);
+        Counters::add(&self.sh.counters.frames_out);
+        if queued > hard {
+            Counters::add(&self.sh.counters.overflows);
+            self.deferred_downs.push((t.to, DownReason::Overflow));
+            return;
+        }
+        self.ensure_conn(t.to, 0);
+        self.ensure_conn(t.to, 1);
+    }
+
+    /// Closes links to ranks the core now knows dead, and dials the (new) parent: children dial
+    /// up at wire-up and after every repair, so each tree link exists before traffic needs it
+    /// and a lost one is noticed.
+    fn on_view_changed(&mut self) {
+        let dead: Vec<Rank> = self
+            .peers
+            .keys()
+            .copied()
+            .filter(|r| !self.alive(*r))
+            .collect();
+        let at = self.now();
+        for r in dead {
+            if let Some(mut p) = self.peers.remove(&r) {
+                p.close();
+                self.emit(Output::LinkDown {
+                    peer: r,
+                    at,
+                    reason: DownReason::Dead,
+                });
+            }
+        }
+        self.wire_up();
+    }
+
+    fn wire_up(&mut self) {
+        if let Some(parent) = self.node.tree().view().and_then(|v| v.parent()) {
+            self.ensure_conn(parent, 0);
+            self.ensure_conn(parent, 1);
+        }
+    }
+
+    // ---- connections ----
+
+    /// Starts a dial for `peer`'s class `i` unless it is dead, connected, or already dialing
+    /// or waiting to re-dial.
+    fn ensure_conn(&mut self, peer: Rank, i: usize) {
+        if self.stopping || !self.alive(peer) {
+            return;
+        }
+        let p = self.peers.entry(peer).or_insert_with(Peer::new);
+        if p.conns[i].is_some() || p.dial[i] != Dial::Idle {
+            return;
+        }
+        let Some(addr) = self.sh.book.get(peer) else {
+            if !self.deferred_downs.iter().any(|(r, _)| *r == peer) {
+                self.deferred_downs.push((peer, DownReason::NoAddress));
+            }
+            return;
+        };
+        self.next_id += 1;
+        p.dial[i] = Dial::InFlight(self.next_id);
+        Counters::add(&self.sh.counters.dials);
+        tokio::spawn(conn::dial(
+            peer,
+            addr,
+            CLASSES[i],
+            self.next_id,
+            self.sh.clone(),
+        ));
+    }
+
+    fn install(
+        &mut self,
+        peer: Rank,
+        i: usize,
+        stream: TcpStream,
+        dialed_by_me: bool,
+        verdict: Option<Verdict>,
+    ) {
+        self.next_id += 1;
+        let id = self.next_id;
+        let sh = self.sh.clone();
+        let p = self.peers.entry(peer).or_insert_with(Peer::new);
+        if let Some(old) = p.conns[i].take() {
+            old.task.abort();
+        }
+        let queue = p.queues[i].clone();
+        let task = tokio::spawn(conn::run(stream, peer, CLASSES[i], id, verdict, queue, sh));
+        p.conns[i] = Some(Conn {
+            id,
+            dialed_by_me,
+            task: task.abort_handle(),
+        });
+        p.failures[i] = 0;
+        if !p.up && p.conns.iter().all(Option::is_some) {
+            p.up = true;
+            Counters::add(&self.sh.counters.link_ups);
+            let now = self.now();
+            self.node.handle_link_up(now, peer);
+            self.emit(Output::LinkUp { peer, at: now });
+            self.drain();
+        }
+    }
+
+    /// Reports a lost link to the core (an input) and forgets the peer's connections, queues
+    /// and dial state.
+    fn link_down(&mut self, peer: Rank, reason: DownReason) {
+        let Some(mut p) = self.peers.remove(&peer) else {
+            return;
+        };
+        p.close();
+        Counters::add(&self.sh.counters.link_downs);
+        let now = self.now();
+        self.node.handle_link_down(now, peer);
+        self.emit(Output::LinkDown {
+            peer,
+            at: now,
+            reason,
+        });
+        // The caller drains (directly or through `drain`'s loop).
+    }
+
+    fn on_report(&mut self, r: Report) {
+        match r {
+            Report::Accepted {
+                peer,
+                class,
+                stream,
+            } => self.on_accepted(peer, ci(class), stream),
+            Report::Dialed {
+                peer,
+                class,
+                gen,
+                result,
+            } => self.on_dialed(peer, ci(class), gen, result),
+        }
+    }
+
+    fn on_ended(&mut self, peer: Rank, class: Class, id: u64, why: Ended) {
+        let i = ci(class);
+        let current = self
+            .peers
+            .get(&peer)
+            .and_then(|p| p.conns[i].as_ref())
+            .is_some_and(|c| c.id == id);
+        if !current {
+            return; // replaced or already closed by the driver
+        }
+        if let Some(p) = self.peers.get_mut(&peer) {
+            p.conns[i] = None;
+        }
+        let reason = match why {
+            Ended::Eof => DownReason::Closed,
+            Ended::Io(k) => DownReason::Io(k),
+            Ended::Malformed => DownReason::Malformed,
+            Ended::Stopped => return,
+        };
+        self.link_down(peer, reason);
+        self.drain();
+    }
+
+    /// The tie-break for two connections of one class between the same pair: the connection
+    /// dialed by the lower rank wins; a new dial from a peer whose old connection we hold
+    /// replaces it (the peer lost it).
+    fn on_accepted(&mut self, peer: Rank, i: usize, stream: TcpStream) {
+        if self.stopping || !self.alive(peer) {
+            Counters::add(&self.sh.counters.refused_dead);
+            tokio::spawn(conn::reject(stream, Verdict::Refuse));
+            return;
+        }
+        let me = self.node.me();
+        let p = self.peers.entry(peer).or_insert_with(Peer::new);
+        let accept = match (&p.conns[i], p.dial[i]) {
+            (Some(c), _) if c.dialed_by_me => peer < me,
+            (Some(_), _) => true,
+            (None, Dial::InFlight(_)) => peer < me,
+            (None, _) => true,
+        };
+        if !accept {
+            Counters::add(&self.sh.counters.duplicates);
+            tokio::spawn(conn::reject(stream, Verdict::Duplicate));
+            return;
+        }
+        if let Dial::Waiting(_) = p.dial[i] {
+            p.dial[i] = Dial::Idle;
+        }
+        self.install(peer, i, stream, false, Some(Verdict::Accept));
+    }
+
+    fn on_dialed(
+        &mut self,
+        peer: Rank,
+        i: usize,
+        gen: u64,
+        result: Result<TcpStream, HandshakeError>,
+    ) {
+        let attempts = self.sh.cfg.dial_attempts.max(1);
+        let Some(p) = self.peers.get_mut(&peer) else {
+            return; // the peer was forgotten (link down, dead): drop the stream
+        };
+        if p.dial[i] != Dial::InFlight(gen) {
+            return;
+        }
+        p.dial[i] = Dial::Idle;
+        match result {
+            Ok(stream) => {
+                if self.alive(peer) {
+                    self.install(peer, i, stream, true, None);
+                }
+            }
+            Err(e) => {
+                if p.conns[i].is_some() {
+                    return; // the peer's own dial won meanwhile
+                }
+                let delay = if matches!(e, HandshakeError::Duplicate) {
+                    Counters::add(&self.sh.counters.duplicates);
+                    self.sh.cfg.backoff_initial
+                } else {
+                    Counters::add(&self.sh.counters.dial_failures);
+                    self.sh.cfg.backoff(p.failures[i] + 1)
+                };
+                p.failures[i] += 1;
+                if p.failures[i] >= attempts {
+                    self.link_down(peer, DownReason::Unreachable);
+                    self.drain();
+                } else {
+                    p.dial[i] = Dial::Waiting(Tick::now() + delay);
+                }
+            }
+        }
+    }
+
+    fn on_frame(&mut self, f: FrameIn) {
+        match f {
+            FrameIn::Frame { from, frame } => {
+                Counters::add(&self.sh.counters.frames_in);
+                let now = self.now();
+                self.node.handle_frame(now, from, frame);
+                self.drain();
+            }
+            FrameIn::Ended {
+                peer,
+                class,
+                id,
+                why,
+            } => self.on_ended(peer, class, id, why),
+        }
+    }
+
+    fn congested(&self) -> Option<(Rank, Class, usize)> {
+        let soft = self.sh.cfg.queue_soft_bytes;
+        self.peers.iter().find_map(|(r, p)| {
+            (0..2).find_map(|i| {
+                let b = p.queues[i].bytes();
+                (b > soft).then_some((*r, CLASSES[i], b))
+            })
+        })
+    }
+
+    fn on_cmd(&mut self, c: Cmd) {
+        match c {
+            Cmd::Run { f, gated } => {
+                if gated {
+                    if let Some((peer, class, queued)) = self.congested() {
+                        Counters::add(&self.sh.counters.backpressure);
+                        f(Err(TransportError::Backpressure {
+                            peer,
+                            class,
+                            queued,
+                        }));
+                        return;
+                    }
+                }
+                let now = self.now();
+                f(Ok((&mut self.node, now)));
+                self.drain();
+            }
+            Cmd::Raw(t, reply) => {
+                let r = self.raw(t);
+                self.drain();
+                let _ = reply.send(r);
+            }
+            Cmd::Stop => self.stopping = true,
+        }
+    }
+
+    fn raw(&mut self, t: Transmit) -> Result<(), TransportError> {
+        if !self.alive(t.to) || self.sh.book.get(t.to).is_none() {
+            return Err(TransportError::Unreachable(t.to));
+        }
+        let i = ci(t.class);
+        if let Some(p) = self.peers.get(&t.to) {
+            let queued = p.queues[i].bytes();
+            if queued + t.frame.len() > self.sh.cfg.queue_hard_bytes {
+                return Err(TransportError::Backpressure {
+                    peer: t.to,
+                    class: t.class,
+                    queued,
+                });
+            }
+        }
+        self.route(t);
+        Ok(())
+    }
+}

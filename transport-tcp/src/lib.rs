@@ -1,0 +1,100 @@
+//! Lifeline's TCP transport: a thin tokio driver of one [`lifeline_core::Node`].
+//!
+//! The adapter has no protocol logic. One driver task owns the node and obeys the core's
+//! driving contract (feed one input with `now`, drain `poll_transmit` and `poll_event` to empty,
+//! arm one timer at `poll_timeout`, cap the work per wake); socket tasks only move bytes and
+//! report what happened to the driver, which makes every decision.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use lifeline_core::{tree::Rank, Config, Instant, Node};
+//! use lifeline_transport_tcp::{spawn, AddressBook, ClusterKey, Output, TcpConfig};
+//!
+//! let book = AddressBook::parse("0 127.0.0.1:7000\n1 127.0.0.1:7001\n")?;
+//! let me = Rank(0);
+//! let node = Node::new(Config::new(book.span(), 2), me, 42, Instant::ZERO)?;
+//! let listener = tokio::net::TcpListener::bind(book.get(me).unwrap()).await?;
+//! let key = ClusterKey::from_file("cluster.key")?;
+//! let mut tcp = spawn(node, book, key, TcpConfig::default(), listener);
+//! tcp.handle.xcast(16, "hello".into()).await?;
+//! while let Some(out) = tcp.outputs.recv().await {
+//!     if let Output::Event(e) = out { println!("{e:?}"); }
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! # Connections
+//!
+//! Each pair of ranks that talks holds **two TCP connections, one per traffic class**
+//! ([`Class::Control`](lifeline_core::Class) and `Data`), each with its own send queue and
+//! writer, so control frames never queue behind bulk data; the driver also reads control frames
+//! before data frames. The link is reported up to the core when both are established, and down
+//! as soon as either ends (EOF, reset, `TCP_USER_TIMEOUT`, keepalive, a malformed frame).
+//!
+//! - **Framing** is the core's envelope: the reader reads the 6-byte header, asks
+//!   [`lifeline_core::wire::frame_len`] for the length (a bad version, unknown kind or a frame
+//!   over `max_frame` closes the connection before anything is allocated), then the body.
+//!   Writers batch through a `BufWriter` and flush whenever their queue is drained.
+//! - **Socket options** (socket2): `TCP_NODELAY`; keepalive probing every
+//!   `max(1 s, link_timeout / 3)`, 3 probes; `TCP_USER_TIMEOUT = link_timeout` (3 s by
+//!   default, Linux). A killed process on a live host is seen at once (the kernel sends FIN/RST);
+//!   a vanished host or a cut cable within about `link_timeout`. A hung process whose kernel still
+//!   ACKs is *not* detected by TCP: that is the core's heartbeat detector's job.
+//! - **Who dials**: a node dials its tree parent at start and after every repair, and any peer
+//!   the core sends to that it has no connection for. It never dials a rank the core knows
+//!   dead. A failed dial is retried with exponential back-off (`backoff_initial` doubling up to
+//!   `backoff_max`); after `dial_attempts` failures in a row the link is reported down, which is
+//!   how the core learns of a rank that died with its only neighbour (or never started).
+//!   Simultaneous dials between a pair are resolved per class: the connection dialed by the
+//!   lower rank wins and the other is answered "duplicate" (not a failure).
+//! - **Handshake** before any frame: both sides prove the cluster key by MAC over fresh nonces,
+//!   the claimed rank must be in the address book and connect from its IP, and the class is
+//!   declared ([`handshake`]). A peer that fails is refused and counted
+//!   ([`TransportStats::handshakes_refused`]); nothing it sent reaches the core.
+//!
+//! # The address book
+//!
+//! [`AddressBook`] maps every rank to the `SocketAddr` it listens on, and the embedder supplies
+//! it: a runtime that already exchanges endpoints (PMIx `put`/`fence`/`get`, a launcher's
+//! rendezvous file, a Kubernetes headless service) builds it with [`AddressBook::insert`];
+//! `lifeline node` reads a peers file ([`AddressBook::parse`]: one `rank addr` per line). The node
+//! listens on its own entry (the embedder binds the listener and passes it to [`spawn`], so
+//! port 0 and pre-bound sockets work). Ranks are never reused, so an entry never changes.
+//!
+//! # Back-pressure
+//!
+//! Every queue is bounded; none grows without limit.
+//!
+//! - **Send queues** (per peer, per class) are bounded in bytes. Above `queue_soft_bytes` the
+//!   node is congested: [`Handle::command`] and [`Handle::xcast`] return
+//!   [`TransportError::Backpressure`] (naming the peer and its queued bytes) without running the
+//!   command, and the application retries later. Frames the core produces on its own (forwarding,
+//!   retries) are still queued, since the core's own windows (`xcast_max_inflight`,
+//!   `xcast_max_bytes`) already bound them; a queue that still passes `queue_hard_bytes` means
+//!   the peer is not reading, and its link is closed and reported down
+//!   ([`DownReason::Overflow`]). Socket reads are never paused for send-queue pressure, so two
+//!   nodes sending to each other cannot deadlock.
+//! - **Outputs** to the application go through a channel of `output_buffer` entries plus an
+//!   overflow buffer. While more than `output_buffer` outputs wait, the driver stops reading data
+//!   frames (TCP flow control then slows the senders); control frames, timers and link changes
+//!   still run. Past four times `output_buffer`, outputs are dropped and counted.
+//! - **Frames in** travel from socket readers to the driver through bounded channels (one per
+//!   class), so a slow driver slows the readers and TCP flow control pushes back on the peer.
+//!
+//! # Time
+//!
+//! The driver's clock is a `tokio::time::Instant` origin taken at [`spawn`]; `now` is the
+//! nanoseconds since it, as [`lifeline_core::Instant`]. Create the node with `Instant::ZERO`.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod config;
+mod conn;
+mod driver;
+pub mod handshake;
+mod queue;
+mod stats;
+
+pub use config::{AddressBook, BookError, ClusterKey, KeyError, TcpConfig};
+pub use driver::{spawn, DownReason, Handle, Output, TcpNode, TransportError};
+pub use stats::TransportStats;

@@ -1,0 +1,206 @@
+//! The transport conformance suite, run on the TCP adapter.
+
+use std::net::SocketAddr;
+use std::process::Command;
+use std::time::Duration;
+
+use bytes::Bytes;
+use lifeline_core::tree::Rank;
+use lifeline_core::{Class, Config, Instant, Node, Stats};
+use lifeline_transport_conformance as suite;
+use lifeline_transport_tcp::{
+    handshake, spawn, AddressBook, ClusterKey, Output, TcpConfig, TcpNode,
+};
+use suite::{Book, Counters, Observed, RawOutcome, Spec, TestNode, Transport};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+struct Tcp;
+
+struct Running(TcpNode);
+
+impl TestNode for Running {
+    fn rank(&self) -> Rank {
+        self.0.handle.rank()
+    }
+
+    async fn command<R: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Node, Instant) -> R + Send + 'static,
+    ) -> Result<R, String> {
+        self.0.handle.command(f).await.map_err(|e| e.to_string())
+    }
+
+    async fn core_stats(&self) -> Stats {
+        self.0
+            .handle
+            .inspect(|n| n.stats().clone())
+            .await
+            .expect("running")
+    }
+
+    fn try_next(&mut self) -> Option<Observed> {
+        loop {
+            return match self.0.outputs.try_recv().ok()? {
+                Output::Event(e) => Some(Observed::Event(e)),
+                Output::LinkUp { peer, .. } => Some(Observed::LinkUp(peer)),
+                Output::LinkDown { peer, .. } => Some(Observed::LinkDown(peer)),
+                _ => continue,
+            };
+        }
+    }
+
+    async fn send_raw(&self, to: Rank, class: Class, frame: Bytes) -> Result<(), String> {
+        self.0
+            .handle
+            .send_raw(to, class, frame)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    fn counters(&self) -> Counters {
+        let s = self.0.handle.stats();
+        Counters {
+            handshakes_refused: s.handshakes_refused,
+            malformed: s.malformed,
+            link_downs: s.link_downs,
+        }
+    }
+
+    async fn stop(self) {
+        self.0.handle.shutdown().await;
+        let _ = self.0.task.await;
+    }
+}
+
+fn config(spec: &Spec) -> TcpConfig {
+    TcpConfig {
+        link_timeout: spec.link_timeout,
+        ..TcpConfig::default()
+    }
+}
+
+/// Reads until the node closes the connection, or `within` passes.
+async fn closed_within(s: &mut TcpStream, within: Duration) -> bool {
+    let mut buf = [0u8; 4096];
+    tokio::time::timeout(within, async {
+        loop {
+            match s.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
+    })
+    .await
+    .is_ok()
+}
+
+impl Transport for Tcp {
+    type Node = Running;
+    type Endpoint = TcpListener;
+
+    async fn bind(addr: SocketAddr) -> (TcpListener, SocketAddr) {
+        let l = TcpListener::bind(addr).await.expect("bind loopback");
+        let a = l.local_addr().expect("local addr");
+        (l, a)
+    }
+
+    async fn start(spec: &Spec, rank: Rank, book: &Book, ep: TcpListener) -> Running {
+        let mut b = AddressBook::new();
+        for (r, a) in book {
+            b.insert(*r, *a);
+        }
+        let node = Node::new(
+            Config::new(spec.span, spec.radix),
+            rank,
+            u64::from(rank.0) + 1,
+            Instant::ZERO,
+        )
+        .expect("valid config");
+        let key = ClusterKey::from_secret(&spec.secret).expect("key");
+        Running(spawn(node, b, key, config(spec), ep))
+    }
+
+    fn child_command() -> Command {
+        let mut c = Command::new(std::env::current_exe().expect("test binary"));
+        c.args([
+            "conformance_child",
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ]);
+        c
+    }
+
+    async fn raw_unauthenticated(target: SocketAddr, bytes: &[u8], within: Duration) -> RawOutcome {
+        let mut s = TcpStream::connect(target).await.expect("connect");
+        let _ = s.write_all(bytes).await;
+        RawOutcome {
+            handshake_ok: false,
+            closed: closed_within(&mut s, within).await,
+        }
+    }
+
+    async fn raw_authenticated(
+        secret: &[u8],
+        as_rank: Rank,
+        to: Rank,
+        target: SocketAddr,
+        class: Class,
+        bytes: &[u8],
+        within: Duration,
+    ) -> RawOutcome {
+        let mut s = TcpStream::connect(target).await.expect("connect");
+        let key = ClusterKey::from_secret(secret).expect("key");
+        let hs =
+            tokio::time::timeout(within, handshake::dial(&mut s, &key, as_rank, to, class)).await;
+        if !matches!(hs, Ok(Ok(()))) {
+            // A dialer that cannot verify the node stops; the node sees EOF and refuses it.
+            return RawOutcome {
+                handshake_ok: false,
+                closed: true,
+            };
+        }
+        let _ = s.write_all(bytes).await;
+        RawOutcome {
+            handshake_ok: true,
+            closed: closed_within(&mut s, within).await,
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connect_and_exchange() {
+    suite::connect_and_exchange::<Tcp>().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn per_link_order() {
+    suite::per_link_order::<Tcp>().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn control_not_starved() {
+    suite::control_not_starved::<Tcp>().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_link_down() {
+    suite::sigkill_link_down::<Tcp>().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_frames_closed() {
+    suite::malformed_frames_closed::<Tcp>().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unauthenticated_refused() {
+    suite::unauthenticated_refused::<Tcp>().await;
+}
+
+/// Not a test: the body of the child process `sigkill_link_down` spawns (a no-op otherwise).
+#[test]
+fn conformance_child() {
+    suite::child_main::<Tcp>();
+}
