@@ -9,7 +9,9 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+mod cluster_cmd;
 mod decode_cmd;
+mod node_cmd;
 mod sim_cmd;
 mod tree_cmd;
 
@@ -23,6 +25,10 @@ enum Cli {
     Sim(sim_cmd::SimArgs),
     /// Decode wire frames from stdin (binary stream, or hex lines) into JSON lines.
     Decode(decode_cmd::DecodeArgs),
+    /// Run one node on TCP until killed, printing events as JSON lines.
+    Node(node_cmd::NodeArgs),
+    /// Run a local cluster of `lifeline node` processes, kill some, and report.
+    Cluster(cluster_cmd::ClusterArgs),
 }
 
 /// Why a subcommand failed; decides the exit status.
@@ -63,6 +69,8 @@ fn main() -> ExitCode {
         Cli::Tree(args) => tree_cmd::run(&args),
         Cli::Sim(args) => sim_cmd::run(&args),
         Cli::Decode(args) => decode_cmd::run(&args),
+        Cli::Node(args) => node_cmd::run(&args),
+        Cli::Cluster(args) => cluster_cmd::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -187,6 +187,13 @@ pub struct TcpConfig {
     pub handshake_timeout: Duration,
     /// Failed dials (per traffic class) before the peer is reported as a lost link.
     pub dial_attempts: u32,
+    /// After `startup_grace`, a dial the peer's host refuses outright (nothing listens: the
+    /// process is gone) is given up after this many attempts instead of `dial_attempts`.
+    pub refused_attempts: u32,
+    /// How long after start a refused dial is treated like any failure, because peers may
+    /// still be starting. An embedder that publishes the address book only after every
+    /// listener is bound (a PMIx fence) can set it to zero.
+    pub startup_grace: Duration,
     /// Delay before the first re-dial; it doubles per failure up to `backoff_max`.
     pub backoff_initial: Duration,
     /// Longest delay between re-dials.
@@ -220,6 +227,8 @@ impl Default for TcpConfig {
             connect_timeout: Duration::from_secs(1),
             handshake_timeout: Duration::from_secs(2),
             dial_attempts: 8,
+            refused_attempts: 3,
+            startup_grace: Duration::from_secs(10),
             backoff_initial: Duration::from_millis(50),
             backoff_max: Duration::from_secs(1),
             queue_soft_bytes: 16 << 20,

@@ -753,7 +753,13 @@ impl Driver {
         gen: u64,
         result: Result<TcpStream, HandshakeError>,
     ) {
-        let attempts = self.sh.cfg.dial_attempts.max(1);
+        let refused = matches!(&result, Err(HandshakeError::Io(e)) if e.kind() == io::ErrorKind::ConnectionRefused);
+        let attempts = if refused && self.origin.elapsed() > self.sh.cfg.startup_grace {
+            self.sh.cfg.refused_attempts.min(self.sh.cfg.dial_attempts)
+        } else {
+            self.sh.cfg.dial_attempts
+        }
+        .max(1);
         let Some(p) = self.peers.get_mut(&peer) else {
             return; // the peer was forgotten (link down, dead): drop the stream
         };

@@ -1,0 +1,327 @@
+//! `lifeline node`: one Lifeline node on TCP, until killed.
+//!
+//! The peers file lists every rank of the cluster, one `rank addr` per line (`#` starts a
+//! comment; blank lines are ignored); ranks must be `0..N` with none missing, and this node
+//! listens on its own line's address:
+//!
+//! ```text
+//! # rank address
+//! 0 127.0.0.1:7000
+//! 1 127.0.0.1:7001
+//! 2 127.0.0.1:7002
+//! ```
+//!
+//! The key file holds the cluster secret (any bytes, used exactly as stored; every node of the
+//! cluster reads the same file). Without `--key-file`, the secret is taken from the
+//! `LIFELINE_CLUSTER_KEY` environment variable.
+//!
+//! stdout is one JSON object per line, each with `event`, `rank`, `t_ms` (wall clock, ms since
+//! the Unix epoch, for comparing processes) and `now_ms` (the node's protocol clock):
+//! `listening` first, then `link_up`, `link_down` (`peer`, `reason`), `xcast_delivered`
+//! (`op`, `origin`, `seq`, `tag`, `payload`), `xcast_completed`, `xcast_root_completed`,
+//! `failure_confirmed` (`epoch`, `ranks`), `view_changed` (`slot`, `parent`), `flood_delivered`,
+//! and the answers to commands.
+//!
+//! stdin takes commands, one per line: `xcast TAG TEXT` (answered `xcast_started` with its
+//! `seq`, or `error`), `flood TEXT`, `stats` (answered `stats` with the adapter's and the core's
+//! counters), `quit`. With `--exit-on-stdin-eof` the node also stops when stdin closes, so a
+//! supervisor that dies takes its nodes with it.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use clap::Args;
+use lifeline_core::tree::Rank;
+use lifeline_core::{Config, Event, Instant, Node, Stats};
+use lifeline_transport_tcp::{spawn, AddressBook, ClusterKey, Handle, Output, TcpConfig};
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+use crate::CliError;
+
+/// Arguments of `lifeline node`.
+#[derive(Debug, Args)]
+pub(crate) struct NodeArgs {
+    /// This node's rank.
+    #[arg(long)]
+    rank: u32,
+    /// The peers file: one `rank addr` per line, ranks 0..N.
+    #[arg(long, value_name = "FILE")]
+    peers: PathBuf,
+    /// The cluster secret (default: the LIFELINE_CLUSTER_KEY environment variable).
+    #[arg(long, value_name = "FILE")]
+    key_file: Option<PathBuf>,
+    /// Tree radix.
+    #[arg(long, default_value_t = 8)]
+    radix: u32,
+    /// Bound on noticing a vanished peer (TCP_USER_TIMEOUT; keepalive derived from it).
+    #[arg(long, value_name = "MS", default_value_t = 3000)]
+    link_timeout_ms: u64,
+    /// Failed dials before a peer is reported lost (back-off 50 ms doubling to 1 s).
+    #[arg(long, default_value_t = 10)]
+    dial_attempts: u32,
+    /// For this long after start, a refused dial is retried like any failure (peers may still
+    /// be starting); later, nothing listening means the process is gone: given up after 3
+    /// tries (about 150 ms).
+    #[arg(long, value_name = "MS", default_value_t = 10_000)]
+    startup_grace_ms: u64,
+    /// Stop when stdin closes.
+    #[arg(long)]
+    exit_on_stdin_eof: bool,
+}
+
+/// Milliseconds since the Unix epoch.
+pub(crate) fn wall_ms() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64() * 1e3)
+}
+
+struct Printer {
+    rank: u32,
+}
+
+impl Printer {
+    /// Prints one JSON line (flushed, so a supervisor sees it at once). A closed stdout ends
+    /// the process quietly.
+    fn line(&self, now: Instant, event: &str, mut fields: Value) {
+        if let Value::Object(m) = &mut fields {
+            m.insert("event".into(), json!(event));
+            m.insert("rank".into(), json!(self.rank));
+            m.insert("t_ms".into(), json!(wall_ms()));
+            m.insert("now_ms".into(), json!(now.as_nanos() as f64 / 1e6));
+        }
+        let mut out = std::io::stdout().lock();
+        if writeln!(out, "{fields}")
+            .and_then(|()| out.flush())
+            .is_err()
+        {
+            std::process::exit(0);
+        }
+    }
+}
+
+fn text(payload: &Bytes) -> Value {
+    match std::str::from_utf8(payload) {
+        Ok(s) => json!(s),
+        Err(_) => json!(payload
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>()),
+    }
+}
+
+fn event_json(e: &Event) -> (&'static str, Value) {
+    match e {
+        Event::XcastDelivered {
+            op,
+            origin,
+            seq,
+            tag,
+            payload,
+        } => (
+            "xcast_delivered",
+            json!({"op": op, "origin": origin.0, "seq": seq, "tag": tag, "payload": text(payload)}),
+        ),
+        Event::XcastCompleted { op, seq } => ("xcast_completed", json!({"op": op, "seq": seq})),
+        Event::XcastRootCompleted { op, origin, seq } => (
+            "xcast_root_completed",
+            json!({"op": op, "origin": origin.0, "seq": seq}),
+        ),
+        Event::FailureConfirmed { epoch, ranks } => (
+            "failure_confirmed",
+            json!({"epoch": epoch, "ranks": ranks.iter().map(|r| r.0).collect::<Vec<_>>()}),
+        ),
+        Event::ViewChanged(d) => (
+            "view_changed",
+            json!({"slot": d.new_slot.map(|r| r.0), "parent": d.new_parent.map(|r| r.0),
+                   "promoted": d.promoted}),
+        ),
+        Event::FloodDelivered {
+            origin,
+            id,
+            hops,
+            payload,
+        } => (
+            "flood_delivered",
+            json!({"origin": origin.0, "id": id, "hops": hops, "payload": text(payload)}),
+        ),
+        other => ("event", json!({ "debug": format!("{other:?}") })),
+    }
+}
+
+fn core_stats_json(s: &Stats) -> Value {
+    json!({
+        "frames_in": s.frames_in,
+        "frames_out": s.frames_out,
+        "dropped_unknown_kind": s.dropped_unknown_kind,
+        "dropped_stale_sender": s.dropped_stale_sender,
+        "dropped_unknown_peer": s.dropped_unknown_peer,
+        "dropped_decode_error": s.dropped_decode_error,
+        "dropped_over_limit": s.dropped_over_limit,
+        "dropped_outbox_full": s.dropped_outbox_full,
+        "dropped_events_full": s.dropped_events_full,
+        "suppressed_to_dead": s.suppressed_to_dead,
+        "lateral_link_downs": s.lateral_link_downs,
+        "xcast_retries": s.xcast_retries,
+    })
+}
+
+fn load_key(args: &NodeArgs) -> Result<ClusterKey, CliError> {
+    let key = match &args.key_file {
+        Some(path) => ClusterKey::from_file(path),
+        None => match std::env::var_os("LIFELINE_CLUSTER_KEY") {
+            Some(v) => ClusterKey::from_secret(v.as_encoded_bytes()),
+            None => {
+                return Err(CliError::Usage(
+                    "no cluster key: give --key-file FILE or set LIFELINE_CLUSTER_KEY".into(),
+                ))
+            }
+        },
+    };
+    key.map_err(|e| CliError::Usage(e.to_string()))
+}
+
+/// Runs `lifeline node`.
+pub(crate) fn run(args: &NodeArgs) -> Result<(), CliError> {
+    let text = std::fs::read_to_string(&args.peers)
+        .map_err(|e| CliError::Usage(format!("reading {}: {e}", args.peers.display())))?;
+    let book = AddressBook::parse(&text)
+        .map_err(|e| CliError::Usage(format!("{}: {e}", args.peers.display())))?;
+    let span = book.span();
+    if book.len() as u32 != span {
+        return Err(CliError::Usage(format!(
+            "{}: ranks must be 0..{span} with none missing ({} listed)",
+            args.peers.display(),
+            book.len()
+        )));
+    }
+    let me = Rank(args.rank);
+    let Some(addr) = book.get(me) else {
+        return Err(CliError::Usage(format!(
+            "rank {} is not in {}",
+            args.rank,
+            args.peers.display()
+        )));
+    };
+    let key = load_key(args)?;
+    let seed =
+        u64::from(std::process::id()) << 32 ^ u64::from(args.rank) ^ (wall_ms() * 1e3) as u64;
+    let node = Node::new(Config::new(span, args.radix), me, seed, Instant::ZERO)
+        .map_err(|e| CliError::Usage(e.to_string()))?;
+    let cfg = TcpConfig {
+        link_timeout: Duration::from_millis(args.link_timeout_ms.max(1)),
+        dial_attempts: args.dial_attempts.max(1),
+        startup_grace: Duration::from_millis(args.startup_grace_ms),
+        ..TcpConfig::default()
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::Failed(format!("starting the runtime: {e}")))?;
+    rt.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|e| CliError::Failed(format!("listening on {addr}: {e}")))?;
+        let p = Printer { rank: args.rank };
+        p.line(
+            Instant::ZERO,
+            "listening",
+            json!({"addr": addr.to_string(), "pid": std::process::id(), "span": span,
+                   "radix": args.radix}),
+        );
+        let mut tcp = spawn(node, book, key, cfg, listener);
+        let mut stdin = BufReader::new(tokio::io::stdin()).lines();
+        let mut stdin_open = true;
+        let mut last_now = Instant::ZERO;
+        loop {
+            tokio::select! {
+                out = tcp.outputs.recv() => {
+                    let Some(out) = out else { break };
+                    match out {
+                        Output::Event(e) => {
+                            let (name, v) = event_json(&e);
+                            p.line(last_now, name, v);
+                        }
+                        Output::LinkUp { peer, at } => {
+                            last_now = at;
+                            p.line(at, "link_up", json!({"peer": peer.0}));
+                        }
+                        Output::LinkDown { peer, at, reason } => {
+                            last_now = at;
+                            p.line(at, "link_down",
+                                   json!({"peer": peer.0, "reason": reason.to_string()}));
+                        }
+                        _ => {}
+                    }
+                }
+                line = stdin.next_line(), if stdin_open => match line {
+                    Ok(Some(l)) => {
+                        if !command(&tcp.handle, &p, &l).await {
+                            break;
+                        }
+                    }
+                    _ => {
+                        stdin_open = false;
+                        if args.exit_on_stdin_eof {
+                            break;
+                        }
+                    }
+                },
+                _ = tokio::signal::ctrl_c() => break,
+            }
+        }
+        tcp.handle.shutdown().await;
+        let _ = tcp.task.await;
+        Ok(())
+    })
+}
+
+/// Runs one stdin command; false for `quit`.
+async fn command(h: &Handle, p: &Printer, line: &str) -> bool {
+    let line = line.trim();
+    let (verb, rest) = line.split_once(' ').unwrap_or((line, ""));
+    let now = h.inspect(Node::now).await.unwrap_or(Instant::ZERO);
+    match verb {
+        "" => {}
+        "quit" => return false,
+        "xcast" => {
+            let (tag, body) = rest.trim().split_once(' ').unwrap_or((rest.trim(), ""));
+            let Ok(tag) = tag.parse::<u16>() else {
+                p.line(now, "error", json!({"command": line, "message": "usage: xcast TAG TEXT"}));
+                return true;
+            };
+            let payload = Bytes::copy_from_slice(body.as_bytes());
+            match h.xcast(tag, payload).await {
+                Ok(seq) => p.line(now, "xcast_started", json!({"seq": seq, "tag": tag, "payload": body})),
+                Err(e) => p.line(now, "error", json!({"command": line, "message": e.to_string()})),
+            }
+        }
+        "flood" => {
+            let payload = Bytes::copy_from_slice(rest.as_bytes());
+            match h.command(move |n, now| n.flood(now, payload)).await {
+                Ok(Ok(id)) => p.line(now, "flood_started", json!({"id": id})),
+                Ok(Err(e)) => p.line(now, "error", json!({"command": line, "message": e.to_string()})),
+                Err(e) => p.line(now, "error", json!({"command": line, "message": e.to_string()})),
+            }
+        }
+        "stats" => {
+            let core = h.inspect(|n| n.stats().clone()).await.unwrap_or_default();
+            let transport: serde_json::Map<String, Value> = h
+                .stats()
+                .fields()
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), json!(v)))
+                .collect();
+            p.line(now, "stats", json!({"transport": transport, "core": core_stats_json(&core)}));
+        }
+        _ => p.line(
+            now,
+            "error",
+            json!({"command": line, "message": "commands: xcast TAG TEXT | flood TEXT | stats | quit"}),
+        ),
+    }
+    true
+}

@@ -1,0 +1,214 @@
+//! End-to-end tests of `lifeline node` and `lifeline cluster`: real processes on 127.0.0.1.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+fn lifeline() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_lifeline"))
+}
+
+/// Kills the child if a test fails midway.
+struct Guard(Child);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn pid_alive(pid: u64) -> bool {
+    // A zombie (state Z) has exited; anything else is still running.
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| {
+            s.rsplit(')')
+                .next()
+                .is_some_and(|rest| !rest.trim_start().starts_with('Z'))
+        })
+        .unwrap_or(false)
+}
+
+#[test]
+fn cluster_survives_a_kill() {
+    let out = lifeline()
+        .args([
+            "cluster",
+            "--nodes",
+            "5",
+            "--radix",
+            "2",
+            "--duration",
+            "1.5",
+        ])
+        .args(["--kill", "1@300", "--json"])
+        .output()
+        .expect("run lifeline cluster");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON line"))
+        .collect();
+    assert_eq!(lines.len(), 2, "{stdout}");
+    let nodes = lines[0]["nodes"].as_array().expect("nodes");
+    assert_eq!(nodes.len(), 5);
+    assert!(nodes[3]["addr"].as_str().unwrap().starts_with("127.0.0.1:"));
+    let r = &lines[1];
+    assert_eq!(r["killed"], serde_json::json!([1]));
+    assert_eq!(r["survivors"], 4);
+    assert_eq!(r["survivors_continued"], 4);
+    assert_eq!(r["xcast_delivered_exactly_once"], true);
+    assert_eq!(r["false_positives"], 0);
+    assert!(r["xcast_ops"].as_u64().unwrap() > 20, "{r}");
+    let detect = r["detect_ms_max"].as_f64().expect("detected");
+    assert!(detect < 1000.0, "{r}");
+    assert!(
+        r.get("relm_lost").is_none(),
+        "RELM is not implemented: no relm fields"
+    );
+    for n in nodes {
+        let pid = n["pid"].as_u64().unwrap();
+        assert!(!pid_alive(pid), "node pid {pid} outlived the cluster");
+    }
+}
+
+#[test]
+fn cluster_cleans_up_on_ctrl_c() {
+    let child = lifeline()
+        .args(["cluster", "--nodes", "3", "--duration", "60", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("run lifeline cluster");
+    let mut g = Guard(child);
+    let mut first = String::new();
+    BufReader::new(g.0.stdout.take().unwrap())
+        .read_line(&mut first)
+        .expect("first line");
+    let v: Value = serde_json::from_str(&first).expect("nodes line");
+    let pids: Vec<u64> = v["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["pid"].as_u64().unwrap())
+        .collect();
+    assert_eq!(pids.len(), 3);
+    assert!(pids.iter().all(|p| pid_alive(*p)));
+    let sent = Command::new("kill")
+        .args(["-INT", &g.0.id().to_string()])
+        .status()
+        .expect("kill -INT");
+    assert!(sent.success());
+    let end = Instant::now() + Duration::from_secs(15);
+    while g.0.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < end, "cluster did not stop on SIGINT");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let end = Instant::now() + Duration::from_secs(5);
+    while pids.iter().any(|p| pid_alive(*p)) {
+        assert!(Instant::now() < end, "nodes outlived the cluster: {pids:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn node_takes_commands_and_refuses_bad_input() {
+    let dir = std::env::temp_dir().join(format!("lifeline-node-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let ports: Vec<u16> = (0..2)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect::<Vec<_>>()
+        .iter()
+        .map(|l| l.local_addr().unwrap().port())
+        .collect();
+    let peers = dir.join("peers");
+    std::fs::write(
+        &peers,
+        format!(
+            "# test\n0 127.0.0.1:{}\n1 127.0.0.1:{}\n",
+            ports[0], ports[1]
+        ),
+    )
+    .unwrap();
+    let key = dir.join("key");
+    std::fs::write(&key, b"node test secret").unwrap();
+
+    // Usage errors exit 2.
+    let out = lifeline()
+        .args(["node", "--rank", "5", "--peers"])
+        .arg(&peers)
+        .arg("--key-file")
+        .arg(&key)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let out = lifeline()
+        .args(["node", "--rank", "0", "--peers"])
+        .arg(&peers)
+        .env_remove("LIFELINE_CLUSTER_KEY")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+
+    let start = |r: &str| {
+        Guard(
+            lifeline()
+                .args([
+                    "node",
+                    "--rank",
+                    r,
+                    "--radix",
+                    "2",
+                    "--exit-on-stdin-eof",
+                    "--peers",
+                ])
+                .arg(&peers)
+                .arg("--key-file")
+                .arg(&key)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap(),
+        )
+    };
+    let mut n0 = start("0");
+    let mut n1 = start("1");
+    let mut out1 = BufReader::new(n1.0.stdout.take().unwrap()).lines();
+    let mut out0 = BufReader::new(n0.0.stdout.take().unwrap()).lines();
+    let wait_for = |lines: &mut dyn Iterator<Item = std::io::Result<String>>, event: &str| {
+        for l in lines {
+            let v: Value = serde_json::from_str(&l.unwrap()).unwrap();
+            if v["event"] == event {
+                return v;
+            }
+        }
+        panic!("no {event} line");
+    };
+    wait_for(&mut out1, "link_up");
+    writeln!(n1.0.stdin.as_mut().unwrap(), "xcast 16 hello there").unwrap();
+    let v = wait_for(&mut out0, "xcast_delivered");
+    assert_eq!(v["payload"], "hello there");
+    assert_eq!(v["origin"], 1);
+    assert_eq!(v["rank"], 0);
+    writeln!(n1.0.stdin.as_mut().unwrap(), "stats").unwrap();
+    let v = wait_for(&mut out1, "stats");
+    assert_eq!(v["transport"]["link_ups"], 1);
+    // Closing stdin stops the node.
+    drop(n1.0.stdin.take());
+    let end = Instant::now() + Duration::from_secs(10);
+    while n1.0.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < end, "node did not stop on stdin EOF");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Its neighbour sees the link go down.
+    let v = wait_for(&mut out0, "link_down");
+    assert_eq!(v["peer"], 1);
+    let _ = std::fs::remove_dir_all(&dir);
+}
