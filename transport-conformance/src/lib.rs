@@ -25,6 +25,8 @@
 //! | [`sigkill_link_down`] | a node in a child process killed with SIGKILL: link-down at its neighbours within the bound; survivors continue |
 //! | [`malformed_frames_closed`] | an authenticated peer sending a bad envelope or an oversized length is closed and counted; the node carries on |
 //! | [`unauthenticated_refused`] | garbage, a wrong key and an unknown rank are refused and counted; nothing reaches the core |
+//! | [`unreachable_rank_reported_down`] | a rank that never starts is reported down after bounded re-dials, and never dialed again |
+//! | [`sigstop_shorter_than_bound`] | a node paused (SIGSTOP) for a third of the bound, then resumed, loses no link and keeps working |
 //!
 //! Every test is bounded in time and uses only 127.0.0.1.
 #![forbid(unsafe_code)]
@@ -93,6 +95,8 @@ pub struct Counters {
     pub malformed: u64,
     /// Links reported down to the core.
     pub link_downs: u64,
+    /// Connection attempts made (dials).
+    pub dials: u64,
 }
 
 /// What happened to a raw connection.
@@ -797,6 +801,152 @@ pub async fn unauthenticated_refused<T: Transport>() {
         })
         .await;
         assert!(downs.is_empty(), "links went down: {downs:?}");
+        c.stop().await;
+    })
+    .await;
+}
+
+/// Rank 2 never starts. Node 0 broadcasts; its forward to its child 2 dials, fails, re-dials
+/// with back-off, and after the adapter's bounded attempts reports the link down; the core
+/// repairs, the xcast completes at 0 and 1, and the dead rank is never dialed again.
+pub async fn unreachable_rank_reported_down<T: Transport>() {
+    bounded(
+        "unreachable_rank_reported_down",
+        Duration::from_secs(60),
+        async {
+            let spec = Spec::new(3, 2); // 0 -> {1, 2}
+            let mut c = cluster::<T>(&spec, &[0, 1]).await;
+            let started = StdInstant::now();
+            let payload = Bytes::from_static(b"to everyone");
+            let p = payload.clone();
+            retry(c.node(0), Duration::from_secs(5), move |n, now| {
+                n.xcast(now, 16, p.clone()).expect("xcast accepted")
+            })
+            .await;
+            let mut down_at = None;
+            let mut got = BTreeSet::new();
+            let ok = c
+                .pump(Duration::from_secs(30), |r, o| {
+                    match o {
+                        Observed::LinkDown(Rank(2)) if r == Rank(0) => {
+                            down_at.get_or_insert(started.elapsed());
+                        }
+                        Observed::Event(Event::XcastDelivered { payload: q, .. })
+                            if q == payload =>
+                        {
+                            got.insert(r);
+                        }
+                        _ => {}
+                    }
+                    down_at.is_some() && got.len() == 2
+                })
+                .await;
+            assert!(
+                ok,
+                "link-down of the missing rank: {down_at:?}; delivered at {got:?}"
+            );
+            eprintln!("unreachable_rank_reported_down: reported down after {down_at:?}");
+            let dials = c.node(0).counters().dials;
+            assert!(dials >= 2, "re-dialed before giving up: {dials}");
+            let dead = c
+                .node(0)
+                .command(|n, _| !n.tree().is_alive(Rank(2)))
+                .await
+                .expect("inspect");
+            assert!(dead, "the core presumes the unreachable child dead");
+            // More traffic never dials the dead rank again.
+            xcast_reaches(&mut c, 0, &[0, 1], Duration::from_secs(10)).await;
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            assert_eq!(
+                c.node(0).counters().dials,
+                dials,
+                "a dead rank was dialed again"
+            );
+            c.stop().await;
+        },
+    )
+    .await;
+}
+
+fn signal(pid: u32, sig: &str) {
+    let ok = Command::new("kill")
+        .args([sig, &pid.to_string()])
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(ok, "kill {sig} {pid} failed");
+}
+
+/// The root runs in a child process and is paused with SIGSTOP for a third of the bound, then
+/// resumed with SIGCONT: no link goes down anywhere (TCP keeps an idle or lightly loaded link up
+/// while the kernel ACKs), and an xcast started during the pause completes after it.
+pub async fn sigstop_shorter_than_bound<T: Transport>() {
+    bounded("sigstop_shorter_than_bound", Duration::from_secs(60), async {
+        let spec = Spec::new(3, 2);
+        let mut book = Book::new();
+        let mut eps = Vec::new();
+        for r in 0..3u32 {
+            let (ep, a) = T::bind(SocketAddr::from(LOOPBACK)).await;
+            book.insert(Rank(r), a);
+            if r > 0 {
+                eps.push((r, ep));
+            }
+        }
+        let child = spawn_child::<T>(&spec, Rank(0), &book);
+        let mut nodes = Vec::new();
+        for (r, ep) in eps {
+            nodes.push(T::start(&spec, Rank(r), &book, ep).await);
+        }
+        let mut c = Cluster { nodes, book };
+        let mut up = BTreeSet::new();
+        let ok = c
+            .pump(Duration::from_secs(20), |r, o| {
+                if o == Observed::LinkUp(Rank(0)) {
+                    up.insert(r);
+                }
+                up.len() == 2
+            })
+            .await;
+        assert!(ok, "links to the child came up only at {up:?}");
+        xcast_reaches(&mut c, 1, &[1, 2], Duration::from_secs(10)).await;
+        let pid = child.0.id();
+        signal(pid, "-STOP");
+        let pause = spec.link_timeout / 3;
+        let payload = Bytes::from_static(b"during the pause");
+        let p = payload.clone();
+        retry(c.node(2), Duration::from_secs(5), move |n, now| {
+            n.xcast(now, 16, p.clone()).expect("xcast accepted")
+        })
+        .await;
+        let mut downs = Vec::new();
+        let mut got = BTreeSet::new();
+        let mut watch = |r: Rank, o: Observed| {
+            match o {
+                Observed::LinkDown(p) => downs.push((r, p)),
+                Observed::Event(Event::XcastDelivered { payload: q, .. }) if q == payload => {
+                    got.insert(r);
+                }
+                _ => {}
+            }
+            got.len() == 2
+        };
+        c.pump(pause, |r, o| {
+            watch(r, o);
+            false
+        })
+        .await;
+        signal(pid, "-CONT");
+        let resumed = StdInstant::now();
+        let ok = c.pump(Duration::from_secs(10), &mut watch).await;
+        let took = resumed.elapsed();
+        c.pump(Duration::from_millis(200), |r, o| {
+            watch(r, o);
+            false
+        })
+        .await;
+        eprintln!("sigstop_shorter_than_bound: paused {pause:?}; xcast completed {took:?} after SIGCONT");
+        assert!(ok, "the xcast started during the pause reached only {got:?}");
+        assert!(downs.is_empty(), "links went down during a short pause: {downs:?}");
+        drop(child);
         c.stop().await;
     })
     .await;

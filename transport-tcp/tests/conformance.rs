@@ -64,6 +64,7 @@ impl TestNode for Running {
             handshakes_refused: s.handshakes_refused,
             malformed: s.malformed,
             link_downs: s.link_downs,
+            dials: s.dials,
         }
     }
 
@@ -197,6 +198,16 @@ async fn malformed_frames_closed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unauthenticated_refused() {
     suite::unauthenticated_refused::<Tcp>().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unreachable_rank_reported_down() {
+    suite::unreachable_rank_reported_down::<Tcp>().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigstop_shorter_than_bound() {
+    suite::sigstop_shorter_than_bound::<Tcp>().await;
 }
 
 /// Not a test: the body of the child process `sigkill_link_down` spawns (a no-op otherwise).
