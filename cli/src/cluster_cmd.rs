@@ -1,6 +1,7 @@
 //! `lifeline cluster`: a real local cluster of `lifeline node` processes on 127.0.0.1 that
-//! runs a stream of xcasts from varying origins, kills the given ranks with SIGKILL, and reports
-//! who noticed, how fast, and whether every survivor delivered every broadcast exactly once.
+//! runs a stream of xcasts from varying origins, kills the given ranks with SIGKILL (and pauses
+//! others with SIGSTOP, then SIGCONT), and reports who noticed, how fast, and whether every
+//! survivor delivered every broadcast exactly once.
 //!
 //! Ports are picked free by binding port 0; the peers and key files go to a temporary folder
 //! removed at the end. Every child is started with `--exit-on-stdin-eof` and killed on the way
@@ -53,6 +54,10 @@ pub(crate) struct ClusterArgs {
     /// way). Repeatable.
     #[arg(long = "kill", value_name = "R[@MS]")]
     kills: Vec<String>,
+    /// Pause rank R with SIGSTOP MS milliseconds into the workload and resume it with SIGCONT
+    /// DUR milliseconds later (a hung process; TCP alone does not notice). Repeatable.
+    #[arg(long = "stop", value_name = "R@MS+DUR")]
+    stops: Vec<String>,
     /// Xcasts started per second (round-robin over live origins).
     #[arg(long, default_value_t = 50)]
     rate: u32,
@@ -71,6 +76,69 @@ const STARTUP_GRACE: Duration = Duration::from_millis(1500);
 struct Kill {
     rank: u32,
     at_ms: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Action {
+    Kill,
+    Stop,
+    Cont,
+}
+
+/// One injected failure: SIGKILL, SIGSTOP or SIGCONT to `rank` at `at_ms` into the workload.
+#[derive(Clone, Copy, Debug)]
+struct Fault {
+    rank: u32,
+    at_ms: u64,
+    action: Action,
+}
+
+fn parse_faults(args: &ClusterArgs) -> Result<Vec<Fault>, CliError> {
+    let mut faults: Vec<Fault> = parse_kills(args)?
+        .into_iter()
+        .map(|k| Fault {
+            rank: k.rank,
+            at_ms: k.at_ms,
+            action: Action::Kill,
+        })
+        .collect();
+    for st in &args.stops {
+        let bad = || CliError::Usage(format!("--stop {st}: expected R@MS+DUR"));
+        let (r, rest) = st.split_once('@').ok_or_else(bad)?;
+        let (at, dur) = rest.split_once('+').ok_or_else(bad)?;
+        let rank: u32 = r.parse().map_err(|_| bad())?;
+        let at_ms: u64 = at.parse().map_err(|_| bad())?;
+        let dur: u64 = dur.parse().map_err(|_| bad())?;
+        if rank >= args.nodes {
+            return Err(CliError::Usage(format!(
+                "--stop {st}: rank {rank} is not below --nodes {}",
+                args.nodes
+            )));
+        }
+        faults.push(Fault {
+            rank,
+            at_ms,
+            action: Action::Stop,
+        });
+        faults.push(Fault {
+            rank,
+            at_ms: at_ms.saturating_add(dur),
+            action: Action::Cont,
+        });
+    }
+    faults.sort_by_key(|f| f.at_ms);
+    Ok(faults)
+}
+
+/// Sends `sig` (`-STOP`, `-CONT`) to `pid` with the system's `kill`.
+fn signal(pid: Option<u32>, sig: &str) {
+    if let Some(pid) = pid {
+        let _ = std::process::Command::new("kill")
+            .args([sig, &pid.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    }
 }
 
 fn parse_kills(args: &ClusterArgs) -> Result<Vec<Kill>, CliError> {
@@ -269,15 +337,15 @@ pub(crate) fn run(args: &ClusterArgs) -> Result<(), CliError> {
             "--duration must be in (0, 3600] and --rate positive".into(),
         ));
     }
-    let kills = parse_kills(args)?;
+    let faults = parse_faults(args)?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| CliError::Failed(format!("starting the runtime: {e}")))?;
-    rt.block_on(cluster(args, kills))
+    rt.block_on(cluster(args, faults))
 }
 
-async fn cluster(args: &ClusterArgs, kills: Vec<Kill>) -> Result<(), CliError> {
+async fn cluster(args: &ClusterArgs, faults: Vec<Fault>) -> Result<(), CliError> {
     let dir = std::env::temp_dir().join(format!("lifeline-cluster-{}", std::process::id()));
     std::fs::create_dir_all(&dir)
         .map_err(|e| CliError::Failed(format!("creating {}: {e}", dir.display())))?;
@@ -286,7 +354,7 @@ async fn cluster(args: &ClusterArgs, kills: Vec<Kill>) -> Result<(), CliError> {
         stdins: Vec::new(),
         dir,
     };
-    let result = drive(args, kills, &mut procs).await;
+    let result = drive(args, faults, &mut procs).await;
     // Whatever happened (Ctrl-C included), every child is killed and reaped.
     for c in &mut procs.children {
         let _ = c.start_kill();
@@ -295,7 +363,7 @@ async fn cluster(args: &ClusterArgs, kills: Vec<Kill>) -> Result<(), CliError> {
     result
 }
 
-async fn drive(args: &ClusterArgs, kills: Vec<Kill>, procs: &mut Procs) -> Result<(), CliError> {
+async fn drive(args: &ClusterArgs, faults: Vec<Fault>, procs: &mut Procs) -> Result<(), CliError> {
     let n = args.nodes;
     let dir = procs.dir.clone();
     let ports = free_ports(n)?;
@@ -424,47 +492,63 @@ async fn drive(args: &ClusterArgs, kills: Vec<Kill>, procs: &mut Procs) -> Resul
     let mut tick = tokio::time::interval(Duration::from_secs_f64(1.0 / f64::from(args.rate)));
     let mut killed: BTreeMap<u32, f64> = BTreeMap::new();
     let mut killed_at_ms: BTreeMap<u32, u128> = BTreeMap::new();
-    let mut next_kill = 0usize;
+    let mut stopped: BTreeSet<u32> = BTreeSet::new();
+    let mut pauses: Vec<(u32, u64, u64)> = Vec::new();
+    let mut next = 0usize;
     let mut k = 0u64;
     let mut origin = 0u32;
     let mut sent: BTreeMap<u32, u64> = BTreeMap::new();
-    while Tick::now() < end {
+    // Runs until the workload is over and every fault was injected (a SIGCONT is never lost).
+    while Tick::now() < end || next < faults.len() {
         tokio::select! {
             m = rx.recv() => if let Some((r, v)) = m { t.take(r, &v) },
             _ = tick.tick() => {
-                while next_kill < kills.len()
-                    && start.elapsed() >= Duration::from_millis(kills[next_kill].at_ms)
+                while next < faults.len()
+                    && start.elapsed() >= Duration::from_millis(faults[next].at_ms)
                 {
-                    let r = kills[next_kill].rank;
-                    next_kill += 1;
-                    if let Some(c) = procs.children.get_mut(r as usize) {
-                        let _ = c.start_kill(); // SIGKILL
+                    let f = faults[next];
+                    next += 1;
+                    let r = f.rank;
+                    let pid = procs.children.get(r as usize).and_then(Child::id);
+                    match f.action {
+                        Action::Kill => {
+                            if let Some(c) = procs.children.get_mut(r as usize) {
+                                let _ = c.start_kill(); // SIGKILL
+                            }
+                            killed.insert(r, wall_ms());
+                            killed_at_ms.insert(r, start.elapsed().as_millis());
+                            procs.stdins[r as usize] = None;
+                        }
+                        Action::Stop => {
+                            signal(pid, "-STOP");
+                            stopped.insert(r);
+                            pauses.push((r, start.elapsed().as_millis() as u64, 0));
+                        }
+                        Action::Cont => {
+                            signal(pid, "-CONT");
+                            stopped.remove(&r);
+                            if let Some(p) = pauses.iter_mut().rev().find(|p| p.0 == r) {
+                                p.2 = (start.elapsed().as_millis() as u64).saturating_sub(p.1);
+                            }
+                        }
                     }
-                    killed.insert(r, wall_ms());
-                    killed_at_ms.insert(r, start.elapsed().as_millis());
-                    procs.stdins[r as usize] = None;
                 }
-                for _ in 0..n {
-                    origin = (origin + 1) % n;
-                    if !killed.contains_key(&origin) {
-                        break;
+                if Tick::now() < end {
+                    for _ in 0..n {
+                        origin = (origin + 1) % n;
+                        if !killed.contains_key(&origin) && !stopped.contains(&origin) {
+                            break;
+                        }
+                    }
+                    if !stopped.contains(&origin) {
+                        procs.send(origin, &format!("xcast 16 c{k}\n")).await;
+                        *sent.entry(origin).or_default() += 1;
+                        k += 1;
                     }
                 }
-                procs.send(origin, &format!("xcast 16 c{k}\n")).await;
-                *sent.entry(origin).or_default() += 1;
-                k += 1;
             }
             () = &mut interrupted => return Err(CliError::Failed("interrupted".into())),
         }
-    }
-    // Kills scheduled past the workload still happen, then settle.
-    for kl in &kills[next_kill..] {
-        if let Some(c) = procs.children.get_mut(kl.rank as usize) {
-            let _ = c.start_kill();
-        }
-        killed.insert(kl.rank, wall_ms());
-        killed_at_ms.insert(kl.rank, start.elapsed().as_millis());
-        procs.stdins[kl.rank as usize] = None;
     }
     let survivors: BTreeSet<u32> = (0..n).filter(|r| !killed.contains_key(r)).collect();
     let all_confirmed = |t: &Tally| {
@@ -512,7 +596,7 @@ async fn drive(args: &ClusterArgs, kills: Vec<Kill>, procs: &mut Procs) -> Resul
     while let Ok(Some((r, v))) = tokio::time::timeout_at(drained, rx.recv()).await {
         t.take(r, &v);
     }
-    report(args, &t, &killed, &killed_at_ms, &survivors, k)
+    report(args, &t, &killed, &killed_at_ms, &pauses, &survivors, k)
 }
 
 fn report(
@@ -520,6 +604,7 @@ fn report(
     t: &Tally,
     killed: &BTreeMap<u32, f64>,
     killed_at_ms: &BTreeMap<u32, u128>,
+    pauses: &[(u32, u64, u64)],
     survivors: &BTreeSet<u32>,
     attempted: u64,
 ) -> Result<(), CliError> {
@@ -601,6 +686,7 @@ fn report(
         let v = json!({
             "nodes": args.nodes,
             "killed": killed.keys().collect::<Vec<_>>(),
+            "stopped": pauses.iter().map(|p| json!({"rank": p.0, "at_ms": p.1, "for_ms": p.2})).collect::<Vec<_>>(),
             "survivors": survivors.len(),
             "detect_ms_max": round(detect_max),
             "repair_ms_max": round(repair_max),
@@ -637,6 +723,18 @@ fn report(
                     )?,
                     None => writeln!(o, "  rank {r}: not confirmed dead at every survivor")?,
                 }
+            }
+            for (r, at, dur) in pauses {
+                let evicted = t.suspected.contains(r);
+                writeln!(
+                    o,
+                    "  paused rank {r} with SIGSTOP {at} ms into the workload for {dur} ms: {}",
+                    if evicted {
+                        "EVICTED (a false positive)"
+                    } else {
+                        "evicted by nobody"
+                    }
+                )?;
             }
             writeln!(
                 o,

@@ -32,7 +32,7 @@ fn pid_alive(pid: u64) -> bool {
 }
 
 #[test]
-fn cluster_survives_a_kill() {
+fn cluster_survives_a_kill_and_a_pause() {
     let out = lifeline()
         .args([
             "cluster",
@@ -43,7 +43,7 @@ fn cluster_survives_a_kill() {
             "--duration",
             "1.5",
         ])
-        .args(["--kill", "1@300", "--json"])
+        .args(["--kill", "1@300", "--stop", "3@200+500", "--json"])
         .output()
         .expect("run lifeline cluster");
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -65,7 +65,9 @@ fn cluster_survives_a_kill() {
     assert_eq!(r["survivors"], 4);
     assert_eq!(r["survivors_continued"], 4);
     assert_eq!(r["xcast_delivered_exactly_once"], true);
-    assert_eq!(r["false_positives"], 0);
+    assert_eq!(r["false_positives"], 0, "a 0.5 s pause evicts nobody: {r}");
+    assert_eq!(r["stopped"][0]["rank"], 3);
+    assert!(r["stopped"][0]["for_ms"].as_u64().unwrap() >= 500, "{r}");
     assert!(r["xcast_ops"].as_u64().unwrap() > 20, "{r}");
     let detect = r["detect_ms_max"].as_f64().expect("detected");
     assert!(detect < 1000.0, "{r}");
