@@ -17,7 +17,9 @@
 //!   none.
 //! - `survivors_continued`: survivors that delivered an op started after the last kill.
 //! - `false_positives`: ranks some survivor reported lost (link down or confirmed dead) that
-//!   were not killed.
+//!   were not killed (a rank paused with `--stop` included).
+//! - `refused_connections`: handshakes the survivors refused (`--garbage` sends each node
+//!   garbage bytes and a wrong-key handshake halfway through).
 //!
 //! RELM (reliable point-to-point messaging) is not implemented in the core yet, so the
 //! `relm_*` fields of issue 6 are left out of the report (it says so).
@@ -64,6 +66,11 @@ pub(crate) struct ClusterArgs {
     /// The nodes' bound on noticing a vanished peer.
     #[arg(long, value_name = "MS", default_value_t = 3000)]
     link_timeout_ms: u64,
+    /// Halfway through the workload, attack every node: a connection sending garbage bytes
+    /// and a handshake with the wrong key. Each must be refused (counted in
+    /// `refused_connections`) and the run must still pass.
+    #[arg(long)]
+    garbage: bool,
     /// JSON: first line lists the nodes, last line is the report.
     #[arg(long)]
     json: bool,
@@ -307,6 +314,39 @@ impl Tally {
     }
 }
 
+/// Two intruders at one node: garbage bytes, then a handshake with the wrong key. Both are
+/// refused by the node; nothing here is checked, the node's counters are.
+async fn intrude(addr: std::net::SocketAddr, rank: u32, claim: u32) {
+    use lifeline_core::tree::Rank;
+    use lifeline_transport_tcp::{handshake, ClusterKey};
+    let bounded = Duration::from_secs(3);
+    if let Ok(Ok(mut s)) = tokio::time::timeout(bounded, tokio::net::TcpStream::connect(addr)).await
+    {
+        let garbage = b"GET / HTTP/1.1\r\nHost: lifeline\r\n\r\n-- not a lifeline handshake --";
+        let _ = s.write_all(garbage).await;
+        let mut buf = [0u8; 64];
+        let _ =
+            tokio::time::timeout(bounded, tokio::io::AsyncReadExt::read(&mut s, &mut buf)).await;
+    }
+    if let (Ok(Ok(mut s)), Ok(key)) = (
+        tokio::time::timeout(bounded, tokio::net::TcpStream::connect(addr)).await,
+        ClusterKey::from_secret(b"not the cluster key"),
+    ) {
+        // Claims to be a real rank from its real address, without the key.
+        let _ = tokio::time::timeout(
+            bounded,
+            handshake::dial(
+                &mut s,
+                &key,
+                Rank(claim),
+                Rank(rank),
+                lifeline_core::Class::Control,
+            ),
+        )
+        .await;
+    }
+}
+
 fn free_ports(n: u32) -> Result<Vec<u16>, CliError> {
     let ls: Vec<std::net::TcpListener> = (0..n)
         .map(|_| std::net::TcpListener::bind("127.0.0.1:0"))
@@ -498,6 +538,9 @@ async fn drive(args: &ClusterArgs, faults: Vec<Fault>, procs: &mut Procs) -> Res
     let mut k = 0u64;
     let mut origin = 0u32;
     let mut sent: BTreeMap<u32, u64> = BTreeMap::new();
+    let mut attack = args
+        .garbage
+        .then(|| start + Duration::from_secs_f64(args.duration / 2.0));
     // Runs until the workload is over and every fault was injected (a SIGCONT is never lost).
     while Tick::now() < end || next < faults.len() {
         tokio::select! {
@@ -531,6 +574,13 @@ async fn drive(args: &ClusterArgs, faults: Vec<Fault>, procs: &mut Procs) -> Res
                                 p.2 = (start.elapsed().as_millis() as u64).saturating_sub(p.1);
                             }
                         }
+                    }
+                }
+                if attack.is_some_and(|at| Tick::now() >= at) {
+                    attack = None;
+                    for (r, p) in ports.iter().enumerate() {
+                        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], *p));
+                        tokio::spawn(intrude(addr, r as u32, (r as u32 + 1) % n));
                     }
                 }
                 if Tick::now() < end {
@@ -677,7 +727,8 @@ fn report(
         .filter(|r| !killed.contains_key(r))
         .collect();
     let refused: u64 = t.refused.values().sum();
-    let pass = exactly_once
+    let pass = (!args.garbage || refused >= 2 * survivors.len() as u64)
+        && exactly_once
         && continued == survivors.len()
         && false_pos.is_empty()
         && detect_max.is_some() != killed.is_empty();

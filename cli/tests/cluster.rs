@@ -32,7 +32,7 @@ fn pid_alive(pid: u64) -> bool {
 }
 
 #[test]
-fn cluster_survives_a_kill_and_a_pause() {
+fn cluster_survives_a_kill_a_pause_and_intruders() {
     let out = lifeline()
         .args([
             "cluster",
@@ -43,7 +43,14 @@ fn cluster_survives_a_kill_and_a_pause() {
             "--duration",
             "1.5",
         ])
-        .args(["--kill", "1@300", "--stop", "3@200+500", "--json"])
+        .args([
+            "--kill",
+            "1@300",
+            "--stop",
+            "3@200+500",
+            "--garbage",
+            "--json",
+        ])
         .output()
         .expect("run lifeline cluster");
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -67,6 +74,8 @@ fn cluster_survives_a_kill_and_a_pause() {
     assert_eq!(r["xcast_delivered_exactly_once"], true);
     assert_eq!(r["false_positives"], 0, "a 0.5 s pause evicts nobody: {r}");
     assert_eq!(r["stopped"][0]["rank"], 3);
+    // Garbage and a wrong-key handshake at each of the 4 survivors, all refused.
+    assert!(r["refused_connections"].as_u64().unwrap() >= 8, "{r}");
     assert!(r["stopped"][0]["for_ms"].as_u64().unwrap() >= 500, "{r}");
     assert!(r["xcast_ops"].as_u64().unwrap() > 20, "{r}");
     let detect = r["detect_ms_max"].as_f64().expect("detected");
