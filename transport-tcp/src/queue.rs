@@ -26,14 +26,19 @@ impl SendQueue {
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Appends a frame and wakes the writer; returns the bytes now queued.
+    /// Appends a frame; returns the bytes now queued. The writer is woken only when the queue
+    /// goes from empty to not empty: it takes everything before it waits again, so a push onto
+    /// a non-empty queue is always seen.
     pub(crate) fn push(&self, frame: Bytes) -> usize {
         let mut q = self.lock();
+        let was_empty = q.frames.is_empty();
         q.bytes += frame.len();
         q.frames.push_back(frame);
         let b = q.bytes;
         drop(q);
-        self.notify.notify_one();
+        if was_empty {
+            self.notify.notify_one();
+        }
         b
     }
 
