@@ -778,7 +778,7 @@ impl Driver {
                     return; // the peer's own dial won meanwhile
                 }
                 let delay = if matches!(e, HandshakeError::Duplicate) {
-                    Counters::add(&self.sh.counters.duplicates);
+                    // Counted once, by the acceptor that answered "duplicate".
                     self.sh.cfg.backoff_initial
                 } else {
                     Counters::add(&self.sh.counters.dial_failures);

@@ -43,7 +43,8 @@ counters! {
     handshakes_refused,
     /// Authenticated connections refused because the rank is known dead.
     refused_dead,
-    /// Connection pairs resolved by the simultaneous-dial tie-break (not failures).
+    /// Inbound connections answered "duplicate" by the simultaneous-dial tie-break (the
+    /// other connection of the pair wins; not a failure).
     duplicates,
     /// Connections closed because a frame header was malformed or over `max_frame`
     /// (checked before the body is allocated).
