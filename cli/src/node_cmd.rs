@@ -20,7 +20,8 @@
 //! `listening` first, then `link_up`, `link_down` (`peer`, `reason`), `xcast_delivered`
 //! (`op`, `origin`, `seq`, `tag`, `payload`), `xcast_completed`, `xcast_root_completed`,
 //! `failure_confirmed` (`epoch`, `ranks`), `view_changed` (`slot`, `parent`), `flood_delivered`,
-//! and the answers to commands.
+//! and the answers to commands. A node the cluster evicts (its own view is gone) prints
+//! `evicted` and exits with status 1.
 //!
 //! stdin takes commands, one per line: `xcast TAG TEXT` (answered `xcast_started` with its
 //! `seq`, or `error`), `flood TEXT`, `stats` (answered `stats` with the adapter's and the core's
@@ -236,6 +237,7 @@ pub(crate) fn run(args: &NodeArgs) -> Result<(), CliError> {
         let mut stdin = BufReader::new(tokio::io::stdin()).lines();
         let mut stdin_open = true;
         let mut last_now = Instant::ZERO;
+        let mut evicted = false;
         loop {
             tokio::select! {
                 out = tcp.outputs.recv() => {
@@ -244,6 +246,13 @@ pub(crate) fn run(args: &NodeArgs) -> Result<(), CliError> {
                         Output::Event(e) => {
                             let (name, v) = event_json(&e);
                             p.line(last_now, name, v);
+                            if matches!(&e, Event::ViewChanged(d) if d.new_slot.is_none()) {
+                                // The cluster presumes this rank dead; a departed rank never
+                                // comes back, so it stops.
+                                p.line(last_now, "evicted", json!({}));
+                                evicted = true;
+                                break;
+                            }
                         }
                         Output::LinkUp { peer, at } => {
                             last_now = at;
@@ -275,6 +284,9 @@ pub(crate) fn run(args: &NodeArgs) -> Result<(), CliError> {
         }
         tcp.handle.shutdown().await;
         let _ = tcp.task.await;
+        if evicted {
+            return Err(CliError::Failed(format!("rank {} was evicted", args.rank)));
+        }
         Ok(())
     })
 }
