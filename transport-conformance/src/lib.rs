@@ -27,6 +27,7 @@
 //! | [`unauthenticated_refused`] | garbage, a wrong key and an unknown rank are refused and counted; nothing reaches the core |
 //! | [`unreachable_rank_reported_down`] | a rank that never starts is reported down after bounded re-dials, and never dialed again |
 //! | [`sigstop_shorter_than_bound`] | a node paused (SIGSTOP) for a third of the bound, then resumed, loses no link and keeps working |
+//! | [`partition_link_down`] | two nodes in two network namespaces; their veth goes down (no FIN, no RST): both see link-down within the bound (skipped where namespaces cannot be made) |
 //!
 //! Every test is bounded in time and uses only 127.0.0.1.
 #![forbid(unsafe_code)]
@@ -303,8 +304,9 @@ async fn xcast_reaches<N: TestNode>(
 // ---------------------------------------------------------------------------------------------
 // the child process
 
-/// A node of `spec` in a child process, killed by the parent with a real signal.
-struct ChildNode(Child);
+/// A node of `spec` in a child process, killed by the parent with a real signal. `links`
+/// receives the child's link changes (`("up" | "down", peer)`) with the time they were read.
+struct ChildNode(Child, std::sync::mpsc::Receiver<(String, u32, StdInstant)>);
 
 impl Drop for ChildNode {
     fn drop(&mut self) {
@@ -326,6 +328,16 @@ fn unhex(s: &str) -> Vec<u8> {
 /// Starts `rank` in a child process (via [`Transport::child_command`]) and waits until it
 /// listens.
 fn spawn_child<T: Transport>(spec: &Spec, rank: Rank, book: &Book) -> ChildNode {
+    spawn_child_in::<T>(spec, rank, book, None)
+}
+
+/// [`spawn_child`], optionally inside network namespace `netns` (`ip netns exec`).
+fn spawn_child_in<T: Transport>(
+    spec: &Spec,
+    rank: Rank,
+    book: &Book,
+    netns: Option<&str>,
+) -> ChildNode {
     let book_s: Vec<String> = book.iter().map(|(r, a)| format!("{}@{a}", r.0)).collect();
     let env = format!(
         "span={};radix={};rank={};timeout_ms={};secret={};book={}",
@@ -336,7 +348,16 @@ fn spawn_child<T: Transport>(spec: &Spec, rank: Rank, book: &Book) -> ChildNode 
         hex(&spec.secret),
         book_s.join(",")
     );
-    let mut child = T::child_command()
+    let mut cmd = T::child_command();
+    if let Some(ns) = netns {
+        let mut wrapped = Command::new("ip");
+        wrapped
+            .args(["netns", "exec", ns])
+            .arg(cmd.get_program())
+            .args(cmd.get_args());
+        cmd = wrapped;
+    }
+    let mut child = cmd
         .env(CHILD_ENV, env)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -344,17 +365,24 @@ fn spawn_child<T: Transport>(spec: &Spec, rank: Rank, book: &Book) -> ChildNode 
         .spawn()
         .expect("spawn the child node");
     let out = child.stdout.take().expect("child stdout");
-    let (tx, rx) = std::sync::mpsc::channel();
+    let (ready_tx, ready) = std::sync::mpsc::channel();
+    let (links_tx, links) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         for line in BufReader::new(out).lines() {
             let Ok(line) = line else { break };
             if line.contains("conformance-child-ready") {
-                let _ = tx.send(());
+                let _ = ready_tx.send(());
+            } else if let Some(rest) = line.split("conformance-link ").nth(1) {
+                let mut it = rest.split_whitespace();
+                if let (Some(what), Some(Ok(peer))) = (it.next(), it.next().map(str::parse)) {
+                    let _ = links_tx.send((what.to_string(), peer, StdInstant::now()));
+                }
             }
         }
     });
-    let child = ChildNode(child);
-    rx.recv_timeout(Duration::from_secs(30))
+    let child = ChildNode(child, links);
+    ready
+        .recv_timeout(Duration::from_secs(30))
         .expect("the child node did not start within 30 s");
     child
 }
@@ -399,8 +427,14 @@ pub fn child_main<T: Transport>() {
         let mut node = T::start(&spec, rank, &book, ep).await;
         println!("conformance-child-ready");
         loop {
-            while node.try_next().is_some() {}
-            tokio::time::sleep(Duration::from_millis(2)).await;
+            while let Some(o) = node.try_next() {
+                match o {
+                    Observed::LinkUp(p) => println!("conformance-link up {}", p.0),
+                    Observed::LinkDown(p) => println!("conformance-link down {}", p.0),
+                    Observed::Event(_) => {}
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
         }
     });
 }
@@ -948,6 +982,102 @@ pub async fn sigstop_shorter_than_bound<T: Transport>() {
         assert!(downs.is_empty(), "links went down during a short pause: {downs:?}");
         drop(child);
         c.stop().await;
+    })
+    .await;
+}
+
+/// Deletes the test's network namespaces.
+struct Netns(Vec<String>);
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        for n in &self.0 {
+            let _ = Command::new("ip").args(["netns", "del", n]).status();
+        }
+    }
+}
+
+fn ip(args: &[&str]) -> bool {
+    Command::new("ip")
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Two nodes in two network namespaces joined by a veth pair (addresses exist only inside the
+/// namespaces this test makes and deletes). Once linked, one end of the veth goes down: no FIN
+/// or RST reaches either node, like a host that vanished or a cut cable, so only the adapter's
+/// timeouts can notice. Both nodes must report link-down within the bound (plus 1 s of
+/// slack for probe alignment). Skipped, with a message, where namespaces cannot be created
+/// (not root, no `ip`).
+pub async fn partition_link_down<T: Transport>() {
+    bounded("partition_link_down", Duration::from_secs(60), async {
+        let tag = std::process::id() % 100_000;
+        let (a, b) = (format!("llc{tag}a"), format!("llc{tag}b"));
+        let (va, vb) = (format!("llc{tag}x"), format!("llc{tag}y"));
+        if !ip(&["netns", "add", &a]) {
+            eprintln!("partition_link_down: SKIPPED (cannot create a network namespace)");
+            return;
+        }
+        let _guard = Netns(vec![a.clone(), b.clone()]);
+        let net = 10 + tag % 200;
+        let (ipa, ipb) = (format!("10.231.{net}.1"), format!("10.231.{net}.2"));
+        let ok = ip(&["netns", "add", &b])
+            && ip(&["link", "add", &va, "type", "veth", "peer", "name", &vb])
+            && ip(&["link", "set", &va, "netns", &a])
+            && ip(&["link", "set", &vb, "netns", &b])
+            && ip(&["-n", &a, "addr", "add", &format!("{ipa}/24"), "dev", &va])
+            && ip(&["-n", &b, "addr", "add", &format!("{ipb}/24"), "dev", &vb])
+            && ip(&["-n", &a, "link", "set", &va, "up"])
+            && ip(&["-n", &b, "link", "set", &vb, "up"])
+            && ip(&["-n", &a, "link", "set", "lo", "up"])
+            && ip(&["-n", &b, "link", "set", "lo", "up"]);
+        if !ok {
+            let _ = Command::new("ip").args(["link", "del", &va]).status();
+            eprintln!("partition_link_down: SKIPPED (cannot set up the veth pair)");
+            return;
+        }
+        let spec = Spec::new(2, 2);
+        let mut book = Book::new();
+        book.insert(Rank(0), format!("{ipa}:7000").parse().expect("addr"));
+        book.insert(Rank(1), format!("{ipb}:7001").parse().expect("addr"));
+        let n0 = spawn_child_in::<T>(&spec, Rank(0), &book, Some(&a));
+        let n1 = spawn_child_in::<T>(&spec, Rank(1), &book, Some(&b));
+        for (n, peer) in [(&n0, 1), (&n1, 0)] {
+            let (what, p, _) = n.1.recv_timeout(Duration::from_secs(20)).expect("link up");
+            assert_eq!((what.as_str(), p), ("up", peer));
+        }
+        let cut = StdInstant::now();
+        assert!(
+            ip(&["-n", &b, "link", "set", &vb, "down"]),
+            "cutting the veth"
+        );
+        let limit = spec.link_timeout + Duration::from_secs(1);
+        let mut seen = Vec::new();
+        for (rank, n) in [(0, &n0), (1, &n1)] {
+            let left =
+                (cut + limit + Duration::from_secs(2)).saturating_duration_since(StdInstant::now());
+            match n.1.recv_timeout(left) {
+                Ok((what, _, at)) => {
+                    assert_eq!(what, "down", "rank {rank}");
+                    seen.push((rank, at - cut));
+                }
+                Err(_) => panic!("rank {rank} saw no link-down within {limit:?} of the cut"),
+            }
+        }
+        eprintln!(
+            "partition_link_down: link-down after {seen:?} (bound {:?})",
+            spec.link_timeout
+        );
+        for (rank, d) in seen {
+            assert!(
+                d <= limit,
+                "rank {rank} noticed the cut after {d:?}, over {limit:?}"
+            );
+        }
+        drop((n0, n1));
     })
     .await;
 }

@@ -210,6 +210,11 @@ async fn sigstop_shorter_than_bound() {
     suite::sigstop_shorter_than_bound::<Tcp>().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn partition_link_down() {
+    suite::partition_link_down::<Tcp>().await;
+}
+
 /// Not a test: the body of the child process `sigkill_link_down` spawns (a no-op otherwise).
 #[test]
 fn conformance_child() {
