@@ -94,6 +94,22 @@ pub struct CompleteMsg {
     pub query: bool,
 }
 
+/// The op body every message carrying a broadcast ends with: origin, seq, tag and the
+/// length-prefixed payload (relay, forward and recovered op share it, so it is written once).
+const BODY_LEN: usize = 4 + 8 + 2 + 4;
+
+fn put_body(b: &mut impl BufMut, origin: Rank, seq: u64, tag: u16, payload: &Bytes) {
+    b.put_u32(origin.0);
+    b.put_u64(seq);
+    b.put_u16(tag);
+    b.put_u32(payload.len() as u32);
+    b.put_slice(payload);
+}
+
+fn get_body(r: &mut Reader, limits: &Limits) -> Result<(Rank, u64, u16, Bytes), DecodeError> {
+    Ok((r.rank()?, r.u64()?, r.u16()?, r.bytes(limits.max_frame)?))
+}
+
 macro_rules! fixed_codec {
     ($t:ty, $len:expr, |$s:ident, $b:ident| $enc:block, |$r:ident| $dec:expr) => {
         impl Codec for $t {
@@ -178,50 +194,45 @@ fixed_codec!(
 
 impl Codec for RelayMsg {
     fn encoded_len(&self) -> usize {
-        4 + 8 + 2 + 4 + self.payload.len()
+        BODY_LEN + self.payload.len()
     }
     fn encode(&self, b: &mut impl BufMut) {
-        b.put_u32(self.origin.0);
-        b.put_u64(self.seq);
-        b.put_u16(self.tag);
-        b.put_u32(self.payload.len() as u32);
-        b.put_slice(&self.payload);
+        put_body(b, self.origin, self.seq, self.tag, &self.payload);
     }
     fn decode(r: &mut Reader, limits: &Limits) -> Result<Self, DecodeError> {
+        let (origin, seq, tag, payload) = get_body(r, limits)?;
         Ok(Self {
-            origin: r.rank()?,
-            seq: r.u64()?,
-            tag: r.u16()?,
-            payload: r.bytes(limits.max_frame)?,
+            origin,
+            seq,
+            tag,
+            payload,
         })
     }
 }
 
 impl Codec for ForwardMsg {
     fn encoded_len(&self) -> usize {
-        8 + 4 + 8 + 8 + 4 + 8 + 2 + 4 + self.payload.len()
+        8 + 4 + 8 + 8 + BODY_LEN + self.payload.len()
     }
     fn encode(&self, b: &mut impl BufMut) {
         b.put_u64(self.op);
         b.put_u32(self.round);
         b.put_u64(self.done);
         b.put_u64(self.global_done);
-        b.put_u32(self.origin.0);
-        b.put_u64(self.seq);
-        b.put_u16(self.tag);
-        b.put_u32(self.payload.len() as u32);
-        b.put_slice(&self.payload);
+        put_body(b, self.origin, self.seq, self.tag, &self.payload);
     }
     fn decode(r: &mut Reader, limits: &Limits) -> Result<Self, DecodeError> {
+        let (op, round, done, global_done) = (r.u64()?, r.u32()?, r.u64()?, r.u64()?);
+        let (origin, seq, tag, payload) = get_body(r, limits)?;
         Ok(Self {
-            op: r.u64()?,
-            round: r.u32()?,
-            done: r.u64()?,
-            global_done: r.u64()?,
-            origin: r.rank()?,
-            seq: r.u64()?,
-            tag: r.u16()?,
-            payload: r.bytes(limits.max_frame)?,
+            op,
+            round,
+            done,
+            global_done,
+            origin,
+            seq,
+            tag,
+            payload,
         })
     }
 }
@@ -283,25 +294,23 @@ fixed_codec!(
 
 impl Codec for RecoveredOpMsg {
     fn encoded_len(&self) -> usize {
-        8 + 8 + 4 + 8 + 2 + 4 + self.payload.len()
+        8 + 8 + BODY_LEN + self.payload.len()
     }
     fn encode(&self, b: &mut impl BufMut) {
         b.put_u64(self.gen);
         b.put_u64(self.op);
-        b.put_u32(self.origin.0);
-        b.put_u64(self.seq);
-        b.put_u16(self.tag);
-        b.put_u32(self.payload.len() as u32);
-        b.put_slice(&self.payload);
+        put_body(b, self.origin, self.seq, self.tag, &self.payload);
     }
     fn decode(r: &mut Reader, limits: &Limits) -> Result<Self, DecodeError> {
+        let (gen, op) = (r.u64()?, r.u64()?);
+        let (origin, seq, tag, payload) = get_body(r, limits)?;
         Ok(Self {
-            gen: r.u64()?,
-            op: r.u64()?,
-            origin: r.rank()?,
-            seq: r.u64()?,
-            tag: r.u16()?,
-            payload: r.bytes(limits.max_frame)?,
+            gen,
+            op,
+            origin,
+            seq,
+            tag,
+            payload,
         })
     }
 }
