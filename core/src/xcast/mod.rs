@@ -271,34 +271,23 @@ impl Xcast {
             return;
         }
         self.retry = None;
+        ctx.stats.xcast_retries += self.pending.len() as u64;
+        self.resend_relays(ctx);
         let me = ctx.me();
-        let work: Vec<(u64, u16, Bytes, Option<u64>)> = self
+        let queries: Vec<CompleteMsg> = self
             .pending
             .iter()
-            .map(|(&s, p)| (s, p.tag, p.payload.clone(), p.op))
+            .filter_map(|(&seq, p)| {
+                p.op.map(|op| CompleteMsg {
+                    origin: me,
+                    seq,
+                    op,
+                    query: true,
+                })
+            })
             .collect();
-        for (seq, tag, payload, op) in work {
-            ctx.stats.xcast_retries += 1;
-            match op {
-                None => self.relay(
-                    ctx,
-                    RelayMsg {
-                        origin: me,
-                        seq,
-                        tag,
-                        payload,
-                    },
-                ),
-                Some(op) => {
-                    let q = CompleteMsg {
-                        origin: me,
-                        seq,
-                        op,
-                        query: true,
-                    };
-                    self.on_complete(ctx, me, q);
-                }
-            }
+        for q in queries {
+            self.on_complete(ctx, me, q);
         }
         self.arm_retry(ctx);
     }
