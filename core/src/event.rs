@@ -2,6 +2,7 @@
 
 use bytes::Bytes;
 
+use crate::relm::Uid;
 use crate::tree::{Rank, RankSet, ViewDelta};
 
 /// An application-visible event, drained with [`Node::poll_event`](crate::Node::poll_event).
@@ -59,6 +60,55 @@ pub enum Event {
         epoch: u64,
         /// Newly confirmed dead ranks.
         ranks: RankSet,
+    },
+    /// A reliable message reached this rank (its destination): exactly once, in uid order per
+    /// source, while both ends live.
+    RelmDelivered {
+        /// The sending rank.
+        src: Rank,
+        /// The message's uid in the (src, this rank) chain.
+        uid: Uid,
+        /// Application tag.
+        tag: u16,
+        /// Application bytes.
+        payload: Bytes,
+    },
+    /// At the origin: every message to `dst` up to and including `upto` is delivered there
+    /// (cumulative; each uid is covered by exactly one such event). Window space is free again.
+    RelmAcked {
+        /// The destination.
+        dst: Rank,
+        /// The highest uid now confirmed.
+        upto: Uid,
+    },
+    /// At the origin: `dst` died with `count` messages (uids `first`, `first.next()`, ... in
+    /// chain order) not confirmed delivered. They may or may not have been delivered before the
+    /// death; their memory is released everywhere.
+    RelmFailed {
+        /// The dead destination.
+        dst: Rank,
+        /// The first unconfirmed uid.
+        first: Uid,
+        /// How many consecutive uids from `first`.
+        count: u32,
+    },
+    /// At a destination: `src` died; `discarded` messages from it that arrived out of order
+    /// (after a gap that can no longer be filled) were dropped undelivered.
+    RelmSourceLost {
+        /// The dead source.
+        src: Rank,
+        /// Messages dropped.
+        discarded: u32,
+    },
+    /// A peer sent the same message identity with different bytes: a protocol violation the
+    /// embedder should treat as fatal for the cluster (the frame was dropped).
+    RelmCollision {
+        /// The chain's source.
+        src: Rank,
+        /// The chain's destination.
+        dst: Rank,
+        /// The uid.
+        uid: Uid,
     },
     /// This rank's tree view changed (a repair, a grow, root failover, or its own death).
     ViewChanged(ViewDelta),

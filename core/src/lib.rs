@@ -48,6 +48,7 @@ mod event;
 mod flood;
 mod node;
 mod outbox;
+pub mod relm;
 pub mod rng;
 #[cfg(feature = "sim")]
 pub mod sim;
@@ -58,7 +59,7 @@ pub mod tree;
 pub mod wire;
 pub mod xcast;
 
-pub use config::{Config, ConfigError, MAX_FRAME, MIN_FRAME};
+pub use config::{Config, ConfigError, MAX_FRAME, MAX_RELM_WINDOW, MIN_FRAME};
 pub use event::Event;
 pub use node::{CommandError, Node};
 pub use outbox::{Class, Transmit};

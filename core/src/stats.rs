@@ -69,4 +69,44 @@ pub struct Stats {
     pub flood_duplicates: u64,
     /// Flood ids forgotten early because `max_floods` was reached.
     pub flood_forgotten: u64,
+    /// RELM messages this rank originated (self-sends included).
+    pub relm_sent: u64,
+    /// RELM messages delivered to this rank's application.
+    pub relm_delivered: u64,
+    /// RELM messages confirmed at this origin by ACKs.
+    pub relm_acked: u64,
+    /// RELM frames of every kind queued here (data, ACK/probe, request, link update).
+    pub relm_frames_out: u64,
+    /// RELM messages forwarded as a relay (originals and replays).
+    pub relm_forwarded: u64,
+    /// RELM messages re-sent in answer to a replay request (from a relay cache or the origin).
+    pub relm_replays: u64,
+    /// RELM replay requests sent by this rank as a destination.
+    pub relm_requests: u64,
+    /// RELM messages that arrived again after delivery (dropped, re-acknowledged).
+    pub relm_duplicates: u64,
+    /// RELM messages held because an earlier uid of their chain was missing.
+    pub relm_buffered: u64,
+    /// RELM messages refused because their uid lies beyond the window.
+    pub relm_out_of_window: u64,
+    /// RELM frames or entries that are stale or impossible here (ACKs for nothing outstanding,
+    /// probes or data for a chain this rank is not on, link updates from non-neighbours).
+    pub relm_stale: u64,
+    /// RELM link updates sent.
+    pub relm_link_updates: u64,
+    /// RELM link updates refused for a depth stamp that is not this rank's ± 1, or from a rank
+    /// that is not a tree neighbour.
+    pub relm_link_rejected: u64,
+    /// Gated link updates sent by the backstop timer instead of the gating rule.
+    pub relm_gate_timeouts: u64,
+    /// Probes an origin sent because a chain made no ACK progress for `relm_retry`.
+    pub relm_retry_probes: u64,
+    /// Relay cache entries evicted by time or count before their ACK passed.
+    pub relm_cache_evicted: u64,
+    /// Relay records dropped after idling for twice `relm_retry` without an ACK.
+    pub relm_records_expired: u64,
+    /// Same identity, different bytes (each also reported as an event).
+    pub relm_collisions: u64,
+    /// Messages reported failed to the application because their destination died.
+    pub relm_failed: u64,
 }

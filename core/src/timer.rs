@@ -16,6 +16,8 @@ pub enum TimerReason {
     Xcast,
     /// The root's batching of global failure notices.
     Notices,
+    /// Reliable messaging: ACK coalescing, cache sweeps, origin retries, link-update gating.
+    Relm,
 }
 
 /// A timer's identity: at most one deadline per key is armed at a time.
@@ -28,6 +30,14 @@ pub enum TimerKey {
     XcastRetry,
     /// Root: announce the deaths gathered since the first unannounced one.
     Announce,
+    /// RELM: send the coalesced ACKs and probes.
+    RelmFlush,
+    /// RELM: evict expired relay caches and idle relay records.
+    RelmSweep,
+    /// RELM: probe destinations whose chains made no ACK progress.
+    RelmRetry,
+    /// RELM: send link updates still held back by gating.
+    RelmGate,
 }
 
 impl TimerKey {
@@ -37,6 +47,9 @@ impl TimerKey {
             Self::FloodSweep => TimerReason::Flood,
             Self::XcastRetry => TimerReason::Xcast,
             Self::Announce => TimerReason::Notices,
+            Self::RelmFlush | Self::RelmSweep | Self::RelmRetry | Self::RelmGate => {
+                TimerReason::Relm
+            }
         }
     }
 }

@@ -21,6 +21,7 @@ use crate::time::Instant;
 use crate::timer::{TimerKey, TimerReason, Timers};
 use crate::tree::{LinkRole, Rank, RankSet, Scope, Tree, TreeError};
 use crate::wire::{DecodeError, Limits, Message};
+use crate::relm::{Relm, Uid};
 use crate::xcast::{self, Xcast};
 
 /// Why an application command was refused. A refused command changes nothing.
@@ -55,6 +56,25 @@ pub enum CommandError {
     /// The tag is reserved for Lifeline's own broadcasts.
     #[error("xcast tag {0} is reserved (use tag 1 for wire-up or 16 and above)")]
     ReservedTag(u16),
+    /// The destination is known dead (or outside the span): nothing was queued.
+    #[error("rank {0} is dead or outside the span")]
+    PeerDead(Rank),
+    /// The destination is alive but no route reaches it now (cut off behind an empty slot).
+    #[error("no route to rank {0}")]
+    Unreachable(Rank),
+    /// `relm_window` messages to this destination, or `relm_max_bytes` payload bytes in all,
+    /// await acknowledgement: retry after an [`Event::RelmAcked`]. Nothing was queued.
+    #[error(
+        "{inflight} messages to rank {dst} ({bytes} bytes in all) await acknowledgement; retry after an ACK"
+    )]
+    RelmBackpressure {
+        /// The destination.
+        dst: Rank,
+        /// Unacknowledged messages to it.
+        inflight: usize,
+        /// Unacknowledged payload bytes to all destinations.
+        bytes: usize,
+    },
 }
 
 /// What a sub-machine may touch while handling one input: read-only context, the outbox, the
@@ -102,6 +122,9 @@ impl Ctx<'_> {
     }
 }
 
+/// RELM data body bytes besides the payload: src, dst, uid, tag, payload length.
+const RELM_DATA_OVERHEAD: usize = 4 + 4 + 4 + 2 + 4;
+
 /// Most timers run per `handle_timeout` call; the rest run on the next call.
 const MAX_TIMERS_PER_CALL: usize = 4096;
 
@@ -135,6 +158,7 @@ pub struct Node {
     tree: Tree,
     flood: Flood,
     xcast: Xcast,
+    relm: Relm,
     /// Highest global failure epoch seen (the root's counter when this rank is the root).
     epoch: u64,
     /// Root: deaths already put in a global notice.
@@ -164,6 +188,7 @@ impl Node {
         }
         let dead = std::mem::take(&mut config.dead);
         let config_joiner = config.joiner;
+        let first_uid = config.relm_first_uid;
         let tree = Tree::with_dead(layout, dead, me).map_err(|_| ConfigError::MeDead(me))?;
         Ok(Self {
             limits: config.limits(),
@@ -173,6 +198,7 @@ impl Node {
             tree,
             flood: Flood::default(),
             xcast: Xcast::new(config_joiner),
+            relm: Relm::new(first_uid),
             epoch: 0,
             announced: RankSet::new(),
             announce_timer: None,
@@ -276,6 +302,10 @@ impl Node {
             Message::RecoveredOp(m) => self.xcast.on_recovered_op(&mut ctx!(self), from, m),
             Message::RecoverDone(m) => self.xcast.on_recover_done(&mut ctx!(self), from, m),
             Message::Complete(m) => self.xcast.on_complete(&mut ctx!(self), from, m),
+            Message::RelmData(m) => self.relm.on_data(&mut ctx!(self), from, m),
+            Message::RelmAck(m) => self.relm.on_ack_frame(&mut ctx!(self), from, m),
+            Message::RelmReq(m) => self.relm.on_req(&mut ctx!(self), m),
+            Message::RelmLink(m) => self.relm.on_link(&mut ctx!(self), from, m),
         }
         self.drive_xcast();
     }
@@ -284,7 +314,8 @@ impl Node {
     /// `dropped_bad_origin`, checked before anything changes): any origin outside the span; a
     /// flood or relay from a dead origin or from this rank (neither ever comes back to its
     /// origin); a relay of a tag only the root broadcasts (a forged global failure notice would
-    /// make the root evict anyone, itself included).
+    /// make the root evict anyone, itself included); a reliable message from a dead source
+    /// or from this rank itself.
     fn bad_origin(&self, msg: &Message) -> bool {
         let live_other = |r: Rank| self.tree.is_alive(r) && r != self.me();
         match msg {
@@ -296,6 +327,10 @@ impl Node {
             Message::Forward(m) => !self.tree.layout().contains(m.origin),
             Message::RecoveredOp(m) => !self.tree.layout().contains(m.origin),
             Message::Complete(m) => !self.tree.layout().contains(m.origin),
+            // A message from a dead source is purged, never delivered; none comes back home.
+            Message::RelmData(m) => {
+                !live_other(m.src) || !self.tree.layout().contains(m.dst)
+            }
             _ => false,
         }
     }
@@ -353,6 +388,10 @@ impl Node {
                 TimerKey::FloodSweep => self.flood.on_timeout(&mut ctx!(self), token),
                 TimerKey::XcastRetry => self.xcast.on_retry(&mut ctx!(self), token),
                 TimerKey::Announce => self.on_announce_timer(token),
+                TimerKey::RelmFlush => self.relm.on_flush_timer(&mut ctx!(self), token),
+                TimerKey::RelmSweep => self.relm.on_sweep_timer(&mut ctx!(self), token),
+                TimerKey::RelmRetry => self.relm.on_retry_timer(&mut ctx!(self), token),
+                TimerKey::RelmGate => self.relm.on_gate_timer(&mut ctx!(self), token),
             }
         }
         if fired == 0 {
@@ -403,6 +442,36 @@ impl Node {
         let seq = self.xcast.originate(&mut ctx!(self), tag, payload)?;
         self.drive_xcast();
         Ok(seq)
+    }
+
+    /// Sends `payload` to `dst` reliably (RELM). Returns the message's uid in the (this rank,
+    /// `dst`) chain. While both ranks live, `dst` gets [`Event::RelmDelivered`] exactly once,
+    /// in uid order per source, however relays on the path die and the tree is rebuilt; this
+    /// rank gets [`Event::RelmAcked`] once it is delivered, or [`Event::RelmFailed`] if `dst`
+    /// dies first. A send to this rank itself is delivered at once.
+    ///
+    /// Refused (nothing queued): [`CommandError::PeerDead`] for a rank known dead,
+    /// [`CommandError::RelmBackpressure`] past `relm_window` messages to `dst` or
+    /// `relm_max_bytes` in all (retry after a `RelmAcked`), [`CommandError::TooLarge`].
+    pub fn relm_send(
+        &mut self,
+        now: Instant,
+        dst: Rank,
+        tag: u16,
+        payload: Bytes,
+    ) -> Result<Uid, CommandError> {
+        self.clamp(now);
+        if self.tree.view().is_none() {
+            return Err(CommandError::Dead);
+        }
+        let frame = crate::wire::HEADER_LEN + RELM_DATA_OVERHEAD + payload.len();
+        if frame > self.cfg.max_frame as usize {
+            return Err(CommandError::TooLarge {
+                len: payload.len(),
+                max: self.cfg.max_frame,
+            });
+        }
+        self.relm.originate(&mut ctx!(self), dst, tag, payload)
     }
 
     /// Grows the span to `new_span` (new ranks joined; holes stay holes).
@@ -487,7 +556,24 @@ impl Node {
 
     /// Armed timers and remembered protocol state, for leak checks in tests and the simulator.
     pub fn pending_state(&self) -> usize {
-        self.timers.len() + self.flood.remembered() + self.xcast.held()
+        self.timers.len() + self.flood.remembered() + self.xcast.held() + self.relm.held()
+    }
+
+    /// RELM message-level state held here: unacknowledged and buffered messages, relay records
+    /// and cached copies, coalesced marks, link-update gates. Zero once traffic has settled.
+    pub fn relm_held(&self) -> usize {
+        self.relm.held()
+    }
+
+    /// RELM chains with a counter here (per peer pair, not per message): the next uid as a
+    /// source, the delivered watermark as a destination. Dropped when the peer dies.
+    pub fn relm_chains(&self) -> usize {
+        self.relm.chains()
+    }
+
+    /// RELM payload bytes this rank originated that await acknowledgement.
+    pub fn relm_unacked_bytes(&self) -> usize {
+        self.relm.out_bytes()
     }
 
     /// Highest xcast op id delivered here, and the global completion watermark known here.

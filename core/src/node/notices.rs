@@ -48,8 +48,14 @@ impl Node {
     /// Acts on a view change: adoption notices first (so they precede replays on each link),
     /// then the hello to a new parent, then xcast's repair, then the application event.
     /// Returns whether a lineage notice went to the parent.
-    pub(super) fn apply_delta(&mut self, delta: Option<ViewDelta>, _fresh: &[Rank]) -> bool {
-        let Some(d) = delta else { return false };
+    pub(super) fn apply_delta(&mut self, delta: Option<ViewDelta>, fresh: &[Rank]) -> bool {
+        let Some(d) = delta else {
+            // Deaths that leave this rank's view alone still end chains to and from them.
+            if !fresh.is_empty() {
+                self.relm.purge(&mut ctx!(self));
+            }
+            return false;
+        };
         // Frames queued to the newly dead are dropped here, and counted like any other.
         let tree = &self.tree;
         let mut suppressed = 0;
@@ -62,6 +68,7 @@ impl Node {
         self.links.retain(|r| !self.tree.dead().contains(*r));
         let Some(view) = self.tree.view().cloned() else {
             self.xcast.on_view_change(&mut ctx!(self), &d);
+            self.relm.on_view_change(&mut ctx!(self), &d);
             ctx!(self).event(Event::ViewChanged(d));
             return false;
         };
@@ -83,6 +90,7 @@ impl Node {
             self.say_hello();
         }
         self.xcast.on_view_change(&mut ctx!(self), &d);
+        self.relm.on_view_change(&mut ctx!(self), &d);
         if view.is_root() && d.slot_changed() {
             self.schedule_announce();
         }

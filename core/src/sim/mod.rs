@@ -25,6 +25,7 @@
 
 pub mod broadcast;
 mod net;
+pub mod relm;
 pub mod scenario;
 #[cfg(test)]
 mod tests;

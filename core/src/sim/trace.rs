@@ -72,5 +72,24 @@ pub(super) fn describe_event(e: &Event) -> String {
             d.new_parent.map(|r| r.0),
             d.child_changes.len()
         ),
+        Event::RelmDelivered {
+            src,
+            uid,
+            tag,
+            payload,
+        } => format!(
+            "RelmDelivered src={src} uid={uid} tag={tag} ({}B)",
+            payload.len()
+        ),
+        Event::RelmAcked { dst, upto } => format!("RelmAcked dst={dst} upto={upto}"),
+        Event::RelmFailed { dst, first, count } => {
+            format!("RelmFailed dst={dst} first={first} count={count}")
+        }
+        Event::RelmSourceLost { src, discarded } => {
+            format!("RelmSourceLost src={src} discarded={discarded}")
+        }
+        Event::RelmCollision { src, dst, uid } => {
+            format!("RelmCollision src={src} dst={dst} uid={uid}")
+        }
     }
 }

@@ -12,6 +12,7 @@
 mod bounds;
 mod flood;
 mod reader;
+mod relm;
 mod tree;
 mod xcast;
 
@@ -22,6 +23,7 @@ use crate::outbox::Class;
 pub use bounds::MAX_COUNTER;
 pub use flood::FloodMsg;
 pub use reader::Reader;
+pub use relm::{ChainMark, RelmAckMsg, RelmDataMsg, RelmLinkMsg, RelmReqMsg, UidRange};
 pub use tree::{AdoptMsg, GlobalFailureMsg, LineageMsg};
 pub use xcast::{
     AckMsg, CompleteMsg, ForwardMsg, NeedMsg, PollMsg, RecoverDoneMsg, RecoverMsg, RecoveredOpMsg,
@@ -185,6 +187,14 @@ messages! {
     RecoveredOp(RecoveredOpMsg) = 18, Data;
     /// A subtree finished reporting ([`RecoverDoneMsg`]).
     RecoverDone(RecoverDoneMsg) = 19, Control;
+    /// RELM message, hop by hop toward its destination ([`RelmDataMsg`]).
+    RelmData(RelmDataMsg) = 20, Data;
+    /// RELM cumulative ACKs and probes for the next hop ([`RelmAckMsg`]).
+    RelmAck(RelmAckMsg) = 21, Control;
+    /// RELM replay request, hop by hop toward the source ([`RelmReqMsg`]).
+    RelmReq(RelmReqMsg) = 22, Control;
+    /// RELM link update between new tree neighbours ([`RelmLinkMsg`]).
+    RelmLink(RelmLinkMsg) = 23, Control;
 }
 
 /// A hand-written codec for one message body.

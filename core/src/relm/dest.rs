@@ -1,0 +1,212 @@
+//! The delivery side: one watermark per source, an out-of-order buffer above it, ACKs, and
+//! replay requests for what a probe says was sent but never arrived.
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+
+use super::{MarkKind, Relm, Uid, UID_MODULUS};
+use crate::event::Event;
+use crate::node::Ctx;
+use crate::time::Instant;
+use crate::tree::Rank;
+use crate::wire::{Message, RelmDataMsg, RelmReqMsg, UidRange};
+
+/// A message held above a gap.
+#[derive(Debug)]
+pub(super) struct Held {
+    uid: Uid,
+    tag: u16,
+    payload: Bytes,
+}
+
+/// A chain this rank receives.
+#[derive(Debug)]
+pub(super) struct InChain {
+    /// The last uid delivered (the first uid's predecessor before any delivery). Everything at
+    /// or before it is done: never delivered again, always answered with an ACK.
+    pub(super) delivered: Uid,
+    /// Messages delivered so far: positions key the buffer (`delivered` is position `pos`).
+    pos: u64,
+    /// Messages above a gap, by position.
+    ooo: BTreeMap<u64, Held>,
+    /// The highest uid asked for, and when (so several probes do not ask several times).
+    requested: Option<(Uid, Instant)>,
+}
+
+impl InChain {
+    fn new(first: Uid) -> Self {
+        Self {
+            delivered: first.prev(),
+            pos: 0,
+            ooo: BTreeMap::new(),
+            requested: None,
+        }
+    }
+
+    /// Whether anything was delivered yet.
+    pub(super) fn delivered_any(&self) -> bool {
+        self.pos > 0
+    }
+
+    /// Buffered messages.
+    pub(super) fn held(&self) -> usize {
+        self.ooo.len()
+    }
+
+    /// Buffered messages, dropped (the source died).
+    pub(super) fn discard(self) -> u32 {
+        self.ooo.len() as u32
+    }
+}
+
+impl Relm {
+    /// A message for this rank.
+    pub(super) fn dest_data(&mut self, ctx: &mut Ctx<'_>, m: RelmDataMsg) {
+        let me = ctx.me();
+        let first = self.first;
+        let chain = self
+            .inbound
+            .entry(m.src)
+            .or_insert_with(|| InChain::new(first));
+        let d = chain.delivered.dist(m.uid);
+        if d == 0 || d >= UID_MODULUS / 2 {
+            ctx.stats.relm_duplicates += 1;
+            let w = chain.delivered;
+            self.route_mark(ctx, MarkKind::Ack, (m.src, me), w);
+            return;
+        }
+        if d > ctx.cfg.relm_window as u64 {
+            ctx.stats.relm_out_of_window += 1;
+            return;
+        }
+        if d > 1 {
+            match chain.ooo.get(&(chain.pos + d)) {
+                Some(h) if h.tag != m.tag || h.payload != m.payload => {
+                    ctx.stats.relm_collisions += 1;
+                    ctx.event(Event::RelmCollision {
+                        src: m.src,
+                        dst: me,
+                        uid: m.uid,
+                    });
+                }
+                Some(_) => ctx.stats.relm_duplicates += 1,
+                None => {
+                    ctx.stats.relm_buffered += 1;
+                    chain.ooo.insert(
+                        chain.pos + d,
+                        Held {
+                            uid: m.uid,
+                            tag: m.tag,
+                            payload: m.payload,
+                        },
+                    );
+                }
+            }
+            return;
+        }
+        let src = m.src;
+        let mut next = Some(Held {
+            uid: m.uid,
+            tag: m.tag,
+            payload: m.payload,
+        });
+        let mut delivered = 0usize;
+        while let Some(h) = next {
+            chain.pos += 1;
+            chain.delivered = h.uid;
+            delivered += 1;
+            ctx.event(Event::RelmDelivered {
+                src,
+                uid: h.uid,
+                tag: h.tag,
+                payload: h.payload,
+            });
+            next = chain.ooo.remove(&(chain.pos + 1));
+        }
+        if chain
+            .requested
+            .is_some_and(|(r, _)| r.at_or_before(chain.delivered))
+        {
+            chain.requested = None;
+        }
+        ctx.stats.relm_delivered += delivered as u64;
+        let w = chain.delivered;
+        self.route_mark(ctx, MarkKind::Ack, (src, me), w);
+        // A long backlog of unacknowledged deliveries is acknowledged at once, so a sender's
+        // window never waits on the coalescing delay.
+        self.unflushed += delivered;
+        if self.unflushed >= (ctx.cfg.relm_window / 4).max(1) {
+            self.flush_marks(ctx);
+        }
+    }
+
+    /// A probe for a chain to this rank: acknowledge what is done and ask for what is missing.
+    pub(super) fn dest_probe(&mut self, ctx: &mut Ctx<'_>, src: Rank, hi: Uid) {
+        let me = ctx.me();
+        if !ctx.tree.is_alive(src) {
+            ctx.stats.relm_stale += 1;
+            return;
+        }
+        let first = self.first;
+        let chain = self
+            .inbound
+            .entry(src)
+            .or_insert_with(|| InChain::new(first));
+        let (w, any) = (chain.delivered, chain.pos > 0);
+        if any || hi.at_or_before(w) {
+            self.route_mark(ctx, MarkKind::Ack, (src, me), w);
+        }
+        if hi.at_or_before(w) {
+            return;
+        }
+        let chain = self.inbound.get_mut(&src).expect("inserted above");
+        let span = w.dist(hi);
+        if span > ctx.cfg.relm_window as u64 {
+            ctx.stats.relm_out_of_window += 1;
+            return;
+        }
+        let now = ctx.now;
+        if chain
+            .requested
+            .is_some_and(|(r, at)| hi.at_or_before(r) && now < at + ctx.cfg.relm_retry)
+        {
+            return;
+        }
+        // The missing positions in (w, hi], as ranges, skipping what is buffered.
+        let mut ranges: Vec<UidRange> = Vec::new();
+        let max = ctx.cfg.max_list as usize;
+        let mut gap_start: Option<u64> = None;
+        for off in 1..=span + 1 {
+            let have = off <= span && chain.ooo.contains_key(&(chain.pos + off));
+            let missing = off <= span && !have;
+            match (missing, gap_start) {
+                (true, None) => gap_start = Some(off),
+                (false, Some(s)) => {
+                    ranges.push(UidRange {
+                        first: w.add(s),
+                        count: (off - s) as u32,
+                    });
+                    gap_start = None;
+                    if ranges.len() == max {
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        if ranges.is_empty() {
+            return;
+        }
+        chain.requested = Some((hi, now));
+        if let Some(next) = Self::next_hop(ctx, src) {
+            ctx.stats.relm_requests += 1;
+            let m = RelmReqMsg {
+                src,
+                dst: me,
+                ranges,
+            };
+            Self::send(ctx, next, Message::RelmReq(m));
+        }
+    }
+}
