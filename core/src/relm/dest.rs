@@ -44,6 +44,11 @@ impl InChain {
         }
     }
 
+    /// Forgets the last request (after a death: it may have been lost on the way).
+    pub(super) fn forget_request(&mut self) {
+        self.requested = None;
+    }
+
     /// Whether anything was delivered yet.
     pub(super) fn delivered_any(&self) -> bool {
         self.pos > 0

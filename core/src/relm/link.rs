@@ -57,7 +57,11 @@ impl Relm {
             ctx.stats.relm_link_updates += 1;
             Self::send(ctx, to, Message::RelmLink(m));
         };
-        let neighbours: Vec<Rank> = view.parent().into_iter().chain(view.live_children()).collect();
+        let neighbours: Vec<Rank> = view
+            .parent()
+            .into_iter()
+            .chain(view.live_children())
+            .collect();
         if d.slot_changed() {
             for &n in &neighbours {
                 let g = self.gates.entry(n).or_default();
@@ -114,6 +118,10 @@ impl Relm {
                 ctx.event(Event::RelmSourceLost { src, discarded });
             }
         }
+        // A replay request in flight may have died with a relay: ask again on the next probe.
+        for c in self.inbound.values_mut() {
+            c.forget_request();
+        }
         let tree = ctx.tree;
         self.purge_relayed(|(s, d)| {
             let (up, down) = (Self::hop(tree, s), Self::hop(tree, d));
@@ -128,7 +136,6 @@ impl Relm {
             g.probes.retain(|c, _| alive(c));
         }
     }
-
 
     fn hop(tree: &crate::tree::Tree, r: Rank) -> Option<Rank> {
         match tree.route(r) {
@@ -197,7 +204,9 @@ impl Relm {
             if let Some(a) = r.acked.filter(|_| via(ctx, s)) {
                 super::merge_mark(&mut acks, (s, d), a);
             }
-            let open = r.sent_hi.filter(|s| !r.acked.is_some_and(|a| s.at_or_before(a)));
+            let open = r
+                .sent_hi
+                .filter(|s| !r.acked.is_some_and(|a| s.at_or_before(a)));
             if let Some(h) = open.filter(|_| via(ctx, d)) {
                 super::merge_mark(&mut probes, (s, d), h);
             }

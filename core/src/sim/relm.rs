@@ -195,7 +195,10 @@ pub fn run_relm(p: &RelmParams, hooks: RelmHooks) -> Result<RelmReport, SimFailu
         replay: p.replay_command(),
     };
     if !(0.0..=0.5).contains(&p.crash) {
-        return Err(fail(format!("crash fraction {} is outside 0..=0.5", p.crash)));
+        return Err(fail(format!(
+            "crash fraction {} is outside 0..=0.5",
+            p.crash
+        )));
     }
     if p.ranks < 2 {
         return Err(fail("RELM needs at least 2 ranks".into()));
@@ -274,9 +277,8 @@ pub fn run_relm(p: &RelmParams, hooks: RelmHooks) -> Result<RelmReport, SimFailu
 
     // Liveness: every message between survivors is acknowledged; every message from a
     // survivor to a dead rank is acknowledged or reported failed.
-    let budget = 2_000_000_000u64.min(
-        (2000 * p.ranks as u64).saturating_mul(p.messages as u64 / 8 + 64) + 10_000_000,
-    );
+    let budget = 2_000_000_000u64
+        .min((2000 * p.ranks as u64).saturating_mul(p.messages as u64 / 8 + 64) + 10_000_000);
     let settled = |w: &World, o: &RelmObserver| {
         sent.iter().all(|&(s, d, uid)| {
             w.is_crashed(s)
@@ -418,6 +420,40 @@ mod tests {
     fn relay_crashes_over_many_seeds() {
         for seed in 0..40 {
             run(&params(40, 3, 400, 0.05, seed));
+        }
+    }
+
+    /// The load point: 10,000 messages in flight together among 256 ranks.
+    #[test]
+    fn ten_thousand_in_flight_among_256_ranks() {
+        let p = RelmParams {
+            burst: true,
+            ..params(256, 4, 10_000, 0.0, 7)
+        };
+        let r = run(&p);
+        assert_eq!(r.delivered, 10_000);
+        assert!(r.ctl_frames_per_msg_hop <= 1.5, "{r:?}");
+    }
+
+    /// The swarm: shapes, loads and crash rates drawn from the seed. `LIFELINE_SEEDS` sets the
+    /// count (CI runs 1,000 in release).
+    #[test]
+    fn swarm_of_seeds() {
+        let n: u64 = std::env::var("LIFELINE_SEEDS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(if cfg!(debug_assertions) { 60 } else { 1000 });
+        for seed in 0..n {
+            let mut rng = Rng::new(seed).fork(0x5eed);
+            let p = RelmParams {
+                ranks: 3 + rng.below(80) as u32,
+                radix: 2 + rng.below(6) as u32,
+                messages: 20 + rng.below(300) as u32,
+                crash: [0.0, 0.05, 0.1, 0.2][rng.below(4) as usize],
+                seed,
+                burst: rng.chance(0.3),
+            };
+            run(&p);
         }
     }
 }

@@ -33,9 +33,46 @@ pub fn describe(frame: &Bytes) -> String {
             ranks(&m.lineage),
             ranks(&m.failed)
         ),
+        Ok(Message::RelmData(m)) => format!(
+            "RelmData src={} dst={} uid={} tag={} ({len}B)",
+            m.src, m.dst, m.uid, m.tag
+        ),
+        Ok(Message::RelmAck(m)) => {
+            format!(
+                "RelmAck acks={} probes={}",
+                marks(&m.acks),
+                marks(&m.probes)
+            )
+        }
+        Ok(Message::RelmReq(m)) => format!(
+            "RelmReq src={} dst={} ranges={:?}",
+            m.src,
+            m.dst,
+            m.ranges
+                .iter()
+                .map(|r| (r.first.get(), r.count))
+                .collect::<Vec<_>>()
+        ),
+        Ok(Message::RelmLink(m)) => format!(
+            "RelmLink depth={} full={} want={} acks={} probes={}",
+            m.depth,
+            m.full,
+            m.want,
+            marks(&m.acks),
+            marks(&m.probes)
+        ),
         Ok(m) => format!("{m:?}"),
         Err(e) => format!("<undecodable: {e}> ({len}B)"),
     }
+}
+
+/// `[src>dst@uid, ...]`.
+fn marks(v: &[crate::wire::ChainMark]) -> String {
+    let items: Vec<String> = v
+        .iter()
+        .map(|m| format!("{}>{}@{}", m.src, m.dst, m.uid))
+        .collect();
+    format!("[{}]", items.join(","))
 }
 
 fn ranks(v: &[crate::tree::Rank]) -> Vec<u32> {
