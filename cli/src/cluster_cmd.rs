@@ -21,8 +21,11 @@
 //! - `refused_connections`: handshakes the survivors refused (`--garbage` sends each node
 //!   garbage bytes and a wrong-key handshake halfway through).
 //!
-//! RELM (reliable point-to-point messaging) is not implemented in the core yet, so the
-//! `relm_*` fields of issue 6 are left out of the report (it says so).
+//! - `relm_*`: with every xcast the origin also sends one reliable message (RELM) to another
+//!   live rank, rotating through every destination (all-to-all). `relm_delivered` counts
+//!   messages delivered at their destination, `relm_duplicates` extra deliveries, `relm_lost`
+//!   messages between two survivors not delivered or never acknowledged to their sender, and
+//!   `relm_failed_reported` messages to a killed rank that its sender was told failed.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;
@@ -231,6 +234,15 @@ struct Tally {
     refused: BTreeMap<u32, u64>,
     /// The run is over and nodes are quitting: their links going down is no finding.
     closing: bool,
+    /// RELM payload -> (src, dst, uid).
+    relm_started: BTreeMap<String, (u32, u32, u32)>,
+    relm_refused: u64,
+    /// RELM payload -> ranks that delivered it (one entry per delivery).
+    relm_delivered: BTreeMap<String, Vec<u32>>,
+    /// (src, dst) -> highest uid acknowledged at src.
+    relm_acked: BTreeMap<(u32, u32), u32>,
+    /// (src, dst) -> uid ranges reported failed at src.
+    relm_failed: BTreeMap<(u32, u32), Vec<(u32, u32)>>,
 }
 
 impl Tally {
@@ -282,9 +294,41 @@ impl Tally {
                         .or_default() += 1;
                 }
             }
+            "relm_started" => {
+                *self.answers.entry(rank).or_default() += 1;
+                if let (Some(p), Some(d), Some(uid)) = (v["payload"].as_str(), u("dst"), u("uid")) {
+                    self.relm_started.insert(p.to_string(), (rank, d, uid));
+                }
+            }
+            "relm_delivered" => {
+                if let Some(p) = v["payload"].as_str() {
+                    self.relm_delivered
+                        .entry(p.to_string())
+                        .or_default()
+                        .push(rank);
+                }
+            }
+            "relm_acked" => {
+                if let (Some(d), Some(upto)) = (u("dst"), u("upto")) {
+                    let a = self.relm_acked.entry((rank, d)).or_insert(upto);
+                    *a = (*a).max(upto);
+                }
+            }
+            "relm_failed" => {
+                if let (Some(d), Some(first), Some(count)) = (u("dst"), u("first"), u("count")) {
+                    self.relm_failed
+                        .entry((rank, d))
+                        .or_default()
+                        .push((first, count));
+                }
+            }
             "error" => {
                 *self.answers.entry(rank).or_default() += 1;
-                self.refused_xcasts += 1;
+                if v["command"].as_str().is_some_and(|c| c.starts_with("relm")) {
+                    self.relm_refused += 1;
+                } else {
+                    self.refused_xcasts += 1;
+                }
             }
             "stats" => {
                 let n = v["transport"]["handshakes_refused"].as_u64().unwrap_or(0);
@@ -306,11 +350,67 @@ impl Tally {
                 .is_some_and(|d| survivors.iter().all(|s| d.contains_key(s)))
         };
         answered
+            && self.relm_settled(survivors)
             && self
                 .started
                 .iter()
                 .all(|(p, (o, _))| !survivors.contains(o) || everywhere(p))
             && self.delivered.keys().all(|p| everywhere(p))
+    }
+}
+
+impl Tally {
+    /// Whether the RELM message `(src, dst, uid)` was acknowledged at its sender.
+    fn relm_is_acked(&self, src: u32, dst: u32, uid: u32) -> bool {
+        self.relm_acked.get(&(src, dst)).is_some_and(|a| uid <= *a)
+    }
+
+    /// Whether it was reported failed at its sender.
+    fn relm_is_failed(&self, src: u32, dst: u32, uid: u32) -> bool {
+        self.relm_failed
+            .get(&(src, dst))
+            .is_some_and(|v| v.iter().any(|(f, c)| uid >= *f && uid - *f < *c))
+    }
+
+    /// Every RELM message from a survivor is settled: delivered and acknowledged when its
+    /// destination survived, acknowledged or reported failed when it was killed.
+    fn relm_settled(&self, survivors: &BTreeSet<u32>) -> bool {
+        self.relm_started.iter().all(|(p, &(s, d, uid))| {
+            !survivors.contains(&s)
+                || if survivors.contains(&d) {
+                    self.relm_delivered.get(p).is_some_and(|v| v.contains(&d))
+                        && self.relm_is_acked(s, d, uid)
+                } else {
+                    self.relm_is_acked(s, d, uid) || self.relm_is_failed(s, d, uid)
+                }
+        })
+    }
+
+    /// (delivered, duplicates, lost, failed_reported).
+    fn relm_counts(&self, survivors: &BTreeSet<u32>) -> (usize, usize, usize, usize) {
+        let (mut delivered, mut dups, mut lost, mut failed) = (0, 0, 0, 0);
+        for (p, &(s, d, uid)) in &self.relm_started {
+            let at = self.relm_delivered.get(p).map_or(&[][..], |v| &v[..]);
+            let here = at.iter().filter(|r| **r == d).count();
+            delivered += usize::from(here > 0);
+            dups += here.saturating_sub(1) + at.iter().filter(|r| **r != d).count();
+            if survivors.contains(&s) && survivors.contains(&d) {
+                lost += usize::from(here == 0 || !self.relm_is_acked(s, d, uid));
+            } else if survivors.contains(&s)
+                && !self.relm_is_acked(s, d, uid)
+                && self.relm_is_failed(s, d, uid)
+            {
+                failed += 1;
+            }
+        }
+        // Deliveries of payloads nobody reported sending (a sender killed before answering).
+        dups += self
+            .relm_delivered
+            .iter()
+            .filter(|(p, _)| !self.relm_started.contains_key(*p))
+            .map(|(_, v)| v.len().saturating_sub(1))
+            .sum::<usize>();
+        (delivered, dups, lost, failed)
     }
 }
 
@@ -593,6 +693,14 @@ async fn drive(args: &ClusterArgs, faults: Vec<Fault>, procs: &mut Procs) -> Res
                     if !stopped.contains(&origin) {
                         procs.send(origin, &format!("xcast 16 c{k}\n")).await;
                         *sent.entry(origin).or_default() += 1;
+                        // All-to-all RELM: the destination rotates through the other ranks.
+                        let dst = (1..n)
+                            .map(|i| (origin + 1 + (k as u32 + i) % (n - 1).max(1)) % n)
+                            .find(|d| *d != origin && !killed.contains_key(d));
+                        if let Some(dst) = dst {
+                            procs.send(origin, &format!("relm {dst} 16 m{k}\n")).await;
+                            *sent.entry(origin).or_default() += 1;
+                        }
                         k += 1;
                     }
                 }
@@ -727,8 +835,11 @@ fn report(
         .filter(|r| !killed.contains_key(r))
         .collect();
     let refused: u64 = t.refused.values().sum();
+    let (relm_delivered, relm_dups, relm_lost, relm_failed) = t.relm_counts(survivors);
     let pass = (!args.garbage || refused >= 2 * survivors.len() as u64)
         && exactly_once
+        && relm_dups == 0
+        && relm_lost == 0
         && continued == survivors.len()
         && false_pos.is_empty()
         && detect_max.is_some() != killed.is_empty();
@@ -744,10 +855,15 @@ fn report(
             "xcast_ops": t.started.len(),
             "xcast_refused": t.refused_xcasts,
             "xcast_delivered_exactly_once": exactly_once,
+            "relm_sent": t.relm_started.len(),
+            "relm_delivered": relm_delivered,
+            "relm_duplicates": relm_dups,
+            "relm_lost": relm_lost,
             "survivors_continued": continued,
             "false_positives": false_pos.len(),
             "refused_connections": refused,
-            "relm": "not implemented yet: relm_* fields omitted",
+            "relm_refused": t.relm_refused,
+            "relm_failed_reported": relm_failed,
             "pass": pass,
         });
         write_stdout(|o| writeln!(o, "{v}"))?;
@@ -810,7 +926,19 @@ fn report(
                 false_pos.len(),
                 false_pos
             )?;
-            writeln!(o, "  RELM: not measured (RELM is not implemented yet)")?;
+            writeln!(
+                o,
+                "  RELM: {} messages sent all-to-all ({} refused for back-pressure); {relm_delivered} \
+                 delivered, {relm_dups} duplicated, {relm_lost} lost, {relm_failed} to killed ranks \
+                 reported failed to their senders: {}",
+                t.relm_started.len(),
+                t.relm_refused,
+                if relm_dups == 0 && relm_lost == 0 {
+                    "exactly once, in order"
+                } else {
+                    "NOT exactly once"
+                }
+            )?;
             writeln!(o, "{}", if pass { "PASS" } else { "FAIL" })
         })?;
     }

@@ -20,11 +20,13 @@
 //! `listening` first, then `link_up`, `link_down` (`peer`, `reason`), `xcast_delivered`
 //! (`op`, `origin`, `seq`, `tag`, `payload`), `xcast_completed`, `xcast_root_completed`,
 //! `failure_confirmed` (`epoch`, `ranks`), `view_changed` (`slot`, `parent`), `flood_delivered`,
-//! and the answers to commands. A node the cluster evicts (its own view is gone) prints
+//! `relm_delivered` (`src`, `uid`, `tag`, `payload`), `relm_acked` (`dst`, `upto`),
+//! `relm_failed` (`dst`, `first`, `count`), `relm_source_lost`, and the answers to commands. A node the cluster evicts (its own view is gone) prints
 //! `evicted` and exits with status 1.
 //!
 //! stdin takes commands, one per line: `xcast TAG TEXT` (answered `xcast_started` with its
-//! `seq`, or `error`), `flood TEXT`, `stats` (answered `stats` with the adapter's and the core's
+//! `seq`, or `error`), `relm DST TAG TEXT` (a reliable message to rank DST; answered
+//! `relm_started` with its `uid`, or `error`), `flood TEXT`, `stats` (answered `stats` with the adapter's and the core's
 //! counters), `quit`. With `--exit-on-stdin-eof` the node also stops when stdin closes, so a
 //! supervisor that dies takes its nodes with it.
 
@@ -149,6 +151,28 @@ fn event_json(e: &Event) -> (&'static str, Value) {
             "flood_delivered",
             json!({"origin": origin.0, "id": id, "hops": hops, "payload": text(payload)}),
         ),
+        Event::RelmDelivered {
+            src,
+            uid,
+            tag,
+            payload,
+        } => (
+            "relm_delivered",
+            json!({"src": src.0, "uid": uid.get(), "tag": tag, "payload": text(payload)}),
+        ),
+        Event::RelmAcked { dst, upto } => ("relm_acked", json!({"dst": dst.0, "upto": upto.get()})),
+        Event::RelmFailed { dst, first, count } => (
+            "relm_failed",
+            json!({"dst": dst.0, "first": first.get(), "count": count}),
+        ),
+        Event::RelmSourceLost { src, discarded } => (
+            "relm_source_lost",
+            json!({"src": src.0, "discarded": discarded}),
+        ),
+        Event::RelmCollision { src, dst, uid } => (
+            "relm_collision",
+            json!({"src": src.0, "dst": dst.0, "uid": uid.get()}),
+        ),
         other => ("event", json!({ "debug": format!("{other:?}") })),
     }
 }
@@ -167,6 +191,11 @@ fn core_stats_json(s: &Stats) -> Value {
         "suppressed_to_dead": s.suppressed_to_dead,
         "lateral_link_downs": s.lateral_link_downs,
         "xcast_retries": s.xcast_retries,
+        "relm_sent": s.relm_sent,
+        "relm_delivered": s.relm_delivered,
+        "relm_replays": s.relm_replays,
+        "relm_retry_probes": s.relm_retry_probes,
+        "relm_failed": s.relm_failed,
     })
 }
 
@@ -311,6 +340,26 @@ async fn command(h: &Handle, p: &Printer, line: &str) -> bool {
                 Err(e) => p.line(now, "error", json!({"command": line, "message": e.to_string()})),
             }
         }
+        "relm" => {
+            let mut parts = rest.trim().splitn(3, ' ');
+            let dst = parts.next().and_then(|d| d.parse::<u32>().ok());
+            let tag = parts.next().and_then(|t| t.parse::<u16>().ok());
+            let body = parts.next().unwrap_or("").to_string();
+            let (Some(dst), Some(tag)) = (dst, tag) else {
+                p.line(now, "error", json!({"command": line, "message": "usage: relm DST TAG TEXT"}));
+                return true;
+            };
+            let payload = Bytes::copy_from_slice(body.as_bytes());
+            match h.command(move |n, now| n.relm_send(now, Rank(dst), tag, payload)).await {
+                Ok(Ok(uid)) => p.line(
+                    now,
+                    "relm_started",
+                    json!({"dst": dst, "uid": uid.get(), "tag": tag, "payload": body}),
+                ),
+                Ok(Err(e)) => p.line(now, "error", json!({"command": line, "message": e.to_string()})),
+                Err(e) => p.line(now, "error", json!({"command": line, "message": e.to_string()})),
+            }
+        }
         "flood" => {
             let payload = Bytes::copy_from_slice(rest.as_bytes());
             match h.command(move |n, now| n.flood(now, payload)).await {
@@ -332,7 +381,7 @@ async fn command(h: &Handle, p: &Printer, line: &str) -> bool {
         _ => p.line(
             now,
             "error",
-            json!({"command": line, "message": "commands: xcast TAG TEXT | flood TEXT | stats | quit"}),
+            json!({"command": line, "message": "commands: xcast TAG TEXT | relm DST TAG TEXT | flood TEXT | stats | quit"}),
         ),
     }
     true
