@@ -80,10 +80,11 @@ fn cluster_survives_a_kill_a_pause_and_intruders() {
     assert!(r["xcast_ops"].as_u64().unwrap() > 20, "{r}");
     let detect = r["detect_ms_max"].as_f64().expect("detected");
     assert!(detect < 1000.0, "{r}");
-    assert!(
-        r.get("relm_lost").is_none(),
-        "RELM is not implemented: no relm fields"
-    );
+    // All-to-all RELM alongside the xcasts: every message between survivors exactly once.
+    assert!(r["relm_sent"].as_u64().unwrap() > 20, "{r}");
+    assert_eq!(r["relm_lost"], 0, "{r}");
+    assert_eq!(r["relm_duplicates"], 0, "{r}");
+    assert!(r["relm_delivered"].as_u64().unwrap() >= r["relm_sent"].as_u64().unwrap() - 5);
     for n in nodes {
         let pid = n["pid"].as_u64().unwrap();
         assert!(!pid_alive(pid), "node pid {pid} outlived the cluster");
