@@ -1,7 +1,7 @@
 //! `lifeline sim`: deterministic simulations of many real nodes, one seed per run.
 //!
-//! A subcommand group: `sim flood` and `sim xcast`; `sim relm` slots in as one more variant of
-//! [`SimCommand`]. Every run is replayable: a failure prints its seed and the exact command.
+//! A subcommand group: `sim flood`, `sim xcast` and `sim relm`, one variant of [`SimCommand`]
+//! each. Every run is replayable: a failure prints its seed and the exact command.
 
 use std::cell::{Cell, RefCell};
 use std::io::{self, BufWriter, IsTerminal, StdoutLock, Write};
@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use clap::{Args, Subcommand};
 use lifeline_core::sim::broadcast::{run_xcast, XcastHooks, XcastParams, XcastReport};
+use lifeline_core::sim::relm::{check_report, run_relm, RelmHooks, RelmParams, RelmReport};
 use lifeline_core::sim::scenario::{run_flood, FloodParams, FloodReport, RunHooks};
 use lifeline_core::sim::{ProgressHook, SimFailure, TraceSink, World};
 
@@ -45,6 +46,16 @@ enum SimCommand {
     /// op's completion once, after every survivor delivered it. A failure-free run from the root
     /// must cost exactly 2(n-1) frames per op.
     Xcast(XcastArgs),
+    /// Stream reliable point-to-point messages (RELM) between random pairs while ranks crash;
+    /// check exactly-once, in-order delivery per (source, destination) and that nothing leaks.
+    ///
+    /// Sends --messages messages, one every 5 us of virtual time (all at once with --burst),
+    /// each from a live rank to another live rank drawn from the seed, while a --crash fraction
+    /// of the ranks crashes at random times (relays, ends, sometimes the root). Every message
+    /// between two survivors must be delivered exactly once and in uid order and acknowledged
+    /// to its origin; every message to a rank that died must be acknowledged or reported failed
+    /// to its surviving origin; once traffic settles, no survivor may hold message state.
+    Relm(RelmArgs),
 }
 
 /// Arguments of `lifeline sim flood`.
@@ -106,11 +117,46 @@ struct XcastArgs {
     json: bool,
 }
 
+/// Arguments of `lifeline sim relm`.
+#[derive(Debug, Args)]
+struct RelmArgs {
+    /// Number of ranks, 2..=4294967292.
+    #[arg(long, value_name = "N")]
+    ranks: u64,
+    /// Maximum children per rank, 2..=1024.
+    #[arg(long, value_name = "K", default_value_t = 64)]
+    radix: u64,
+    /// Messages to send, 1..=4294967295.
+    #[arg(long, value_name = "M", default_value_t = 1000)]
+    messages: u64,
+    /// Fraction of the ranks to crash during the stream, 0..=0.5.
+    #[arg(
+        long,
+        value_name = "FRACTION",
+        default_value_t = 0.0,
+        allow_negative_numbers = true
+    )]
+    crash: f64,
+    /// The run's one seed (latency jitter, node seeds, the pairs, the crash schedule).
+    #[arg(long, value_name = "S", default_value_t = 1)]
+    seed: u64,
+    /// Send every message at once (all in flight together) instead of one every 5 us.
+    #[arg(long)]
+    burst: bool,
+    /// Print one line per simulator event to stdout.
+    #[arg(long)]
+    trace: bool,
+    /// Print the result as one JSON line (the last line of stdout) instead of a summary.
+    #[arg(long)]
+    json: bool,
+}
+
 /// Runs `lifeline sim`.
 pub(crate) fn run(args: &SimArgs) -> Result<(), CliError> {
     match &args.command {
         SimCommand::Flood(a) => flood(a),
         SimCommand::Xcast(a) => xcast(a),
+        SimCommand::Relm(a) => relm(a),
     }
 }
 
@@ -226,8 +272,19 @@ fn json(r: &FloodReport, wall: Duration) -> String {
     )
 }
 
-/// The largest crash fraction `sim xcast` accepts (the scenario's own bound).
+/// The largest crash fraction `sim xcast` and `sim relm` accept (the scenarios' own bound).
 const MAX_CRASH: f64 = 0.5;
+
+/// Validates `--crash`: a fraction in `0..=MAX_CRASH` (NaN is out of range), with `-0`
+/// normalised to `0` (it would print as "-0" in the replay command).
+fn crash_fraction(crash: f64) -> Result<f64, CliError> {
+    if !(0.0..=MAX_CRASH).contains(&crash) {
+        return Err(CliError::Usage(format!(
+            "--crash {crash} is out of range (0..={MAX_CRASH})"
+        )));
+    }
+    Ok(if crash == 0.0 { 0.0 } else { crash })
+}
 
 fn xcast(args: &XcastArgs) -> Result<(), CliError> {
     let layout = layout(args.ranks, args.radix)?;
@@ -241,18 +298,12 @@ fn xcast(args: &XcastArgs) -> Result<(), CliError> {
                 u32::MAX
             ))
         })?;
-    if !(0.0..=MAX_CRASH).contains(&args.crash) {
-        return Err(CliError::Usage(format!(
-            "--crash {} is out of range (0..={MAX_CRASH})",
-            args.crash
-        )));
-    }
+    let crash = crash_fraction(args.crash)?;
     let params = XcastParams {
         ranks: layout.span(),
         radix: layout.radix(),
         ops,
-        // -0 would print as "-0" in the replay command.
-        crash: if args.crash == 0.0 { 0.0 } else { args.crash },
+        crash,
         seed: args.seed,
         root_origin: args.root_origin,
     };
@@ -320,6 +371,151 @@ fn xcast_json(r: &XcastReport, wall: Duration) -> String {
         r.completions,
         r.completion_reported_to_origin,
         r.virtual_ns as f64 / 1e6,
+        wall.as_secs_f64() * 1e3,
+    )
+}
+
+fn relm(args: &RelmArgs) -> Result<(), CliError> {
+    let layout = layout(args.ranks, args.radix)?;
+    if layout.span() < 2 {
+        return Err(CliError::Usage(format!(
+            "--ranks {} is out of range for RELM (2..={}): a message needs a source and \
+             another destination",
+            args.ranks,
+            lifeline_core::tree::MAX_SPAN
+        )));
+    }
+    let messages = u32::try_from(args.messages)
+        .ok()
+        .filter(|&m| m >= 1)
+        .ok_or_else(|| {
+            CliError::Usage(format!(
+                "--messages {} is out of range (1..={})",
+                args.messages,
+                u32::MAX
+            ))
+        })?;
+    let params = RelmParams {
+        ranks: layout.span(),
+        radix: layout.radix(),
+        messages,
+        crash: crash_fraction(args.crash)?,
+        seed: args.seed,
+        burst: args.burst,
+    };
+    let (output, trace, progress) = Output::new(args.trace, "sim relm");
+    let hooks = RelmHooks {
+        trace,
+        progress,
+        progress_every: PROGRESS_EVERY,
+    };
+    let start = Instant::now();
+    let result = run_relm(&params, hooks);
+    let wall = start.elapsed();
+    let report = output.finish(result)?;
+    // The report goes out even when it breaks an invariant: its counters say which.
+    write_stdout(|out| {
+        if args.json {
+            writeln!(out, "{}", relm_json(&report, wall))
+        } else {
+            writeln!(out, "{}", relm_summary(&params, &report, wall))
+        }
+    })?;
+    check_report(&report).map_err(|e| {
+        CliError::Failed(format!(
+            "sim relm broke RELM's guarantees: {}\n  {e}\n  seed: {}\n  replay: {}",
+            relm_broken(&report),
+            params.seed,
+            params.replay_command()
+        ))
+    })
+}
+
+/// The nonzero failure counters of a RELM report, e.g. `2 lost, 1 leaked entries`.
+fn relm_broken(r: &RelmReport) -> String {
+    let broken: Vec<String> = [
+        (r.duplicates, "duplicates"),
+        (r.out_of_order, "out of order"),
+        (r.lost, "lost"),
+        (r.unreported, "unreported failures"),
+        (r.leaked_entries, "leaked entries"),
+    ]
+    .iter()
+    .filter(|(n, _)| *n != 0)
+    .map(|(n, what)| format!("{n} {what}"))
+    .collect();
+    if broken.is_empty() {
+        "the report fails its checks".to_owned()
+    } else {
+        broken.join(", ")
+    }
+}
+
+/// The human-readable summary of a RELM run.
+fn relm_summary(p: &RelmParams, r: &RelmReport, wall: Duration) -> String {
+    let pace = if p.burst {
+        "all at once"
+    } else {
+        "one every 5 us"
+    };
+    let crashed = match r.crashed {
+        0 => "no rank crashed".to_owned(),
+        1 => format!("1 of {} ranks crashed (--crash {})", r.ranks, p.crash),
+        c => format!("{c} of {} ranks crashed (--crash {})", r.ranks, p.crash),
+    };
+    let verdict = if check_report(r).is_ok() {
+        "every message between survivors delivered exactly once, in order, and acknowledged"
+            .to_owned()
+    } else {
+        format!("BROKEN: {}", relm_broken(r))
+    };
+    format!(
+        "relm: {} ranks, radix {}, seed {}, {} messages {pace}: {crashed}; {verdict}; \
+         {} deliveries, {} duplicates, {} out of order, {} lost; {} to dead ranks reported \
+         failed, {} unreported; {:.3} RELM frames per message per hop; {} entries leaked; \
+         {} replays, {} retry probes, {} gate timeouts; {} events; virtual time {:.3} ms, \
+         wall {:.3} ms",
+        r.ranks,
+        p.radix,
+        p.seed,
+        r.messages,
+        r.delivered,
+        r.duplicates,
+        r.out_of_order,
+        r.lost,
+        r.failed_reported,
+        r.unreported,
+        r.ctl_frames_per_msg_hop,
+        r.leaked_entries,
+        r.replays,
+        r.retry_probes,
+        r.gate_timeouts,
+        r.events,
+        r.virtual_ns as f64 / 1e6,
+        wall.as_secs_f64() * 1e3,
+    )
+}
+
+/// The JSON record of a RELM run: the contract keys in a fixed order, then the diagnostics.
+fn relm_json(r: &RelmReport, wall: Duration) -> String {
+    format!(
+        r#"{{"ranks":{},"messages":{},"crashed":{},"delivered":{},"duplicates":{},"out_of_order":{},"lost":{},"failed_reported":{},"ctl_frames_per_msg_hop":{:.4},"leaked_entries":{},"replays":{},"retry_probes":{},"gate_timeouts":{},"unreported":{},"virtual_ms":{:.3},"events":{},"wall_ms":{:.3}}}"#,
+        r.ranks,
+        r.messages,
+        r.crashed,
+        r.delivered,
+        r.duplicates,
+        r.out_of_order,
+        r.lost,
+        r.failed_reported,
+        r.ctl_frames_per_msg_hop,
+        r.leaked_entries,
+        r.replays,
+        r.retry_probes,
+        r.gate_timeouts,
+        r.unreported,
+        r.virtual_ns as f64 / 1e6,
+        r.events,
         wall.as_secs_f64() * 1e3,
     )
 }
