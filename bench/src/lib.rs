@@ -1,12 +1,14 @@
 //! Lifeline's scale experiments and the shared helpers of its criterion benchmarks.
 //!
 //! The `scale` binary dispatches one subcommand per module: [`repair`] (batched versus
-//! one-death-at-a-time tree repair), [`flood`] (a fault-free flood over N simulated nodes) and
-//! [`xcast`] (a failure-free stream of reliable broadcasts from the root). Each module exposes
-//! `USAGE` and `cli(&[String]) -> Result<(), CliError>`.
+//! one-death-at-a-time tree repair), [`flood`] (a fault-free flood over N simulated nodes),
+//! [`xcast`] (a failure-free stream of reliable broadcasts from the root) and [`relm`] (a
+//! failure-free stream of reliable point-to-point messages between random pairs). Each module
+//! exposes `USAGE` and `cli(&[String]) -> Result<(), CliError>`.
 
 pub mod args;
 pub mod flood;
+pub mod relm;
 pub mod repair;
 pub mod report;
 pub mod rng;

@@ -6,7 +6,7 @@
 
 use std::process::ExitCode;
 
-use lifeline_bench::{flood, repair, xcast, CliError};
+use lifeline_bench::{flood, relm, repair, xcast, CliError};
 
 /// A subcommand: its name, one-line summary, usage text and entry point.
 struct Command {
@@ -35,6 +35,12 @@ const COMMANDS: &[Command] = &[
         about: "a failure-free root xcast stream over N simulated nodes: frames and peak RSS",
         usage: xcast::USAGE,
         run: xcast::cli,
+    },
+    Command {
+        name: "relm",
+        about: "a failure-free RELM stream between random pairs: frames per hop and peak RSS",
+        usage: relm::USAGE,
+        run: relm::cli,
     },
 ];
 
