@@ -22,16 +22,24 @@
 //!
 //! The sweep is generic over [`samples`]: a new message variant is one more line there (the
 //! `samples_cover_every_kind` test fails until it is added).
+//!
+//! RELM (kinds 20..=23) is covered the same way, plus what its codec refuses on its own: the
+//! reserved uid sentinels (`0xFFFFFFFD..=0xFFFFFFFF`) in every uid field, a chain from a rank to
+//! itself, and an empty replay range; hostile uids, ranges and marks must never panic a node,
+//! and at the end of a sweep the target must still send reliable messages and hear them
+//! acknowledged.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use bytes::Bytes;
+use lifeline_core::relm::{Uid, UID_INVALID, UID_MAX, UID_NONE, UID_UNKNOWN};
 use lifeline_core::tree::{Rank, RankSet};
 use lifeline_core::wire::{
-    self, AckMsg, AdoptMsg, CompleteMsg, DecodeError, FloodMsg, ForwardMsg, GlobalFailureMsg, Kind,
-    Limits, LineageMsg, Message, NeedMsg, PollMsg, RecoverDoneMsg, RecoverMsg, RecoveredOpMsg,
-    RelayMsg, SyncMsg, HEADER_LEN, VERSION,
+    self, AckMsg, AdoptMsg, ChainMark, CompleteMsg, DecodeError, FloodMsg, ForwardMsg,
+    GlobalFailureMsg, Kind, Limits, LineageMsg, Message, NeedMsg, PollMsg, RecoverDoneMsg,
+    RecoverMsg, RecoveredOpMsg, RelayMsg, RelmAckMsg, RelmDataMsg, RelmLinkMsg, RelmReqMsg,
+    SyncMsg, UidRange, HEADER_LEN, VERSION,
 };
 use lifeline_core::{
     xcast, CommandError, Config, Duration, Event, Instant, Node, Stats, TimerReason, Transmit,
@@ -208,6 +216,91 @@ fn fixed(name: &'static str, msg: Message) -> Sample {
     sample(name, msg, Vec::new())
 }
 
+fn uid(v: u32) -> Uid {
+    Uid::new(v).expect("a valid uid")
+}
+
+/// Chain marks from `(src, dst, uid)` triples.
+fn marks(v: &[(u32, u32, u32)]) -> Vec<ChainMark> {
+    v.iter()
+        .map(|&(s, d, u)| ChainMark {
+            src: Rank(s),
+            dst: Rank(d),
+            uid: uid(u),
+        })
+        .collect()
+}
+
+/// Bytes of one chain mark on the wire (src, dst, uid).
+const MARK_LEN: usize = 12;
+
+fn relm_data(name: &'static str, src: u32, dst: u32, u: u32, tag: u16, payload: &[u8]) -> Sample {
+    let msg = Message::RelmData(RelmDataMsg {
+        src: Rank(src),
+        dst: Rank(dst),
+        uid: uid(u),
+        tag,
+        payload: Bytes::copy_from_slice(payload),
+    });
+    // src:u32 dst:u32 uid:u32 tag:u16, then the payload's length.
+    sample(name, msg, vec![(HEADER_LEN + 14, payload.len() as u32)])
+}
+
+type Marks<'a> = &'a [(u32, u32, u32)];
+
+fn relm_ack(name: &'static str, acks: Marks<'_>, probes: Marks<'_>) -> Sample {
+    let msg = Message::RelmAck(RelmAckMsg {
+        acks: marks(acks),
+        probes: marks(probes),
+    });
+    let second = HEADER_LEN + 4 + MARK_LEN * acks.len();
+    let fields = vec![
+        (HEADER_LEN, acks.len() as u32),
+        (second, probes.len() as u32),
+    ];
+    sample(name, msg, fields)
+}
+
+fn relm_req(name: &'static str, src: u32, dst: u32, ranges: &[(u32, u32)]) -> Sample {
+    let msg = Message::RelmReq(RelmReqMsg {
+        src: Rank(src),
+        dst: Rank(dst),
+        ranges: ranges
+            .iter()
+            .map(|&(first, count)| UidRange {
+                first: uid(first),
+                count,
+            })
+            .collect(),
+    });
+    // src:u32 dst:u32, then the ranges' count.
+    sample(name, msg, vec![(HEADER_LEN + 8, ranges.len() as u32)])
+}
+
+fn relm_link(
+    name: &'static str,
+    depth: u32,
+    full: bool,
+    want: bool,
+    acks: Marks<'_>,
+    probes: Marks<'_>,
+) -> Sample {
+    let msg = Message::RelmLink(RelmLinkMsg {
+        depth,
+        full,
+        want,
+        acks: marks(acks),
+        probes: marks(probes),
+    });
+    // depth:u32 full:u8 want:u8, then the two lists.
+    let second = HEADER_LEN + 10 + MARK_LEN * acks.len();
+    let fields = vec![
+        (HEADER_LEN + 6, acks.len() as u32),
+        (second, probes.len() as u32),
+    ];
+    sample(name, msg, fields)
+}
+
 /// Valid frames for every message variant, including lists empty, at the sweep's `max_list` and
 /// (inside a failure notice's payload) one past it. Adding a variant: add lines here.
 fn samples() -> Vec<Sample> {
@@ -311,6 +404,54 @@ fn samples() -> Vec<Sample> {
             "recover-done",
             Message::RecoverDone(RecoverDoneMsg { gen: 1 }),
         ),
+        // RELM. Rank 5's routes: up through 1 (to 0, 2, 3, 4, ...), down to 21, 37, 53.
+        relm_data("relm-data/to-receiver", 21, 5, 0, 16, b"m"),
+        relm_data("relm-data/relayed-up", 21, 2, 0, 16, &[0x3C; 48]),
+        relm_data("relm-data/relayed-down", 0, 37, 1, 16, b"d"),
+        relm_data("relm-data/max-fields", 63, 53, UID_MAX, u16::MAX, b"x"),
+        relm_data("relm-data/empty", 1, 5, 0, 0, b""),
+        relm_data("relm-data/src-is-receiver", 5, 1, 0, 16, b"s"),
+        relm_data("relm-data/dst-outside-span", 1, 64, 0, 16, b"o"),
+        relm_ack("relm-ack/empty", &[], &[]),
+        relm_ack("relm-ack/mixed", &[(21, 2, 0)], &[(2, 21, 3)]),
+        relm_ack(
+            "relm-ack/at-list-bound",
+            &[(5, 2, 0), (0, 21, UID_MAX), (63, 37, 7)],
+            &[(1, 5, 2), (21, 0, 1), (2, 53, UID_MAX)],
+        ),
+        relm_ack(
+            "relm-ack/ranks-outside-span",
+            &[(64, 2, 0), (1, u32::MAX, 9)],
+            &[(u32::MAX, 5, 1)],
+        ),
+        relm_req("relm-req/relayed", 2, 21, &[(0, 1)]),
+        relm_req("relm-req/to-receiver-as-source", 5, 37, &[(0, 2)]),
+        relm_req("relm-req/from-receiver-as-destination", 0, 5, &[(0, 1)]),
+        relm_req(
+            "relm-req/at-list-bound",
+            63,
+            53,
+            &[(0, 1), (UID_MAX, 2), (9, u32::MAX)],
+        ),
+        relm_req("relm-req/no-ranges", 2, 21, &[]),
+        relm_link("relm-link/from-parent", 1, true, false, &[(5, 2, 0)], &[]),
+        relm_link("relm-link/hello", 3, false, true, &[], &[]),
+        relm_link(
+            "relm-link/at-list-bound",
+            1,
+            true,
+            true,
+            &[(5, 2, 0), (5, 3, 1), (21, 0, UID_MAX)],
+            &[(0, 21, 4), (2, 37, 0), (1, 53, 2)],
+        ),
+        relm_link(
+            "relm-link/wrong-depth",
+            u32::MAX,
+            true,
+            false,
+            &[],
+            &[(0, 21, 1)],
+        ),
     ]
 }
 
@@ -343,7 +484,10 @@ fn samples_cover_every_kind() {
         for &(o, v) in s.len_fields.iter().chain(&s.payload_len_fields) {
             assert_eq!(read_u32(&f, o), v, "{}: length field at {o}", s.name);
         }
-        if matches!(s.msg.kind(), Kind::Adopt | Kind::Lineage) {
+        if matches!(
+            s.msg.kind(),
+            Kind::Adopt | Kind::Lineage | Kind::RelmAck | Kind::RelmReq | Kind::RelmLink
+        ) {
             assert!(
                 s.len_fields.iter().all(|&(_, v)| v <= MAX_LIST),
                 "{}",
@@ -380,6 +524,29 @@ fn samples_cover_every_kind() {
     assert_eq!(
         read_u32(&at_bound("flood/max-fields").msg.encode(), HEADER_LEN + 14),
         48
+    );
+    // Every RELM list sits at the bound somewhere.
+    for (name, lists) in [
+        ("relm-ack/at-list-bound", 2),
+        ("relm-req/at-list-bound", 1),
+        ("relm-link/at-list-bound", 2),
+    ] {
+        let s = at_bound(name);
+        assert_eq!(s.len_fields.len(), lists, "{name}");
+        assert!(s.len_fields.iter().all(|&(_, v)| v == MAX_LIST), "{name}");
+    }
+    // The sentinels sit right above the largest valid uid, which samples use.
+    assert_eq!(
+        [UID_INVALID, UID_NONE, UID_UNKNOWN],
+        [UID_MAX + 1, UID_MAX + 2, UID_MAX + 3]
+    );
+    assert_eq!(UID_UNKNOWN, u32::MAX);
+    assert_eq!(
+        read_u32(
+            &at_bound("relm-data/max-fields").msg.encode(),
+            HEADER_LEN + 8
+        ),
+        UID_MAX
     );
 }
 
@@ -576,6 +743,9 @@ fn predict(node: &Node, from: Rank, decoded: &Result<Message, DecodeError>) -> C
         Message::Forward(f) => !in_span(f.origin),
         Message::RecoveredOp(o) => !in_span(o.origin),
         Message::Complete(c) => !in_span(c.origin),
+        // A reliable message comes from a live source other than the receiver (its own never
+        // comes back) and goes to a rank inside the span.
+        Message::RelmData(d) => !tree.is_alive(d.src) || d.src == me || !in_span(d.dst),
         _ => false,
     };
     if bad_origin {
@@ -599,6 +769,9 @@ struct Observed {
     links: Vec<Rank>,
     epoch: u64,
     watermarks: (u64, u64),
+    relm_held: usize,
+    relm_chains: usize,
+    relm_unacked_bytes: usize,
 }
 
 fn observe(n: &Node) -> Observed {
@@ -614,6 +787,9 @@ fn observe(n: &Node) -> Observed {
         links: n.links().collect(),
         epoch: n.epoch(),
         watermarks: n.xcast_watermarks(),
+        relm_held: n.relm_held(),
+        relm_chains: n.relm_chains(),
+        relm_unacked_bytes: n.relm_unacked_bytes(),
     }
 }
 
@@ -752,9 +928,12 @@ struct Sweep {
     flood_duplicates: u64,
     /// Global failure notices the target applied.
     confirmed: u64,
-    /// Rebuild the network as soon as the target delivered an op, so every mutation of a
-    /// sample's op 1 is new to it (otherwise the first one delivered makes the rest duplicates).
+    /// Rebuild the network as soon as the target delivered an op or holds RELM state, so every
+    /// mutation of a sample's op 1 (or uid 0) is new to it (otherwise the first one delivered
+    /// makes the rest duplicates).
     fresh_ops: bool,
+    /// RELM messages the target delivered.
+    relm_delivered: u64,
 }
 
 impl Sweep {
@@ -783,6 +962,7 @@ impl Sweep {
             flood_duplicates: 0,
             confirmed: 0,
             fresh_ops: false,
+            relm_delivered: 0,
         }
     }
 
@@ -947,6 +1127,15 @@ impl Sweep {
                         Event::FloodDelivered { .. } => {
                             panic!("flood delivered by a {:?}: {}", m.kind(), ctx_from())
                         }
+                        Event::RelmDelivered { src, uid, .. } => {
+                            self.relm_delivered += 1;
+                            assert!(
+                                matches!(m, Message::RelmData(d) if d.dst == ME && d.src == *src && d.uid == *uid),
+                                "a RELM delivery ({src}, {uid}) from a {:?}: {}",
+                                m.kind(),
+                                ctx_from()
+                            );
+                        }
                         Event::FailureConfirmed { epoch, ranks } => {
                             self.confirmed += 1;
                             assert!(*epoch <= after.epoch, "{}", ctx_from());
@@ -973,8 +1162,11 @@ impl Sweep {
         if self.net.deaths_known() {
             self.check_target_alone(&ctx_from);
             self.reset();
-        } else if self.fresh_ops && self.net.target().xcast_watermarks() != (0, 0) {
-            self.reset();
+        } else if self.fresh_ops {
+            let t = self.net.target();
+            if t.xcast_watermarks() != (0, 0) || t.relm_chains() != 0 || t.relm_held() != 0 {
+                self.reset();
+            }
         }
     }
 
@@ -1095,6 +1287,44 @@ impl Sweep {
                 .count();
             assert_eq!(got, 1, "the target's xcast at {r}");
         }
+        // RELM: the target's own chains cannot have been forged elsewhere (a frame naming the
+        // target as its source is refused, and the target never relays its own), so each of
+        // its messages is delivered exactly once and acknowledged.
+        let now = self.net.now;
+        let mut sent = Vec::new();
+        for dst in [Rank(1), Rank(21), Rank(0), Rank(62), Rank(37)] {
+            for i in 0..3u8 {
+                let p = Bytes::from(vec![i; 64]);
+                let u = self
+                    .net
+                    .target()
+                    .relm_send(now, dst, 16, p.clone())
+                    .unwrap();
+                sent.push((dst, u, p));
+            }
+        }
+        self.net.run_until(now + Duration::from_secs(10), &ctx);
+        let events = std::mem::take(&mut self.net.events);
+        let of = |r: Rank| events.get(&r).map_or(&[][..], Vec::as_slice);
+        for (dst, u, p) in &sent {
+            let got = of(*dst)
+                .iter()
+                .filter(|e| {
+                    matches!(e, Event::RelmDelivered { src, uid, payload, .. }
+                        if *src == ME && uid == u && payload == p)
+                })
+                .count();
+            assert_eq!(got, 1, "the target's RELM message {u} at {dst}");
+            let acked = of(ME).iter().any(|e| {
+                matches!(e, Event::RelmAcked { dst: d, upto } if d == dst && u.get() <= upto.get())
+            });
+            assert!(
+                acked,
+                "the target's RELM message {u} to {dst} is acknowledged"
+            );
+        }
+        assert_eq!(self.net.target().relm_unacked_bytes(), 0);
+
         assert!(!self.net.deaths_known());
         for (r, n) in &self.net.nodes {
             assert!(!n.has_output(), "{r}");
@@ -1244,6 +1474,11 @@ fn structured_mutations_of_every_message() {
     let mut want = all;
     want.remove(&Kind::Flood);
     assert_eq!(sweep.accepted, want, "accepted kinds besides floods");
+    assert!(
+        sweep.relm_delivered > 10,
+        "{} RELM deliveries",
+        sweep.relm_delivered
+    );
     assert!(sweep.flood_delivered > 100 && sweep.flood_duplicates > 100);
     // Frames made ranks learn deaths (notices, adoptions) and the target applied global notices.
     assert!(
@@ -1265,7 +1500,64 @@ fn random_message(rng: &mut Prng) -> Message {
         let n = rng.below(8) as usize;
         rng.bytes(n).into()
     };
-    match rng.below(13) {
+    // Uids near both ends of the cycle, so chains wrap and run ahead of the window.
+    let relm_uid =
+        |rng: &mut Prng| uid([0, 1, 2, 3, 1000, 1100, UID_MAX - 1, UID_MAX][rng.below(8) as usize]);
+    let mark_list = |rng: &mut Prng| -> Vec<ChainMark> {
+        (0..rng.below(4))
+            .filter_map(|_| {
+                let (src, dst) = (rank(rng), rank(rng));
+                (src != dst).then(|| ChainMark {
+                    src,
+                    dst,
+                    uid: relm_uid(rng),
+                })
+            })
+            .collect()
+    };
+    let chain = |rng: &mut Prng| {
+        let src = rank(rng);
+        let mut dst = rank(rng);
+        if dst == src {
+            dst = Rank(src.0 ^ 1);
+        }
+        (src, dst)
+    };
+    match rng.below(17) {
+        13 => {
+            let (src, dst) = chain(rng);
+            Message::RelmData(RelmDataMsg {
+                src,
+                dst,
+                uid: relm_uid(rng),
+                tag: tag(rng),
+                payload: payload(rng),
+            })
+        }
+        14 => Message::RelmAck(RelmAckMsg {
+            acks: mark_list(rng),
+            probes: mark_list(rng),
+        }),
+        15 => {
+            let (src, dst) = chain(rng);
+            Message::RelmReq(RelmReqMsg {
+                src,
+                dst,
+                ranges: (0..rng.below(4))
+                    .map(|_| UidRange {
+                        first: relm_uid(rng),
+                        count: [1, 2, 100, u32::MAX][rng.below(4) as usize],
+                    })
+                    .collect(),
+            })
+        }
+        16 => Message::RelmLink(RelmLinkMsg {
+            depth: rng.below(5) as u32,
+            full: rng.below(2) == 0,
+            want: rng.below(2) == 0,
+            acks: mark_list(rng),
+            probes: mark_list(rng),
+        }),
         0 => Message::Flood(FloodMsg {
             origin: rank(rng),
             id: small(rng),
@@ -1347,6 +1639,23 @@ fn random_message(rng: &mut Prng) -> Message {
         }),
         _ => Message::RecoverDone(RecoverDoneMsg { gen: small(rng) }),
     }
+}
+
+/// A well-formed RELM message (kinds 20..=23) with small or hostile fields.
+fn random_relm_message(rng: &mut Prng) -> Message {
+    loop {
+        let m = random_message(rng);
+        if is_relm(m.kind()) {
+            return m;
+        }
+    }
+}
+
+fn is_relm(k: Kind) -> bool {
+    matches!(
+        k,
+        Kind::RelmData | Kind::RelmAck | Kind::RelmReq | Kind::RelmLink
+    )
 }
 
 /// A random frame from one of several families, and what `decode` must say about it.
@@ -1441,6 +1750,10 @@ fn random_garbage_frames() {
     }
     assert!(sweep.flood_duplicates > 100, "{}", sweep.flood_duplicates);
     assert!(sweep.accepted.len() >= 10, "{:?}", sweep.accepted);
+    for k in [Kind::RelmData, Kind::RelmAck, Kind::RelmReq, Kind::RelmLink] {
+        assert!(sweep.accepted.contains(&k), "{k:?}: {:?}", sweep.accepted);
+    }
+    assert!(sweep.relm_delivered > 0, "no RELM delivery");
     assert!(sweep.resets > 100, "{} resets", sweep.resets);
     sweep.check_still_works();
 }
@@ -1985,5 +2298,524 @@ fn implausible_counters_are_refused() {
     for (epoch, ok) in [(top, true), (over, false), (u64::MAX, false)] {
         let r = GlobalFailureMsg::from_payload(notice_payload(epoch, &[1]), &limits);
         assert_eq!(r.is_ok(), ok, "epoch {epoch}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// RELM: what its codec refuses on its own, and hostile values
+// ---------------------------------------------------------------------------------------------
+
+/// Offsets of every uid field in a RELM sample's frame (data uid, each mark's uid, each range's
+/// first uid), and of every (src, dst) pair that must name two different ranks.
+fn relm_fields(m: &Message) -> (Vec<usize>, Vec<(usize, usize)>) {
+    let mut uids = Vec::new();
+    let mut chains = Vec::new();
+    let mut list = |at: usize, n: usize, uids: &mut Vec<usize>| {
+        for i in 0..n {
+            let o = at + 4 + MARK_LEN * i;
+            chains.push((o, o + 4));
+            uids.push(o + 8);
+        }
+        at + 4 + MARK_LEN * n
+    };
+    match m {
+        Message::RelmData(_) => {
+            uids.push(HEADER_LEN + 8);
+            chains.push((HEADER_LEN, HEADER_LEN + 4));
+        }
+        Message::RelmAck(a) => {
+            let next = list(HEADER_LEN, a.acks.len(), &mut uids);
+            list(next, a.probes.len(), &mut uids);
+        }
+        Message::RelmLink(l) => {
+            let next = list(HEADER_LEN + 6, l.acks.len(), &mut uids);
+            list(next, l.probes.len(), &mut uids);
+        }
+        Message::RelmReq(r) => {
+            chains.push((HEADER_LEN, HEADER_LEN + 4));
+            for i in 0..r.ranges.len() {
+                uids.push(HEADER_LEN + 12 + 8 * i);
+            }
+        }
+        _ => {}
+    }
+    (uids, chains)
+}
+
+/// The codec refuses what no honest rank sends: a reserved uid sentinel in any uid field, a
+/// chain from a rank to itself (data, marks, requests) and an empty replay range. Each is a
+/// decode error that changes nothing at the node; the largest valid uid and the widest range
+/// are accepted.
+#[test]
+fn relm_sentinels_self_chains_and_empty_ranges_are_refused() {
+    let limits = sweep_config().limits();
+    let refuse = |label: &str, f: &[u8]| {
+        let bytes = Bytes::copy_from_slice(f);
+        assert!(
+            matches!(
+                Message::decode(bytes.clone(), &limits),
+                Err(DecodeError::Invalid(_))
+            ),
+            "{label}: {}",
+            hex(f)
+        );
+        for from in [Rank(1), Rank(21), Rank(2)] {
+            let mut n = sweep_node(ME);
+            let before = observe(&n);
+            n.handle_frame(Instant::ZERO, from, bytes.clone());
+            let mut want = before;
+            want.stats.dropped_decode_error += 1;
+            assert_eq!(observe(&n), want, "{label} from {from}");
+            assert!(!n.has_output(), "{label}");
+        }
+    };
+    let mut uid_fields = 0;
+    let mut chain_fields = 0;
+    let mut range_fields = 0;
+    for s in samples() {
+        if !is_relm(s.msg.kind()) {
+            continue;
+        }
+        let f = s.msg.encode().to_vec();
+        let (uids, chains) = relm_fields(&s.msg);
+        for &o in &uids {
+            let v = read_u32(&f, o);
+            assert!(v <= UID_MAX, "{}: uid field at {o} reads {v:#x}", s.name);
+            for sentinel in [UID_INVALID, UID_NONE, UID_UNKNOWN] {
+                let label = format!("{}: uid at {o} = {sentinel:#x}", s.name);
+                refuse(&label, &with_u32(&f, o, sentinel));
+            }
+            // The largest valid uid decodes.
+            let g = with_u32(&f, o, UID_MAX);
+            assert!(
+                Message::decode(g.into(), &limits).is_ok(),
+                "{}: uid at {o} = UID_MAX",
+                s.name
+            );
+            uid_fields += 1;
+        }
+        for &(a, b) in &chains {
+            for r in [read_u32(&f, a), read_u32(&f, b), 0, 63, u32::MAX] {
+                let g = with_u32(&with_u32(&f, a, r), b, r);
+                refuse(&format!("{}: chain at {a} from {r} to {r}", s.name), &g);
+            }
+            chain_fields += 1;
+        }
+        if let Message::RelmReq(r) = &s.msg {
+            for i in 0..r.ranges.len() {
+                let o = HEADER_LEN + 16 + 8 * i;
+                assert_eq!(read_u32(&f, o), r.ranges[i].count, "{}", s.name);
+                refuse(&format!("{}: range {i} empty", s.name), &with_u32(&f, o, 0));
+                for count in [1, u32::MAX] {
+                    let g = with_u32(&f, o, count);
+                    assert!(
+                        Message::decode(g.into(), &limits).is_ok(),
+                        "{}: range {i} of {count}",
+                        s.name
+                    );
+                }
+                range_fields += 1;
+            }
+        }
+    }
+    assert!(uid_fields >= 30, "{uid_fields} uid fields");
+    assert!(chain_fields >= 25, "{chain_fields} chain fields");
+    assert!(range_fields >= 5, "{range_fields} ranges");
+}
+
+/// A list one past `max_list` in any RELM list is an over-limit drop that changes nothing.
+#[test]
+fn relm_lists_over_the_bound_are_refused() {
+    let limits = sweep_config().limits();
+    let four = marks(&[(1, 2, 0), (2, 1, 0), (0, 21, 1), (21, 0, 2)]);
+    assert_eq!(four.len() as u32, MAX_LIST + 1);
+    let ranges: Vec<UidRange> = (0..=MAX_LIST)
+        .map(|i| UidRange {
+            first: uid(i * 10),
+            count: 1,
+        })
+        .collect();
+    let over = [
+        Message::RelmAck(RelmAckMsg {
+            acks: four.clone(),
+            probes: Vec::new(),
+        }),
+        Message::RelmAck(RelmAckMsg {
+            acks: Vec::new(),
+            probes: four.clone(),
+        }),
+        Message::RelmReq(RelmReqMsg {
+            src: Rank(2),
+            dst: Rank(21),
+            ranges,
+        }),
+        Message::RelmLink(RelmLinkMsg {
+            depth: 1,
+            full: true,
+            want: false,
+            acks: four.clone(),
+            probes: Vec::new(),
+        }),
+        Message::RelmLink(RelmLinkMsg {
+            depth: 1,
+            full: true,
+            want: false,
+            acks: Vec::new(),
+            probes: four,
+        }),
+    ];
+    for m in &over {
+        assert!(
+            matches!(
+                Message::decode(m.encode(), &limits),
+                Err(DecodeError::TooLong { .. })
+            ),
+            "{m:?}"
+        );
+        let mut n = sweep_node(ME);
+        let before = observe(&n);
+        n.handle_frame(Instant::ZERO, Rank(1), m.encode());
+        let mut want = before;
+        want.stats.dropped_over_limit += 1;
+        assert_eq!(observe(&n), want, "{m:?}");
+    }
+}
+
+/// Garbage in RELM frames only (valid headers of kinds 20..=23 over random or mangled bodies,
+/// and well-formed RELM messages with hostile fields), fed to a lone node: never a panic,
+/// exactly the predicted counter moves per frame, and the refusals are counted drops.
+#[test]
+fn relm_garbage_is_counted_never_panics() {
+    let relm: Vec<Sample> = samples()
+        .into_iter()
+        .filter(|s| is_relm(s.msg.kind()))
+        .collect();
+    let mut node = sweep_node(ME);
+    let limits = node.config().limits();
+    let mut rng = Prng(0x2E1A_0BAD);
+    let mut now = Instant::ZERO;
+    let mut by_counter: BTreeMap<Counter, u64> = BTreeMap::new();
+    let mut split_requests_over_the_bound = 0u64;
+    for i in 0..20_000u64 {
+        now += Duration::from_micros(250);
+        let frame = match rng.below(3) {
+            0 => random_relm_message(&mut rng).encode().to_vec(),
+            // The families' well-formed messages of other kinds are left out.
+            _ => loop {
+                let (f, _) = random_frame(&mut rng, &relm, &limits);
+                match Message::decode(Bytes::from(f.clone()), &limits) {
+                    Ok(m) if !is_relm(m.kind()) => continue,
+                    _ => break f,
+                }
+            },
+        };
+        let frame = Bytes::from(frame);
+        let from = SENDERS[(i % SENDERS.len() as u64) as usize];
+        let decoded = Message::decode(frame.clone(), &limits);
+        let c = predict(&node, from, &decoded);
+        let before = node.stats().clone();
+        catch_unwind(AssertUnwindSafe(|| {
+            node.handle_frame(now, from, frame.clone())
+        }))
+        .unwrap_or_else(|_| panic!("panic on frame {i} {} from {from}", hex(&frame)));
+        for k in COUNTERS {
+            let moved = count(node.stats(), k) - count(&before, k);
+            assert_eq!(moved, u64::from(k == c), "{k:?} on frame {i}: {decoded:?}");
+        }
+        *by_counter.entry(c).or_default() += 1;
+        while let Some(t) = node.poll_transmit() {
+            if is_split_request_over_the_bound(&t, &limits) {
+                // A known core bug (see `relay_keeps_a_split_replay_request_within_max_list`):
+                // counted here so that the rest of the sweep keeps running.
+                split_requests_over_the_bound += 1;
+                continue;
+            }
+            check_transmit(ME, &node, &t, &limits, &|| {
+                format!("frame {i}: {decoded:?}")
+            });
+        }
+        while node.poll_event().is_some() {}
+        if node.poll_timeout().is_some_and(|(at, _)| at <= now) {
+            catch_unwind(AssertUnwindSafe(|| node.handle_timeout(now)))
+                .unwrap_or_else(|_| panic!("panic on a timeout after frame {i}"));
+        }
+        // Keep the node alive and its view intact: a hostile RELM frame teaches no death.
+        assert!(node.tree().dead().is_empty(), "frame {i}: {decoded:?}");
+    }
+    let s = node.stats();
+    for c in [
+        Counter::FramesIn,
+        Counter::DecodeError,
+        Counter::OverLimit,
+        Counter::UnknownKind,
+        Counter::BadOrigin,
+    ] {
+        assert!(
+            by_counter.get(&c).copied().unwrap_or(0) > 50,
+            "{c:?}: {by_counter:?}"
+        );
+    }
+    let dropped = s.dropped_decode_error
+        + s.dropped_over_limit
+        + s.dropped_unknown_kind
+        + s.dropped_bad_origin;
+    assert_eq!(s.frames_in + dropped, 20_000, "{s:?}");
+    assert!(s.relm_delivered > 0 && s.relm_forwarded > 0, "{s:?}");
+    assert!(
+        split_requests_over_the_bound < 100,
+        "{split_requests_over_the_bound}"
+    );
+    // It still works: a message it sends goes out to the next hop.
+    let u = node
+        .relm_send(now, Rank(62), 16, Bytes::from_static(b"still"))
+        .unwrap();
+    let t: Vec<Transmit> = std::iter::from_fn(|| node.poll_transmit()).collect();
+    assert!(
+        t.iter().any(|t| t.to == Rank(1)
+            && matches!(Message::decode(t.frame.clone(), &limits),
+                Ok(Message::RelmData(d)) if d.uid == u && d.dst == Rank(62))),
+        "{t:?}"
+    );
+}
+
+/// RELM state comes from peers: uids at the end of the cycle, far ahead of the window, ranges
+/// covering the whole cycle, marks for chains that do not exist or cross ranks outside the
+/// span, link updates at any depth. None may panic the receiver, now or later (when its view
+/// changes and it purges and exchanges link updates, or when its timers fire), and it never
+/// sends to itself or to a rank it knows dead.
+#[test]
+fn hostile_relm_values_never_panic() {
+    let uids = [0, 1, 2, 1023, 1024, 1025, 1 << 31, UID_MAX - 1, UID_MAX];
+    let ranks_ = [0u32, 1, 2, 5, 21, 63, 64, u32::MAX];
+    let mut frames: Vec<(String, Message)> = Vec::new();
+    for &u in &uids {
+        for (src, dst) in [(21, 5), (0, 37), (21, 2), (63, 5), (1, 5)] {
+            frames.push((
+                format!("data ({src},{dst}) {u}"),
+                Message::RelmData(RelmDataMsg {
+                    src: Rank(src),
+                    dst: Rank(dst),
+                    uid: uid(u),
+                    tag: 16,
+                    payload: Bytes::from_static(b"h"),
+                }),
+            ));
+        }
+        for &a in &ranks_ {
+            for &b in &ranks_ {
+                if a == b {
+                    continue;
+                }
+                let m = marks(&[(a, b, u)]);
+                frames.push((
+                    format!("ack ({a},{b}) {u}"),
+                    Message::RelmAck(RelmAckMsg {
+                        acks: m.clone(),
+                        probes: Vec::new(),
+                    }),
+                ));
+                frames.push((
+                    format!("probe ({a},{b}) {u}"),
+                    Message::RelmAck(RelmAckMsg {
+                        acks: Vec::new(),
+                        probes: m.clone(),
+                    }),
+                ));
+                frames.push((
+                    format!("req ({a},{b}) {u}"),
+                    Message::RelmReq(RelmReqMsg {
+                        src: Rank(a),
+                        dst: Rank(b),
+                        ranges: vec![
+                            UidRange {
+                                first: uid(u),
+                                count: u32::MAX,
+                            },
+                            UidRange {
+                                first: uid(0),
+                                count: 1,
+                            },
+                        ],
+                    }),
+                ));
+                for depth in [0, 1, 3, u32::MAX] {
+                    frames.push((
+                        format!("link depth {depth} ({a},{b}) {u}"),
+                        Message::RelmLink(RelmLinkMsg {
+                            depth,
+                            full: true,
+                            want: true,
+                            acks: m.clone(),
+                            probes: m.clone(),
+                        }),
+                    ));
+                }
+            }
+        }
+    }
+    let limits = sweep_config().limits();
+    // Rank 5 of the sweep's tree originates to 2 (through its parent 1) and to 21 (its child),
+    // takes each hostile frame from its parent and from a child, then loses its parent (a
+    // repair: purge and link updates) and runs its timers.
+    for (name, m) in &frames {
+        let ctx = |step: &str| format!("{name} ({m:?}), {step}");
+        let mut n = sweep_node(ME);
+        let mut now = Instant::ZERO;
+        let mut step = |n: &mut Node, what: &str, f: &dyn Fn(&mut Node, Instant)| {
+            now += Duration::from_millis(300);
+            catch_unwind(AssertUnwindSafe(|| f(n, now)))
+                .unwrap_or_else(|_| panic!("panic: {}", ctx(what)));
+            while let Some(t) = n.poll_transmit() {
+                assert!(t.to != ME && n.tree().is_alive(t.to), "{}", ctx(what));
+                assert!(
+                    Message::decode(t.frame.clone(), &limits).is_ok(),
+                    "undecodable: {}",
+                    ctx(what)
+                );
+            }
+            while n.poll_event().is_some() {}
+        };
+        step(&mut n, "sends", &|n, now| {
+            for dst in [Rank(2), Rank(21)] {
+                for _ in 0..3 {
+                    let _ = n.relm_send(now, dst, 16, Bytes::from_static(b"mine"));
+                }
+            }
+        });
+        step(&mut n, "from the parent", &|n, now| {
+            n.handle_frame(now, Rank(1), m.encode())
+        });
+        step(&mut n, "from a child", &|n, now| {
+            n.handle_frame(now, Rank(21), m.encode())
+        });
+        step(&mut n, "timers", &|n, now| n.handle_timeout(now));
+        step(&mut n, "the parent dies", &|n, now| {
+            n.handle_link_down(now, Rank(1))
+        });
+        for _ in 0..3 {
+            step(&mut n, "timers", &|n, now| n.handle_timeout(now));
+            step(&mut n, "again from a child", &|n, now| {
+                n.handle_frame(now, Rank(21), m.encode())
+            });
+            step(&mut n, "from the new parent", &|n, now| {
+                if let Some(p) = n.tree().view().and_then(|v| v.parent()) {
+                    n.handle_frame(now, p, m.encode())
+                }
+            });
+            step(&mut n, "sends after the repair", &|n, now| {
+                let _ = n.relm_send(now, Rank(2), 16, Bytes::from_static(b"more"));
+            });
+        }
+    }
+}
+
+/// Whether `t` is a replay request with more ranges than `max_list` (and otherwise sound): what
+/// a relay sends when it answers part of a request from its cache and splits the rest (see
+/// `relay_keeps_a_split_replay_request_within_max_list`).
+fn is_split_request_over_the_bound(t: &Transmit, limits: &Limits) -> bool {
+    Kind::from_u8(t.frame[1]) == Some(Kind::RelmReq)
+        && matches!(
+            Message::decode(t.frame.clone(), limits),
+            Err(DecodeError::TooLong { len, max }) if len > u64::from(limits.max_list)
+                && max == u64::from(limits.max_list)
+        )
+}
+
+/// A relay answers the uids of a replay request it holds and passes the rest on toward the
+/// source. Removing a cached uid from the middle of a range splits it in two, so a request at
+/// `max_list` ranges is passed on with more than `max_list`, and the next hop drops it as over
+/// the limit: the replay the destination asked for never reaches the origin.
+///
+/// Known core bug (`subtract` in `relm/relay.rs` does not cap or re-merge the ranges); ignored
+/// until it is fixed, when this test should pass as is.
+#[test]
+#[ignore = "core bug: a relay passes on a split replay request with more than max_list ranges"]
+fn relay_keeps_a_split_replay_request_within_max_list() {
+    let mut relay = sweep_node(ME);
+    let limits = relay.config().limits();
+    // 63 → 53 crosses rank 5 (from its parent 1 down to its child 53); it caches uid 1.
+    let data = Message::RelmData(RelmDataMsg {
+        src: Rank(63),
+        dst: Rank(53),
+        uid: uid(1),
+        tag: 16,
+        payload: Bytes::from_static(b"x"),
+    });
+    relay.handle_frame(Instant::ZERO, Rank(1), data.encode());
+    while relay.poll_transmit().is_some() {}
+    // The destination asks for three ranges (max_list); the first covers the cached uid.
+    let req = Message::RelmReq(RelmReqMsg {
+        src: Rank(63),
+        dst: Rank(53),
+        ranges: vec![
+            UidRange {
+                first: uid(0),
+                count: 3,
+            },
+            UidRange {
+                first: uid(10),
+                count: 1,
+            },
+            UidRange {
+                first: uid(20),
+                count: 1,
+            },
+        ],
+    });
+    assert!(Message::decode(req.encode(), &limits).is_ok());
+    relay.handle_frame(Instant::ZERO, Rank(53), req.encode());
+    let out: Vec<Transmit> = std::iter::from_fn(|| relay.poll_transmit()).collect();
+    // uid 1 is replayed down to 53 and the rest of the request goes up to 1 ...
+    assert!(out.iter().any(|t| t.to == Rank(53)));
+    let up: Vec<&Transmit> = out.iter().filter(|t| t.to == Rank(1)).collect();
+    assert!(!up.is_empty(), "the rest of the request goes on");
+    // ... in frames the parent accepts (today: 4 ranges, refused as over the limit).
+    for t in up {
+        assert_eq!(
+            Message::decode(t.frame.clone(), &limits).map(|m| m.kind()),
+            Ok(Kind::RelmReq),
+            "the request passed on must be a valid frame"
+        );
+    }
+}
+
+/// A destination's replay request lists the gaps below a probe's uid, capped at `max_list`
+/// ranges but not by `max_frame`: with a small `max_frame` and many gaps the request is a
+/// frame its own next hop refuses as over the limit, so the gaps are never filled.
+///
+/// Known core bug (`dest_probe` in `relm/dest.rs`); ignored until it is fixed.
+#[test]
+#[ignore = "core bug: a destination's replay request can exceed max_frame"]
+fn destination_replay_request_fits_max_frame() {
+    let mut c = Config::new(SPAN, RADIX);
+    c.max_frame = 256;
+    let mut dst = Node::new(c, Rank(53), 53, Instant::ZERO).unwrap();
+    let limits = dst.config().limits();
+    // Every other message of 63 → 53 arrives (uid 0 never does): 50 gaps.
+    for u in (1..100).step_by(2) {
+        let data = Message::RelmData(RelmDataMsg {
+            src: Rank(63),
+            dst: Rank(53),
+            uid: uid(u),
+            tag: 16,
+            payload: Bytes::from_static(b"x"),
+        });
+        dst.handle_frame(Instant::ZERO, Rank(5), data.encode());
+    }
+    while dst.poll_transmit().is_some() {}
+    let probe = Message::RelmAck(RelmAckMsg {
+        acks: Vec::new(),
+        probes: marks(&[(63, 53, 100)]),
+    });
+    dst.handle_frame(Instant::ZERO, Rank(5), probe.encode());
+    let out: Vec<Transmit> = std::iter::from_fn(|| dst.poll_transmit()).collect();
+    assert!(!out.is_empty(), "the destination asks for the gaps");
+    for t in &out {
+        assert!(
+            t.frame.len() <= 256,
+            "a {}-byte frame over max_frame 256",
+            t.frame.len()
+        );
+        assert!(Message::decode(t.frame.clone(), &limits).is_ok());
     }
 }
