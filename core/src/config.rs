@@ -127,7 +127,10 @@ impl Config {
             ("relm_max_bytes", self.relm_max_bytes),
             ("relm_cache_ttl", self.relm_cache_ttl.as_nanos() as usize),
             ("relm_retry", self.relm_retry.as_nanos() as usize),
-            ("relm_gate_timeout", self.relm_gate_timeout.as_nanos() as usize),
+            (
+                "relm_gate_timeout",
+                self.relm_gate_timeout.as_nanos() as usize,
+            ),
         ] {
             if v == 0 {
                 return Err(ConfigError::Zero(name));
@@ -221,9 +224,15 @@ mod tests {
         assert_eq!(c.validate(), Err(ConfigError::Zero("max_transmits")));
         let mut c = Config::new(10, 2);
         c.relm_window = MAX_RELM_WINDOW + 1;
-        assert_eq!(c.validate(), Err(ConfigError::RelmWindow(MAX_RELM_WINDOW + 1)));
+        assert_eq!(
+            c.validate(),
+            Err(ConfigError::RelmWindow(MAX_RELM_WINDOW + 1))
+        );
         let mut c = Config::new(10, 2);
         c.relm_first_uid = crate::relm::UID_NONE;
-        assert_eq!(c.validate(), Err(ConfigError::RelmFirstUid(crate::relm::UID_NONE)));
+        assert_eq!(
+            c.validate(),
+            Err(ConfigError::RelmFirstUid(crate::relm::UID_NONE))
+        );
     }
 }

@@ -2525,8 +2525,6 @@ fn relm_garbage_is_counted_never_panics() {
         *by_counter.entry(c).or_default() += 1;
         while let Some(t) = node.poll_transmit() {
             if is_split_request_over_the_bound(&t, &limits) {
-                // A known core bug (see `relay_keeps_a_split_replay_request_within_max_list`):
-                // counted here so that the rest of the sweep keeps running.
                 split_requests_over_the_bound += 1;
                 continue;
             }
@@ -2561,10 +2559,8 @@ fn relm_garbage_is_counted_never_panics() {
         + s.dropped_bad_origin;
     assert_eq!(s.frames_in + dropped, 20_000, "{s:?}");
     assert!(s.relm_delivered > 0 && s.relm_forwarded > 0, "{s:?}");
-    assert!(
-        split_requests_over_the_bound < 100,
-        "{split_requests_over_the_bound}"
-    );
+    // A relay never passes on a request its next hop would refuse.
+    assert_eq!(split_requests_over_the_bound, 0);
     // It still works: a message it sends goes out to the next hop.
     let u = node
         .relm_send(now, Rank(62), 16, Bytes::from_static(b"still"))
@@ -2725,11 +2721,9 @@ fn is_split_request_over_the_bound(t: &Transmit, limits: &Limits) -> bool {
 /// source. Removing a cached uid from the middle of a range splits it in two, so a request at
 /// `max_list` ranges is passed on with more than `max_list`, and the next hop drops it as over
 /// the limit: the replay the destination asked for never reaches the origin.
-///
-/// Known core bug (`subtract` in `relm/relay.rs` does not cap or re-merge the ranges); ignored
-/// until it is fixed, when this test should pass as is.
+/// Fixed: the relay keeps what it passes on within one frame (the destination asks for the
+/// rest once the first ranges arrive).
 #[test]
-#[ignore = "core bug: a relay passes on a split replay request with more than max_list ranges"]
 fn relay_keeps_a_split_replay_request_within_max_list() {
     let mut relay = sweep_node(ME);
     let limits = relay.config().limits();
@@ -2782,10 +2776,8 @@ fn relay_keeps_a_split_replay_request_within_max_list() {
 /// A destination's replay request lists the gaps below a probe's uid, capped at `max_list`
 /// ranges but not by `max_frame`: with a small `max_frame` and many gaps the request is a
 /// frame its own next hop refuses as over the limit, so the gaps are never filled.
-///
-/// Known core bug (`dest_probe` in `relm/dest.rs`); ignored until it is fixed.
+/// Fixed: a request carries what one frame can; the rest is asked for once it is answered.
 #[test]
-#[ignore = "core bug: a destination's replay request can exceed max_frame"]
 fn destination_replay_request_fits_max_frame() {
     let mut c = Config::new(SPAN, RADIX);
     c.max_frame = 256;

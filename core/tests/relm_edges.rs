@@ -276,7 +276,7 @@ fn uid(v: u32) -> Uid {
     Uid::new(v).expect("valid uid")
 }
 
-/// 20. Stable paths of 1 to 6 hops, many sources and destinations interleaved: every message
+/// Edge case 20: Stable paths of 1 to 6 hops, many sources and destinations interleaved: every message
 /// exactly once and in order, and the whole exchange costs about one frame per message per hop.
 #[test]
 fn edge20_stable_paths_interleaved_sources_and_destinations() {
@@ -313,7 +313,7 @@ fn edge20_stable_paths_interleaved_sources_and_destinations() {
     assert_eq!(h.stats(7).relm_requests, 0);
 }
 
-/// 21a. A relay dies holding the message before forwarding it (the frame to it is lost with
+/// Edge case 21a: A relay dies holding the message before forwarding it (the frame to it is lost with
 /// it): PRRTE strands it; here the upstream relay's link update probes the destination,
 /// which asks for it, and the upstream cache replays it.
 #[test]
@@ -332,7 +332,7 @@ fn edge21a_relay_dies_before_forwarding() {
     assert_eq!(h.stats(7).relm_replays, 0, "the origin never had to");
 }
 
-/// 21b. A relay dies right after forwarding: the destination has the message; its ACK takes
+/// Edge case 21b: A relay dies right after forwarding: the destination has the message; its ACK takes
 /// the repaired path back to the origin.
 #[test]
 fn edge21b_relay_dies_after_forwarding() {
@@ -347,7 +347,7 @@ fn edge21b_relay_dies_after_forwarding() {
     assert!(h.expect_line(&["fault    Crash(Rank(2))"]) < acked);
 }
 
-/// 21c. A relay dies while the ACK is passing back through it (the ACK is lost): the link
+/// Edge case 21c: A relay dies while the ACK is passing back through it (the ACK is lost): the link
 /// updates after the repair carry the destination's watermark back to the origin.
 #[test]
 fn edge21c_relay_dies_while_the_ack_passes() {
@@ -364,7 +364,7 @@ fn edge21c_relay_dies_while_the_ack_passes() {
     assert!(h.rec().acked.get(&(7, 8)) == Some(&uid(0)));
 }
 
-/// 21d. A relay dies after the ACK passed: nothing is replayed or delivered again.
+/// Edge case 21d: A relay dies after the ACK passed: nothing is replayed or delivered again.
 #[test]
 fn edge21d_relay_dies_after_the_ack() {
     let mut h = Harness::new("edge21d", 9, 2);
@@ -386,7 +386,7 @@ fn edge21d_relay_dies_after_the_ack() {
     assert_eq!(replays(&h), 0);
 }
 
-/// 22. The destination's parent dies and the destination is promoted into its slot; the
+/// Edge case 22: The destination's parent dies and the destination is promoted into its slot; the
 /// upstream relay's link update says "sent" for a message the destination never got. Below
 /// the watermark that would be answered with an ACK; above it the destination asks, and the
 /// relay's cache answers.
@@ -410,7 +410,7 @@ fn edge22_promoted_destination_gets_sent_for_a_message_it_never_got() {
     assert_eq!(h.stats(8).relm_replays, 0);
 }
 
-/// 23. The relays' caches lost the message (by count here, by time below) before the replay
+/// Edge case 23: The relays' caches lost the message (by count here, by time below) before the replay
 /// request arrived: the request climbs to the origin, which always has it.
 #[test]
 fn edge23_evicted_caches_escalate_to_the_origin() {
@@ -442,7 +442,7 @@ fn edge23_evicted_caches_escalate_to_the_origin() {
     }
 }
 
-/// 24. An ACK reaches a new relay before the upstream link update does: it is passed on toward
+/// Edge case 24: An ACK reaches a new relay before the upstream link update does: it is passed on toward
 /// the origin as it is (PRRTE turns it into an ACK-of-ACK and the origin leaks the message).
 #[test]
 fn edge24_ack_reaches_a_new_relay_before_its_link_update() {
@@ -470,7 +470,7 @@ fn edge24_ack_reaches_a_new_relay_before_its_link_update() {
     assert_eq!(h.rec().acked.get(&(7, 8)), Some(&uid(0)));
 }
 
-/// 25. A replay arrives after the destination delivered and everyone released the message:
+/// Edge case 25: A replay arrives after the destination delivered and everyone released the message:
 /// never delivered twice, answered with an ACK, and the next message is not held back.
 #[test]
 fn edge25_replay_after_release() {
@@ -498,7 +498,7 @@ fn edge25_replay_after_release() {
     assert_eq!(h.stats(8).relm_duplicates, 2);
 }
 
-/// 26. Cascading promotions during a link exchange (2 dies, 6 is promoted; 6 dies while its
+/// Edge case 26: Cascading promotions during a link exchange (2 dies, 6 is promoted; 6 dies while its
 /// exchange runs, 4 and 8 are promoted, at every offset from "at once" to "after the first
 /// exchange"): the gating releases without its backstop, nothing deadlocks, everything
 /// arrives. A leftover update stamped with a depth from before a promotion is refused and
@@ -563,7 +563,7 @@ fn edge26_cascading_promotions_during_a_link_exchange() {
     }
 }
 
-/// 27. The origin or the destination dies: the origin hears which messages failed, every
+/// Edge case 27: The origin or the destination dies: the origin hears which messages failed, every
 /// survivor's RELM state returns to empty, and chain counters for the dead go.
 #[test]
 fn edge27_origin_or_destination_dies() {
@@ -608,7 +608,7 @@ fn edge27_origin_or_destination_dies() {
     );
 }
 
-/// 28. Uids wrap across the reserved sentinels (chains start 4 below the top here), also
+/// Edge case 28: Uids wrap across the reserved sentinels (chains start 4 below the top here), also
 /// through a relay crash and replay; the same uid with different bytes is a collision,
 /// reported and never delivered.
 #[test]
@@ -625,7 +625,7 @@ fn edge28_uid_wrap_and_collision() {
     }
     h.settle();
     h.check();
-    let want: Vec<Uid> = (0..10u64).map(|i| uid(top).add(i)).collect();
+    let want: Vec<Uid> = (0..10u64).map(|i| uid(top).plus(i)).collect();
     assert_eq!(h.delivered(7, 8), want);
     assert_eq!(want[4], uid(0));
     assert_eq!(want[3], uid(UID_MAX));

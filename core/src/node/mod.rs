@@ -15,13 +15,13 @@ use crate::config::{Config, ConfigError};
 use crate::event::Event;
 use crate::flood::Flood;
 use crate::outbox::{Class, Outbox, Transmit};
+use crate::relm::{Relm, Uid};
 use crate::rng::Rng;
 use crate::stats::Stats;
 use crate::time::Instant;
 use crate::timer::{TimerKey, TimerReason, Timers};
 use crate::tree::{LinkRole, Rank, RankSet, Scope, Tree, TreeError};
 use crate::wire::{DecodeError, Limits, Message};
-use crate::relm::{Relm, Uid};
 use crate::xcast::{self, Xcast};
 
 /// Why an application command was refused. A refused command changes nothing.
@@ -328,9 +328,7 @@ impl Node {
             Message::RecoveredOp(m) => !self.tree.layout().contains(m.origin),
             Message::Complete(m) => !self.tree.layout().contains(m.origin),
             // A message from a dead source is purged, never delivered; none comes back home.
-            Message::RelmData(m) => {
-                !live_other(m.src) || !self.tree.layout().contains(m.dst)
-            }
+            Message::RelmData(m) => !live_other(m.src) || !self.tree.layout().contains(m.dst),
             _ => false,
         }
     }

@@ -30,8 +30,12 @@ pub(super) struct InChain {
     pos: u64,
     /// Messages above a gap, by position.
     ooo: BTreeMap<u64, Held>,
-    /// The highest uid asked for, and when (so several probes do not ask several times).
+    /// The last uid of the outstanding request, and when it went: while it is outstanding,
+    /// later probes only raise `probed` (several probes never ask several times).
     requested: Option<(Uid, Instant)>,
+    /// The highest uid a probe said was sent, while above the watermark: once the last
+    /// request is answered, what is still missing below it is asked for at once.
+    probed: Option<Uid>,
 }
 
 impl InChain {
@@ -41,6 +45,7 @@ impl InChain {
             pos: 0,
             ooo: BTreeMap::new(),
             requested: None,
+            probed: None,
         }
     }
 
@@ -129,11 +134,20 @@ impl Relm {
             });
             next = chain.ooo.remove(&(chain.pos + 1));
         }
+        let mut ask_more = None;
         if chain
             .requested
             .is_some_and(|(r, _)| r.at_or_before(chain.delivered))
         {
             chain.requested = None;
+            // A request capped at one frame's worth of ranges is answered: ask for the rest.
+            ask_more = chain.probed.filter(|p| p.after(chain.delivered));
+        }
+        if chain
+            .probed
+            .is_some_and(|p| p.at_or_before(chain.delivered))
+        {
+            chain.probed = None;
         }
         ctx.stats.relm_delivered += delivered as u64;
         let w = chain.delivered;
@@ -143,6 +157,9 @@ impl Relm {
         self.unflushed += delivered;
         if self.unflushed >= (ctx.cfg.relm_window / 4).max(1) {
             self.flush_marks(ctx);
+        }
+        if let Some(hi) = ask_more {
+            self.dest_probe(ctx, src, hi);
         }
     }
 
@@ -171,17 +188,20 @@ impl Relm {
             ctx.stats.relm_out_of_window += 1;
             return;
         }
+        chain.probed = Some(chain.probed.map_or(hi, |p| p.later(hi)));
         let now = ctx.now;
         if chain
             .requested
-            .is_some_and(|(r, at)| hi.at_or_before(r) && now < at + ctx.cfg.relm_retry)
+            .is_some_and(|(_, at)| now < at + ctx.cfg.relm_retry)
         {
             return;
         }
         // The missing positions in (w, hi], as ranges, skipping what is buffered.
         let mut ranges: Vec<UidRange> = Vec::new();
-        let max = ctx.cfg.max_list as usize;
+        // What one request frame can carry; the rest is asked for after those arrive.
+        let max = super::ranges_per_frame(ctx);
         let mut gap_start: Option<u64> = None;
+        let mut last = w;
         for off in 1..=span + 1 {
             let have = off <= span && chain.ooo.contains_key(&(chain.pos + off));
             let missing = off <= span && !have;
@@ -189,9 +209,10 @@ impl Relm {
                 (true, None) => gap_start = Some(off),
                 (false, Some(s)) => {
                     ranges.push(UidRange {
-                        first: w.add(s),
+                        first: w.plus(s),
                         count: (off - s) as u32,
                     });
+                    last = w.plus(off - 1);
                     gap_start = None;
                     if ranges.len() == max {
                         break;
@@ -203,7 +224,7 @@ impl Relm {
         if ranges.is_empty() {
             return;
         }
-        chain.requested = Some((hi, now));
+        chain.requested = Some((last, now));
         if let Some(next) = Self::next_hop(ctx, src) {
             ctx.stats.relm_requests += 1;
             let m = RelmReqMsg {

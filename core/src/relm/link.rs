@@ -266,11 +266,7 @@ impl Relm {
                     self.send_full(ctx, r);
                 }
             }
-            1 => {
-                if held.contains(&missing[0]) {
-                    self.send_full(ctx, missing[0]);
-                }
-            }
+            1 if held.contains(&missing[0]) => self.send_full(ctx, missing[0]),
             _ => {}
         }
         if self.gates.values().all(|g| g.sent) {

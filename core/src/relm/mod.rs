@@ -292,6 +292,12 @@ fn marks_per_frame(ctx: &Ctx<'_>) -> usize {
     by_frame.min(ctx.cfg.max_list as usize).max(1)
 }
 
+/// How many uid ranges fit in one replay request under the configured limits.
+fn ranges_per_frame(ctx: &Ctx<'_>) -> usize {
+    let by_frame = (ctx.cfg.max_frame as usize).saturating_sub(HEADER_LEN + 12) / 8;
+    by_frame.min(ctx.cfg.max_list as usize).max(1)
+}
+
 /// Splits marks into frames of at most `cap` marks in all, acks first.
 fn split_marks(
     acks: Vec<ChainMark>,

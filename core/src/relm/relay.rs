@@ -222,10 +222,13 @@ impl Relm {
                 Self::send(ctx, next, f);
             }
         }
-        let rest = subtract(&m.ranges, &covered);
+        let mut rest = subtract(&m.ranges, &covered);
         if rest.is_empty() {
             return;
         }
+        // Splitting around what was answered here can add ranges: keep the request within one
+        // frame (the first ones; the destination asks again for the rest once these arrive).
+        rest.truncate(super::ranges_per_frame(ctx));
         if let Some(up) = Self::next_hop(ctx, m.src) {
             let fwd = RelmReqMsg {
                 src: m.src,
@@ -327,7 +330,7 @@ fn subtract(ranges: &[UidRange], covered: &[Uid]) -> Vec<UidRange> {
         for o in offs.into_iter().chain(std::iter::once(r.count as u64)) {
             if o > start {
                 out.push(UidRange {
-                    first: r.first.add(start),
+                    first: r.first.plus(start),
                     count: (o - start) as u32,
                 });
             }

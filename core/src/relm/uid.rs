@@ -58,7 +58,7 @@ impl Uid {
 
     /// The uid `n` steps after this one.
     #[must_use]
-    pub fn add(self, n: u64) -> Self {
+    pub fn plus(self, n: u64) -> Self {
         Self(((self.0 as u64 + n % UID_MODULUS) % UID_MODULUS) as u32)
     }
 
@@ -118,14 +118,14 @@ mod tests {
         assert!(Uid::new(1).unwrap().after(top));
         assert!(top.at_or_before(Uid::new(0).unwrap()));
         assert_eq!(top.dist(Uid::new(2).unwrap()), 3);
-        assert_eq!(top.add(3), Uid::new(2).unwrap());
+        assert_eq!(top.plus(3), Uid::new(2).unwrap());
     }
 
     proptest! {
         #[test]
         fn add_and_dist_agree(a in 0..=UID_MAX, n in 0u64..(1 << 33)) {
             let a = Uid::new(a).unwrap();
-            let b = a.add(n);
+            let b = a.plus(n);
             prop_assert_eq!(a.dist(b), n % UID_MODULUS);
             let mut c = a;
             for _ in 0..(n % 5) { c = c.next(); }
@@ -136,7 +136,7 @@ mod tests {
         #[test]
         fn serial_order_is_antisymmetric(a in 0..=UID_MAX, d in 1u64..(UID_MODULUS / 2)) {
             let a = Uid::new(a).unwrap();
-            let b = a.add(d);
+            let b = a.plus(d);
             prop_assert!(b.after(a));
             prop_assert!(!a.after(b));
             prop_assert_eq!(a.later(b), b);
