@@ -97,7 +97,7 @@ impl Config {
             relm_cache_ttl: Duration::from_millis(500),
             relm_cache_max: 4096,
             relm_ack_delay: Duration::from_millis(1),
-            relm_retry: Duration::from_secs(1),
+            relm_retry: Duration::from_millis(250),
             relm_gate_timeout: Duration::from_millis(500),
             relm_first_uid: 0,
         }

@@ -8,7 +8,7 @@ use bytes::Bytes;
 use super::{MarkKind, Relm, Uid, UID_MODULUS};
 use crate::event::Event;
 use crate::node::Ctx;
-use crate::time::Instant;
+use crate::time::{Duration, Instant};
 use crate::tree::Rank;
 use crate::wire::{Message, RelmDataMsg, RelmReqMsg, UidRange};
 
@@ -30,8 +30,9 @@ pub(super) struct InChain {
     pos: u64,
     /// Messages above a gap, by position.
     ooo: BTreeMap<u64, Held>,
-    /// The last uid of the outstanding request, and when it went: while it is outstanding,
-    /// later probes only raise `probed` (several probes never ask several times).
+    /// The last uid of the outstanding request, and when it went: for half of `relm_retry`
+    /// later probes only raise `probed` (the probes of one repair arrive together and ask
+    /// once; a request lost on the way is asked again by the next probe after that).
     requested: Option<(Uid, Instant)>,
     /// The highest uid a probe said was sent, while above the watermark: once the last
     /// request is answered, what is still missing below it is asked for at once.
@@ -192,7 +193,9 @@ impl Relm {
         let now = ctx.now;
         if chain
             .requested
-            .is_some_and(|(_, at)| now < at + ctx.cfg.relm_retry)
+            .is_some_and(|(_, at)| {
+                now < at + Duration::from_nanos(ctx.cfg.relm_retry.as_nanos() / 2)
+            })
         {
             return;
         }
