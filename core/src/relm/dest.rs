@@ -191,12 +191,9 @@ impl Relm {
         }
         chain.probed = Some(chain.probed.map_or(hi, |p| p.later(hi)));
         let now = ctx.now;
-        if chain
-            .requested
-            .is_some_and(|(_, at)| {
-                now < at + Duration::from_nanos(ctx.cfg.relm_retry.as_nanos() / 2)
-            })
-        {
+        if chain.requested.is_some_and(|(_, at)| {
+            now < at + Duration::from_nanos(ctx.cfg.relm_retry.as_nanos() / 2)
+        }) {
             return;
         }
         // The missing positions in (w, hi], as ranges, skipping what is buffered.
