@@ -1,7 +1,8 @@
 //! Lifeline's sans-IO protocol core.
 //!
 //! Pure, poll-driven state machines for a fault-tolerant control overlay: a radix routing tree
-//! with batched repair ([`tree`]), a wire codec ([`wire`]), and a [`Node`] composing the protocol
+//! with batched repair ([`tree`]), reliable broadcast ([`xcast`]) and reliable point-to-point
+//! messaging ([`relm`]) over it, a wire codec ([`wire`]), and a [`Node`] composing the protocol
 //! machines behind one driving contract. The core owns no sockets, threads, clocks or OS
 //! randomness: time and a seed are parameters, and adapters (TCP, QUIC, RDMA) or the simulator
 //! (`sim`, behind the `sim` feature) drive it.
@@ -21,8 +22,9 @@
 //!    - [`Node::handle_link_up`] / [`Node::handle_link_down`] when a link to a peer is
 //!      established or lost (reset, timeout, failed reconnect);
 //!    - [`Node::handle_timeout`]`(now)` when the deadline from `poll_timeout` passes;
-//!    - application commands such as [`Node::flood`], [`Node::handle_grow`] and
-//!      [`Node::handle_dead`], which return `Err` only for misuse (never for a peer's fault).
+//!    - application commands such as [`Node::xcast`], [`Node::relm_send`], [`Node::flood`],
+//!      [`Node::handle_grow`] and [`Node::handle_dead`], which return `Err` only for misuse or
+//!      back-pressure (never for a peer's fault).
 //!
 //!    A `now` earlier than one already seen is clamped to the latest, so a non-monotonic clock
 //!    cannot move protocol time backwards.
