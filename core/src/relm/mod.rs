@@ -21,8 +21,8 @@
 //! answers. An origin whose chain makes no ACK progress for `relm_retry` probes again: the
 //! end-to-end safety net under everything else.
 //!
-//! Sub-modules: [`origin`] (sending side), [`dest`] (delivery side), [`relay`] (caches, records,
-//! replays), [`link`] (purge, link updates, gating).
+//! Sub-modules: `origin` (sending side), `dest` (delivery side), `relay` (caches, records,
+//! replays), `link` (purge, link updates, gating).
 
 mod dest;
 mod link;
