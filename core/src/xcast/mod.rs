@@ -16,7 +16,7 @@
 //! - **Tag classes.** Failure notices and wire-up (tags below [`FIRST_APP_TAG`] except as noted)
 //!   are *process-first*: processed, then forwarded, so children adopted by the processing get
 //!   them. Everything else is *forward-first*, keeping the pipeline moving.
-//! - **Repair in mid-broadcast** ([`Xcast::on_view_change`]): a new child gets a replay of every
+//! - **Repair in mid-broadcast** (`Xcast::on_view_change`): a new child gets a replay of every
 //!   op in flight; a removed child leaves the expected sets; a rank whose parent changed sends
 //!   its new parent a hello (the node's lineage notice) and the parent answers with its
 //!   watermarks and re-polls every op that child owes it under a fresh round (a child that never
