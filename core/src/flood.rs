@@ -41,19 +41,22 @@ impl Flood {
             hops: 0,
             payload,
         };
+        self.index.insert((msg.origin, msg.id));
         self.accept(ctx, None, msg);
         self.next_id
     }
 
     /// A flood frame from `from`.
     pub(crate) fn handle(&mut self, ctx: &mut Ctx<'_>, from: Rank, msg: FloodMsg) {
-        if self.index.contains(&(msg.origin, msg.id)) {
+        // One search: the id is recorded here if it is new.
+        if !self.index.insert((msg.origin, msg.id)) {
             ctx.stats.flood_duplicates += 1;
             return;
         }
         self.accept(ctx, Some(from), msg);
     }
 
+    /// Remembers and delivers a new flood (already in `index`) and forwards it.
     fn accept(&mut self, ctx: &mut Ctx<'_>, from: Option<Rank>, msg: FloodMsg) {
         if self.seen.len() >= ctx.cfg.max_floods {
             self.forget_oldest();
@@ -61,8 +64,7 @@ impl Flood {
         }
         let forget_at = ctx.now + ctx.cfg.flood_linger;
         self.seen.push_back((msg.origin, msg.id, forget_at));
-        let fresh = self.index.insert((msg.origin, msg.id));
-        debug_assert!(fresh && self.index.len() == self.seen.len());
+        debug_assert_eq!(self.index.len(), self.seen.len());
         if self.sweep.is_none() {
             self.sweep = Some(ctx.timers.set(TimerKey::FloodSweep, forget_at));
         }
