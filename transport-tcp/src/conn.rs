@@ -5,10 +5,9 @@
 //! - a connection task reads into one buffer, many frames per read, and splits small frames
 //!   off it without copying (large ones get their own buffer, filled straight from the socket);
 //!   each header's length is checked by [`wire::frame_len`] before any room is reserved for
-//!   its body, and the driver gets each read's frames as one batch. It gathers its send queue
-//!   into one `io_buffer`-sized write buffer (a frame at least that long is written straight
-//!   from its `Bytes`, behind what is buffered) and writes out whatever is buffered whenever
-//!   the queue is drained.
+//!   its body, and the driver gets each read's frames as one batch. It writes its send queue
+//!   with one vectored write per `io_buffer` bytes: small frames copied into one buffer, large
+//!   ones by reference; whatever is gathered goes out whenever the queue is drained.
 
 use std::collections::VecDeque;
 use std::io::{self, IoSlice};
@@ -237,7 +236,8 @@ fn io_end(e: &io::Error) -> Ended {
 
 /// Frames at least this long are read into their own buffer, the body straight from the
 /// socket, instead of being split off the shared read buffer (which a large frame would pin
-/// while the application holds it).
+/// while the application holds it), and written by reference instead of being copied into
+/// the write buffer.
 const LARGE: usize = 8 << 10;
 
 /// Reads whole frames into one buffer shared by the small frames split off it: many frames
@@ -327,6 +327,13 @@ async fn send(tx: &mpsc::Sender<FrameIn>, from: Rank, batch: &mut Vec<Bytes>) ->
     tx.send(FrameIn::Frames { from, frames }).await.is_ok()
 }
 
+/// Most frames gathered into one vectored write.
+const MAX_IOV: usize = 64;
+
+/// Writes the send queue: small frames are copied into one `cap`-sized buffer, large ones
+/// (>= `LARGE`) are gathered behind it by reference, and each `cap` bytes (or `MAX_IOV`
+/// pieces) go out in one vectored write, so no frame is copied twice; whatever is gathered is
+/// written whenever the queue is drained.
 async fn write_frames(
     mut wr: OwnedWriteHalf,
     verdict: Option<Verdict>,
@@ -339,57 +346,77 @@ async fn write_frames(
         }
     }
     let cap = cap.max(1);
-    let mut buf: Vec<u8> = Vec::with_capacity(cap);
+    let mut out = Gather {
+        buf: Vec::with_capacity(cap),
+        large: Vec::new(),
+        bytes: 0,
+    };
     let mut batch = VecDeque::new();
     loop {
         queue.take(&mut batch);
         if batch.is_empty() {
-            if !buf.is_empty() {
-                if let Err(e) = wr.write_all(&buf).await {
-                    return io_end(&e);
-                }
-                buf.clear();
+            if let Err(e) = out.write(&mut wr).await {
+                return io_end(&e);
             }
             queue.notify.notified().await;
             continue;
         }
         for f in batch.drain(..) {
-            let r = if f.len() >= cap {
-                let r = write_both(&mut wr, &buf, &f).await;
-                buf.clear();
-                r
+            // Small frames after large ones wait for those to go out (the buffer comes first).
+            let full = if f.len() >= LARGE {
+                false
             } else {
-                if buf.len() + f.len() > cap {
-                    let r = wr.write_all(&buf).await;
-                    buf.clear();
-                    if let Err(e) = r {
-                        return io_end(&e);
-                    }
-                }
-                buf.extend_from_slice(&f);
-                Ok(())
+                !out.large.is_empty() || out.bytes + f.len() > cap
             };
-            if let Err(e) = r {
-                return io_end(&e);
+            if full {
+                if let Err(e) = out.write(&mut wr).await {
+                    return io_end(&e);
+                }
+            }
+            out.bytes += f.len();
+            if f.len() >= LARGE {
+                out.large.push(f);
+            } else {
+                out.buf.extend_from_slice(&f);
+            }
+            if out.bytes >= cap || out.large.len() >= MAX_IOV {
+                if let Err(e) = out.write(&mut wr).await {
+                    return io_end(&e);
+                }
             }
         }
     }
 }
 
-/// Writes all of `a` then all of `b`, vectored (one syscall when the socket takes both).
-async fn write_both(wr: &mut OwnedWriteHalf, mut a: &[u8], mut b: &[u8]) -> io::Result<()> {
-    while !a.is_empty() || !b.is_empty() {
-        let n = wr
-            .write_vectored(&[IoSlice::new(a), IoSlice::new(b)])
-            .await?;
-        if n == 0 {
-            return Err(io::ErrorKind::WriteZero.into());
+/// Bytes gathered for one vectored write: the copied small frames, then large frames.
+struct Gather {
+    buf: Vec<u8>,
+    large: Vec<Bytes>,
+    bytes: usize,
+}
+
+impl Gather {
+    async fn write(&mut self, wr: &mut OwnedWriteHalf) -> io::Result<()> {
+        {
+            let mut slices: Vec<IoSlice<'_>> = std::iter::once(&self.buf[..])
+                .chain(self.large.iter().map(|b| &b[..]))
+                .filter(|s| !s.is_empty())
+                .map(IoSlice::new)
+                .collect();
+            let mut rest = &mut slices[..];
+            while !rest.is_empty() {
+                let n = wr.write_vectored(rest).await?;
+                if n == 0 {
+                    return Err(io::ErrorKind::WriteZero.into());
+                }
+                IoSlice::advance_slices(&mut rest, n);
+            }
         }
-        let from_a = n.min(a.len());
-        a = &a[from_a..];
-        b = &b[n - from_a..];
+        self.buf.clear();
+        self.large.clear();
+        self.bytes = 0;
+        Ok(())
     }
-    Ok(())
 }
 
 #[cfg(test)]

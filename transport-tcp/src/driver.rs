@@ -530,19 +530,22 @@ impl Driver {
         self.pending.clear();
     }
 
+    /// Moves as many pending outputs as the channel has room for, reserving that room at once.
     fn flush(&mut self, out: &mpsc::Sender<Output>) {
-        while let Some(o) = self.pending.pop_front() {
-            match out.try_send(o) {
-                Ok(()) => {}
-                Err(mpsc::error::TrySendError::Full(o)) => {
-                    self.pending.push_front(o);
-                    break;
-                }
-                Err(mpsc::error::TrySendError::Closed(_)) => {
-                    self.close_outputs();
-                    break;
+        if self.pending.is_empty() {
+            return;
+        }
+        let n = self.pending.len().min(out.capacity());
+        match out.try_reserve_many(n.max(1)) {
+            Ok(permits) => {
+                for p in permits {
+                    if let Some(o) = self.pending.pop_front() {
+                        p.send(o);
+                    }
                 }
             }
+            Err(mpsc::error::TrySendError::Full(())) => {}
+            Err(mpsc::error::TrySendError::Closed(())) => self.close_outputs(),
         }
     }
 
