@@ -32,8 +32,10 @@
 //! **Measurement**: both paths are set up once (nodes linked, the raw connection open) and each
 //! runs one untimed warm-up round; then `--reps` repetitions each time both paths back to back,
 //! alternating which goes first. A repetition is timed from the moment both sides are told to
-//! start until the receiver has every frame. Per-repetition lines go to stderr, with the rate of
-//! the core alone (both nodes' protocol work on one thread, no I/O) for context; the last stdout
+//! start until the receiver has every frame. Per-repetition lines go to stderr, with each side's
+//! median CPU time per frame on each path (from the side thread's schedstat: it shows which
+//! side limits the rate, and is steadier than wall time when the machine is shared) and the
+//! rate of the core alone (both nodes' protocol work on one thread, no I/O); the last stdout
 //! line is JSON: the median rate of each path and the median of the per-repetition ratios
 //! (pairing cancels load that drifts between repetitions on a shared machine):
 //! `{"size","adapter_mb_s","raw_mb_s","ratio","adapter_msgs_s","raw_msgs_s"}` (MB/s of payload,
@@ -109,6 +111,8 @@ fn max_frame(size: usize) -> u32 {
 /// One side: a thread running a single-threaded runtime until told to stop.
 struct Side {
     rt: Rt,
+    /// The thread's `/proc/self/task/TID/schedstat` (Linux), for its CPU time.
+    schedstat: Option<std::path::PathBuf>,
     stop: Option<oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -121,19 +125,34 @@ impl Side {
             .unwrap();
         let handle = rt.handle().clone();
         let (stop, stopped) = oneshot::channel::<()>();
+        let (me_tx, me) = std::sync::mpsc::channel();
         let thread = std::thread::Builder::new()
             .name(name.into())
             .spawn(move || {
+                // "PID/task/TID"
+                let _ = me_tx.send(std::fs::read_link("/proc/thread-self").ok());
                 rt.block_on(async {
                     let _ = stopped.await;
                 });
             })
             .unwrap();
+        let schedstat = me
+            .recv()
+            .ok()
+            .flatten()
+            .map(|t| std::path::Path::new("/proc").join(t).join("schedstat"));
         Self {
             rt: handle,
+            schedstat,
             stop: Some(stop),
             thread: Some(thread),
         }
+    }
+
+    /// Nanoseconds this side's thread has run on a CPU (user and system), if known.
+    fn cpu_ns(&self) -> Option<u64> {
+        let text = std::fs::read_to_string(self.schedstat.as_ref()?).ok()?;
+        text.split_whitespace().next()?.parse().ok()
     }
 }
 
@@ -179,14 +198,21 @@ impl Path {
         }
     }
 
-    fn run(&mut self, frames: u64) -> Duration {
+    /// One repetition: its time, and each side's CPU time per frame in ns (NaN if unknown).
+    fn run(&mut self, frames: u64, a: &Side, b: &Side) -> (Duration, [f64; 2]) {
+        let cpu0 = [a.cpu_ns(), b.cpu_ns()];
         let start = StdInstant::now();
         self.recv_go.blocking_send(frames).unwrap();
         self.send_go.blocking_send(frames).unwrap();
         self.recv_done.blocking_recv().expect("receiver stopped");
         let took = start.elapsed();
         self.send_done.blocking_recv().expect("sender stopped");
-        took
+        let cpu1 = [a.cpu_ns(), b.cpu_ns()];
+        let per_frame = |i: usize| match (cpu0[i], cpu1[i]) {
+            (Some(x), Some(y)) => y.saturating_sub(x) as f64 / frames as f64,
+            _ => f64::NAN,
+        };
+        (took, [per_frame(0), per_frame(1)])
     }
 }
 
@@ -386,17 +412,22 @@ fn measure(p: &Params) -> String {
     let mut adapter = adapter_path(&a, &b, p.size);
     let mut raw = raw_path(&a, &b, p.size);
     let warm = (p.frames / 4).max(1);
-    adapter.run(warm);
-    raw.run(warm);
+    adapter.run(warm, &a, &b);
+    raw.run(warm, &a, &b);
     let (mut a_rates, mut r_rates, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+    // CPU ns per frame: [adapter side A, adapter side B, raw side A, raw side B].
+    let mut cpu: [Vec<f64>; 4] = Default::default();
     for rep in 0..p.reps {
-        let (ta, tr) = if rep % 2 == 0 {
-            let ta = adapter.run(p.frames);
-            (ta, raw.run(p.frames))
+        let ((ta, ca), (tr, cr)) = if rep % 2 == 0 {
+            let x = adapter.run(p.frames, &a, &b);
+            (x, raw.run(p.frames, &a, &b))
         } else {
-            let tr = raw.run(p.frames);
-            (adapter.run(p.frames), tr)
+            let y = raw.run(p.frames, &a, &b);
+            (adapter.run(p.frames, &a, &b), y)
         };
+        for (v, c) in cpu.iter_mut().zip([ca[0], ca[1], cr[0], cr[1]]) {
+            v.push(c);
+        }
         let (a_rate, r_rate) = (
             p.frames as f64 / ta.as_secs_f64(),
             p.frames as f64 / tr.as_secs_f64(),
@@ -416,6 +447,11 @@ fn measure(p: &Params) -> String {
         median(&mut a_rates),
         median(&mut r_rates),
         median(&mut ratios),
+    );
+    let [ca, cb, ra, rb] = cpu.map(|mut v| median(&mut v));
+    eprintln!(
+        "CPU per frame (medians): adapter side A {ca:.0} ns, side B {cb:.0} ns; \
+         raw side A {ra:.0} ns, side B {rb:.0} ns"
     );
     let mb = |msgs: f64| (msgs * p.size as f64 / 1e6 * 10.0).round() / 10.0;
     json_line(&[
