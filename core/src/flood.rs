@@ -6,9 +6,10 @@
 //! broadcast is xcast's job) but it exercises the whole driving contract: a command, frames in
 //! and out, events, a timer with a generation token, and a bound with a counted drop.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, VecDeque};
 
 use bytes::Bytes;
+use smallvec::SmallVec;
 
 use crate::event::Event;
 use crate::node::Ctx;
@@ -24,6 +25,9 @@ pub(crate) struct Flood {
     next_id: u64,
     /// (origin, id, forget at), in arrival order, so expiry order too.
     seen: VecDeque<(Rank, u64, Instant)>,
+    /// The same (origin, id) pairs as `seen` (each at most once there), so the duplicate check
+    /// is a lookup instead of a scan of up to `max_floods` entries. Ordered, so deterministic.
+    index: BTreeSet<(Rank, u64)>,
     sweep: Option<TimerToken>,
 }
 
@@ -37,44 +41,50 @@ impl Flood {
             hops: 0,
             payload,
         };
+        self.index.insert((msg.origin, msg.id));
         self.accept(ctx, None, msg);
         self.next_id
     }
 
     /// A flood frame from `from`.
     pub(crate) fn handle(&mut self, ctx: &mut Ctx<'_>, from: Rank, msg: FloodMsg) {
-        if self
-            .seen
-            .iter()
-            .any(|&(o, i, _)| o == msg.origin && i == msg.id)
-        {
+        // One search: the id is recorded here if it is new.
+        if !self.index.insert((msg.origin, msg.id)) {
             ctx.stats.flood_duplicates += 1;
             return;
         }
         self.accept(ctx, Some(from), msg);
     }
 
+    /// Remembers and delivers a new flood (already in `index`) and forwards it.
     fn accept(&mut self, ctx: &mut Ctx<'_>, from: Option<Rank>, msg: FloodMsg) {
         if self.seen.len() >= ctx.cfg.max_floods {
-            self.seen.pop_front();
+            self.forget_oldest();
             ctx.stats.flood_forgotten += 1;
         }
         let forget_at = ctx.now + ctx.cfg.flood_linger;
         self.seen.push_back((msg.origin, msg.id, forget_at));
+        debug_assert_eq!(self.index.len(), self.seen.len());
         if self.sweep.is_none() {
             self.sweep = Some(ctx.timers.set(TimerKey::FloodSweep, forget_at));
         }
-        let fwd = Message::Flood(FloodMsg {
-            hops: msg.hops.saturating_add(1),
-            ..msg.clone()
-        });
-        let neighbours: Vec<Rank> = match ctx.tree.view() {
-            Some(v) => v.parent().into_iter().chain(v.live_children()).collect(),
-            None => Vec::new(),
+        // Every tree link but the one it came on; inline up to radix 8 (no allocation per frame).
+        let to: SmallVec<[Rank; 8]> = match ctx.tree.view() {
+            Some(v) => v
+                .parent()
+                .into_iter()
+                .chain(v.live_children())
+                .filter(|&n| Some(n) != from)
+                .collect(),
+            None => SmallVec::new(),
         };
-        if neighbours.iter().any(|&n| Some(n) != from) {
-            let frame = fwd.encode();
-            for n in neighbours.into_iter().filter(|&n| Some(n) != from) {
+        if !to.is_empty() {
+            let frame = Message::Flood(FloodMsg {
+                hops: msg.hops.saturating_add(1),
+                ..msg.clone()
+            })
+            .encode();
+            for n in to {
                 ctx.send_frame(n, Class::Data, frame.clone());
             }
         }
@@ -94,12 +104,19 @@ impl Flood {
         }
         self.sweep = None;
         while self.seen.front().is_some_and(|&(_, _, at)| at <= ctx.now) {
-            self.seen.pop_front();
+            self.forget_oldest();
         }
         if self.seen.is_empty() {
             self.seen = VecDeque::new();
         } else if let Some(&(_, _, at)) = self.seen.front() {
             self.sweep = Some(ctx.timers.set(TimerKey::FloodSweep, at));
+        }
+    }
+
+    /// Forgets the oldest remembered id.
+    fn forget_oldest(&mut self) {
+        if let Some((o, i, _)) = self.seen.pop_front() {
+            self.index.remove(&(o, i));
         }
     }
 

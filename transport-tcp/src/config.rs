@@ -215,9 +215,12 @@ pub struct TcpConfig {
     /// wait, the driver stops reading data-class frames (control frames, timers and link changes
     /// still run); past four times this, outputs are dropped and counted.
     pub output_buffer: usize,
-    /// Whole frames buffered from socket readers to the driver, per traffic class.
+    /// Whole frames buffered from socket readers to the driver, per traffic class (readers hand
+    /// them over in batches of up to 64, one read's worth; the bound is kept in whole batches,
+    /// at least one).
     pub frame_buffer: usize,
-    /// `BufReader`/`BufWriter` capacity per connection.
+    /// Read and write buffer capacity per connection: one read takes up to this many bytes
+    /// (many frames), and small frames are gathered into one write of up to this many.
     pub io_buffer: usize,
     /// Handshakes in progress at once; connections past it are closed unanswered (counted).
     pub max_handshakes: usize,

@@ -1,11 +1,16 @@
 //! The driver task: it owns the [`Node`] and is the only code that touches it.
 //!
-//! One wake handles one input (a socket report, a frame, an application command or a due
-//! timer), then up to `max_inputs_per_wake - 1` more inputs that are already waiting, in
-//! priority order: lifecycle reports, control frames, commands, data frames. After every input
-//! it drains `poll_transmit` into the per-peer send queues and `poll_event` into the output
-//! buffer, and before sleeping it arms one timer at the earlier of `poll_timeout` and the next
-//! re-dial.
+//! One wake handles one input (a socket report, a batch of frames, an application command or
+//! a due timer), then more inputs that are already waiting, in priority order: lifecycle
+//! reports, control frames, commands, data frames, until `max_inputs_per_wake` inputs (a
+//! frame counts as one) were handled. After every input it drains `poll_transmit` into the
+//! per-peer send queues and `poll_event` into the output buffer, and before sleeping it arms
+//! one timer at the earlier of `poll_timeout` and the next re-dial.
+//!
+//! A batch of frames (what one socket read produced) is fed with one `now`, and drained after
+//! every [`Driver::frames_per_drain`] frames and at its end rather than after each frame: a
+//! bound derived from the node's `max_transmits`, `max_events` and radix, so the core's
+//! bounded outbox cannot fill up between two drains.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::io;
@@ -21,7 +26,7 @@ use tokio::task::{AbortHandle, JoinHandle};
 use tokio::time::Instant as Tick;
 
 use crate::config::{AddressBook, ClusterKey, TcpConfig};
-use crate::conn::{self, Ended, FrameIn, Report, Shared};
+use crate::conn::{self, Ended, FrameIn, Report, Shared, MAX_BATCH};
 use crate::handshake::{HandshakeError, Verdict};
 use crate::queue::SendQueue;
 use crate::stats::{Counters, TransportStats};
@@ -251,8 +256,9 @@ pub fn spawn(
     let cfg = Arc::new(cfg);
     let counters = Arc::new(Counters::default());
     let (reports_tx, reports) = mpsc::channel(1024);
-    let (control_tx, control_in) = mpsc::channel(cfg.frame_buffer.max(1));
-    let (data_tx, data_in) = mpsc::channel(cfg.frame_buffer.max(1));
+    let batches = (cfg.frame_buffer / MAX_BATCH).max(1);
+    let (control_tx, control_in) = mpsc::channel(batches);
+    let (data_tx, data_in) = mpsc::channel(batches);
     let (cmds_tx, cmds) = mpsc::channel(256);
     let (out_tx, outputs) = mpsc::channel(cfg.output_buffer.max(1));
     let sh = Shared {
@@ -267,8 +273,11 @@ pub fn spawn(
         data_in: data_tx,
     };
     let listener = tokio::spawn(conn::listen(listener, sh.clone())).abort_handle();
+    let frames_per_drain = frames_per_drain(node.config());
     let driver = Driver {
         node,
+        frames_per_drain,
+        staged: Vec::new(),
         origin: Tick::now(),
         sh,
         peers: BTreeMap::new(),
@@ -294,6 +303,16 @@ pub fn spawn(
 }
 
 const CLASSES: [Class; 2] = [Class::Control, Class::Data];
+
+/// Frames fed to the core between two drains: a frame makes at most a few transmits per tree
+/// neighbour (radix + 1 of them) and a few events, so a quarter of `max_transmits` over the
+/// neighbours and a sixteenth of `max_events` stay far from the outbox bounds.
+fn frames_per_drain(c: &lifeline_core::Config) -> usize {
+    let fan = (c.radix as usize).saturating_add(1);
+    (c.max_transmits / fan.saturating_mul(4))
+        .min(c.max_events / 16)
+        .clamp(1, MAX_BATCH)
+}
 
 fn ci(c: Class) -> usize {
     match c {
@@ -346,6 +365,10 @@ impl Peer {
 
 struct Driver {
     node: Node,
+    /// Frames of one batch fed between two drains.
+    frames_per_drain: usize,
+    /// Frames of consecutive transmits to one peer and class, queued together.
+    staged: Vec<Bytes>,
     origin: Tick,
     sh: Shared,
     peers: BTreeMap<Rank, Peer>,
@@ -402,15 +425,16 @@ impl Driver {
             self.flush(&out);
             sleep.as_mut().reset(self.next_deadline());
             let data_open = self.pending.len() < self.sh.cfg.output_buffer;
+            let mut used = 1;
             tokio::select! {
                 biased;
                 Some(r) = reports.recv() => self.on_report(r),
-                Some(f) = control_in.recv() => self.on_frame(f),
+                Some(f) = control_in.recv() => used = self.on_frame(f),
                 c = cmds.recv() => match c {
                     Some(c) => self.on_cmd(c),
                     None => break,
                 },
-                Some(f) = data_in.recv(), if data_open => self.on_frame(f),
+                Some(f) = data_in.recv(), if data_open => used = self.on_frame(f),
                 permit = out.reserve(), if !self.pending.is_empty() && !self.out_closed => {
                     match permit {
                         Ok(p) => {
@@ -424,16 +448,15 @@ impl Driver {
                 () = &mut sleep => {}
             }
             // Work cap: more inputs that are already waiting, without sleeping in between.
-            for _ in 1..cap {
-                if self.stopping {
-                    break;
-                }
-                if let Ok(r) = reports.try_recv() {
+            while used < cap && !self.stopping {
+                used += if let Ok(r) = reports.try_recv() {
                     self.on_report(r);
+                    1
                 } else if let Ok(f) = control_in.try_recv() {
-                    self.on_frame(f);
+                    self.on_frame(f)
                 } else if let Ok(c) = cmds.try_recv() {
                     self.on_cmd(c);
+                    1
                 } else if self.pending.len() < self.sh.cfg.output_buffer {
                     match data_in.try_recv() {
                         Ok(f) => self.on_frame(f),
@@ -441,7 +464,7 @@ impl Driver {
                     }
                 } else {
                     break;
-                }
+                };
             }
             self.flush(&out);
         }
@@ -507,19 +530,22 @@ impl Driver {
         self.pending.clear();
     }
 
+    /// Moves as many pending outputs as the channel has room for, reserving that room at once.
     fn flush(&mut self, out: &mpsc::Sender<Output>) {
-        while let Some(o) = self.pending.pop_front() {
-            match out.try_send(o) {
-                Ok(()) => {}
-                Err(mpsc::error::TrySendError::Full(o)) => {
-                    self.pending.push_front(o);
-                    break;
-                }
-                Err(mpsc::error::TrySendError::Closed(_)) => {
-                    self.close_outputs();
-                    break;
+        if self.pending.is_empty() {
+            return;
+        }
+        let n = self.pending.len().min(out.capacity());
+        match out.try_reserve_many(n.max(1)) {
+            Ok(permits) => {
+                for p in permits {
+                    if let Some(o) = self.pending.pop_front() {
+                        p.send(o);
+                    }
                 }
             }
+            Err(mpsc::error::TrySendError::Full(())) => {}
+            Err(mpsc::error::TrySendError::Closed(())) => self.close_outputs(),
         }
     }
 
@@ -528,8 +554,17 @@ impl Driver {
     /// then wire-up after a view change.
     fn drain(&mut self) {
         loop {
+            // Consecutive transmits to one peer and class are queued under one lock.
+            let mut run: Option<(Rank, Class)> = None;
             while let Some(t) = self.node.poll_transmit() {
-                self.route(t);
+                if let Some((to, class)) = run.filter(|&r| r != (t.to, t.class)) {
+                    self.route_staged(to, class);
+                }
+                run = Some((t.to, t.class));
+                self.staged.push(t.frame);
+            }
+            if let Some((to, class)) = run {
+                self.route_staged(to, class);
             }
             while let Some(e) = self.node.poll_event() {
                 if matches!(e, Event::ViewChanged(_)) {
@@ -550,21 +585,29 @@ impl Driver {
     }
 
     fn route(&mut self, t: Transmit) {
-        if !self.alive(t.to) {
+        self.staged.push(t.frame);
+        self.route_staged(t.to, t.class);
+    }
+
+    /// Queues the staged frames (leaving `staged` empty) to `to` on `class`.
+    fn route_staged(&mut self, to: Rank, class: Class) {
+        if !self.alive(to) {
+            self.staged.clear();
             return; // the core never asks this; be safe
         }
         let hard = self.sh.cfg.queue_hard_bytes;
-        let i = ci(t.class);
-        let p = self.peers.entry(t.to).or_insert_with(Peer::new);
-        let queued = p.queues[i].push(t.frame);
-        Counters::add(&self.sh.counters.frames_out);
+        let i = ci(class);
+        let p = self.peers.entry(to).or_insert_with(Peer::new);
+        let n = self.staged.len();
+        let queued = p.queues[i].push_many(self.staged.drain(..));
+        Counters::add_n(&self.sh.counters.frames_out, n);
         if queued > hard {
             Counters::add(&self.sh.counters.overflows);
-            self.deferred_downs.push((t.to, DownReason::Overflow));
+            self.deferred_downs.push((to, DownReason::Overflow));
             return;
         }
-        self.ensure_conn(t.to, 0);
-        self.ensure_conn(t.to, 1);
+        self.ensure_conn(to, 0);
+        self.ensure_conn(to, 1);
     }
 
     /// Closes links to ranks the core now knows dead, and dials the (new) parent: children dial
@@ -795,20 +838,37 @@ impl Driver {
         }
     }
 
-    fn on_frame(&mut self, f: FrameIn) {
+    /// Feeds a batch of frames (one `now`: they arrived in one read) or a connection's end;
+    /// returns the inputs it counts as (its frames).
+    fn on_frame(&mut self, f: FrameIn) -> usize {
         match f {
-            FrameIn::Frame { from, frame } => {
-                Counters::add(&self.sh.counters.frames_in);
+            FrameIn::Frames { from, frames } => {
+                let n = frames.len();
+                Counters::add_n(&self.sh.counters.frames_in, n);
                 let now = self.now();
-                self.node.handle_frame(now, from, frame);
-                self.drain();
+                let mut fed = 0;
+                for frame in frames {
+                    self.node.handle_frame(now, from, frame);
+                    fed += 1;
+                    if fed == self.frames_per_drain {
+                        self.drain();
+                        fed = 0;
+                    }
+                }
+                if fed > 0 {
+                    self.drain();
+                }
+                n.max(1)
             }
             FrameIn::Ended {
                 peer,
                 class,
                 id,
                 why,
-            } => self.on_ended(peer, class, id, why),
+            } => {
+                self.on_ended(peer, class, id, why);
+                1
+            }
         }
     }
 

@@ -31,10 +31,14 @@
 //! before data frames. The link is reported up to the core when both are established, and down
 //! as soon as either ends (EOF, reset, `TCP_USER_TIMEOUT`, keepalive, a malformed frame).
 //!
-//! - **Framing** is the core's envelope: the reader reads the 6-byte header, asks
-//!   [`lifeline_core::wire::frame_len`] for the length (a bad version, unknown kind or a frame
-//!   over `max_frame` closes the connection before anything is allocated), then the body.
-//!   Writers batch through a `BufWriter` and flush whenever their queue is drained.
+//! - **Framing** is the core's envelope: the reader reads into one `io_buffer`-sized buffer,
+//!   many frames per read, asks [`lifeline_core::wire::frame_len`] for each frame's length (a
+//!   bad version, unknown kind or a frame over `max_frame` closes the connection before room
+//!   is reserved for it) and splits whole frames off without copying; the driver gets each
+//!   read's frames as one batch. (A frame's `Bytes`, and so a delivered payload, shares its read
+//!   buffer: holding one keeps that buffer's allocation alive.) Writers gather small frames into
+//!   one buffer, write large ones straight from their `Bytes`, and write out whatever is
+//!   buffered whenever their queue is drained.
 //! - **Socket options** (socket2): `TCP_NODELAY`; keepalive probing every
 //!   `max(1 s, link_timeout / 3)`, 3 probes; `TCP_USER_TIMEOUT = link_timeout` (3 s by
 //!   default, Linux). A killed process on a live host is seen at once (the kernel sends FIN/RST);

@@ -26,17 +26,20 @@ impl SendQueue {
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Appends a frame; returns the bytes now queued. The writer is woken only when the queue
-    /// goes from empty to not empty: it takes everything before it waits again, so a push onto
-    /// a non-empty queue is always seen.
-    pub(crate) fn push(&self, frame: Bytes) -> usize {
+    /// Appends frames in order under one lock; returns the bytes now queued. The writer is woken
+    /// only when the queue goes from empty to not empty: it takes everything before it waits
+    /// again, so frames pushed onto a non-empty queue are always seen.
+    pub(crate) fn push_many(&self, frames: impl Iterator<Item = Bytes>) -> usize {
         let mut q = self.lock();
         let was_empty = q.frames.is_empty();
-        q.bytes += frame.len();
-        q.frames.push_back(frame);
+        for f in frames {
+            q.bytes += f.len();
+            q.frames.push_back(f);
+        }
         let b = q.bytes;
+        let wake = was_empty && !q.frames.is_empty();
         drop(q);
-        if was_empty {
+        if wake {
             self.notify.notify_one();
         }
         b

@@ -73,4 +73,8 @@ impl Counters {
     pub(crate) fn add(c: &AtomicU64) {
         c.fetch_add(1, Ordering::Relaxed);
     }
+
+    pub(crate) fn add_n(c: &AtomicU64, n: usize) {
+        c.fetch_add(n as u64, Ordering::Relaxed);
+    }
 }
