@@ -29,6 +29,11 @@
 //! best plain tokio framing we know, so the ratio is the adapter's real cost, not a
 //! strawman's.
 //!
+//! **Raw path driving the same cores** (context for the adapter's own cost): the raw loop
+//! above, but node 0's flood frames are what it writes and node 1 handles what it reads, so
+//! both sides of `ratio_vs_raw_core` pay the core's per-frame work and the ratio isolates the
+//! adapter (handshake, two classes, queues, back-pressure, the driver's batching).
+//!
 //! **Measurement**: both paths are set up once (nodes linked, the raw connection open) and each
 //! runs one untimed warm-up round; then `--reps` repetitions each time both paths back to back,
 //! alternating which goes first. A repetition is timed from the moment both sides are told to
@@ -38,8 +43,8 @@
 //! rate of the core alone (both nodes' protocol work on one thread, no I/O); the last stdout
 //! line is JSON: the median rate of each path and the median of the per-repetition ratios
 //! (pairing cancels load that drifts between repetitions on a shared machine):
-//! `{"size","adapter_mb_s","raw_mb_s","ratio","adapter_msgs_s","raw_msgs_s"}` (MB/s of payload,
-//! ratio = adapter rate / raw rate).
+//! `{"size","adapter_mb_s","raw_mb_s","ratio","adapter_msgs_s","raw_msgs_s","raw_core_msgs_s",
+//! "ratio_vs_raw_core"}` (MB/s of payload, ratio = adapter rate / raw rate).
 //!
 //! **Reading the numbers on a 2-vCPU VM.** At 64 KiB a run settles in one of two modes: when
 //! the kernel keeps the two side threads on one vCPU (`taskset -c 0` forces it) the adapter
@@ -74,7 +79,8 @@ usage: transport tcp --size BYTES [--frames N] [--reps N]
   --frames   frames per repetition (default: 256 MiB of payload, between 1,000 and 1,000,000)
   --reps     timed repetitions, each running both paths (default 9)
 
-Last stdout line: {\"size\",\"adapter_mb_s\",\"raw_mb_s\",\"ratio\",\"adapter_msgs_s\",\"raw_msgs_s\"}";
+Last stdout line: {\"size\",\"adapter_mb_s\",\"raw_mb_s\",\"ratio\",\"adapter_msgs_s\",\"raw_msgs_s\",
+\"raw_core_msgs_s\",\"ratio_vs_raw_core\"}";
 
 /// Largest payload accepted: the core's largest frame less room for the envelope.
 const MAX_SIZE: usize = (lifeline_core::MAX_FRAME as usize) - 1024;
@@ -381,6 +387,89 @@ fn raw_path(a: &Side, b: &Side, size: usize) -> Path {
     )
 }
 
+// ---- the raw path driving the same cores ----
+
+/// The same protocol work as the adapter path, driven by the simplest tokio loop: one
+/// connection, no handshake, no second class, no queues. On A a bare node 0 floods in batches
+/// and its frames (already length-prefixed by the envelope) go through a `BufWriter`; on B the
+/// reader splits frames off one `BytesMut` with `wire::frame_len` and hands each to a bare
+/// node 1, counting its `FloodDelivered` events. Adapter / this = what the adapter itself
+/// costs, with the core's per-frame work on both sides of the ratio.
+fn raw_core_path(a: &Side, b: &Side, size: usize) -> Path {
+    let cap = TcpConfig::default().io_buffer;
+    let l = std_listener();
+    let addr = l.local_addr().unwrap();
+    let mut cfg = Config::new(2, 2);
+    cfg.max_frame = max_frame(size);
+    let limits = cfg.limits();
+    let node = |r| Node::new(cfg.clone(), Rank(r), 7, Instant::ZERO).unwrap();
+    let (mut n0, mut n1) = (node(0), node(1));
+    let batch = (256 * 1024 / size).clamp(1, 4096) as u64;
+    Path::new(
+        a,
+        b,
+        move |mut go, done| async move {
+            let s = TcpStream::connect(addr).await.unwrap();
+            s.set_nodelay(true).unwrap();
+            let payload = Bytes::from(vec![0xab; size]);
+            let mut w = BufWriter::with_capacity(cap, s);
+            let start = StdInstant::now();
+            while let Some(frames) = go.recv().await {
+                let mut sent = 0u64;
+                while sent < frames {
+                    let now = Instant::from_nanos(start.elapsed().as_nanos() as u64);
+                    let k = batch.min(frames - sent);
+                    for _ in 0..k {
+                        n0.flood(now, payload.clone()).unwrap();
+                    }
+                    sent += k;
+                    while n0.poll_event().is_some() {}
+                    while let Some(t) = n0.poll_transmit() {
+                        w.write_all(&t.frame).await.unwrap();
+                    }
+                }
+                w.flush().await.unwrap();
+                let _ = done.send(()).await;
+            }
+        },
+        move |mut go, done| async move {
+            let l = TcpListener::from_std(l).unwrap();
+            let (mut rd, _) = l.accept().await.unwrap();
+            rd.set_nodelay(true).unwrap();
+            let mut buf = BytesMut::with_capacity(cap);
+            let start = StdInstant::now();
+            while let Some(frames) = go.recv().await {
+                let mut got = 0u64;
+                while got < frames {
+                    let now = Instant::from_nanos(start.elapsed().as_nanos() as u64);
+                    while let Some(len) = lifeline_core::wire::frame_len(&buf, &limits).unwrap() {
+                        if buf.len() < len {
+                            buf.reserve(len - buf.len());
+                            break;
+                        }
+                        n1.handle_frame(now, Rank(0), buf.split_to(len).freeze());
+                    }
+                    while let Some(e) = n1.poll_event() {
+                        got += u64::from(matches!(e, Event::FloodDelivered { .. }));
+                    }
+                    while n1.poll_transmit().is_some() {}
+                    if got >= frames {
+                        break;
+                    }
+                    if buf.capacity() - buf.len() < cap / 8 {
+                        buf.reserve(cap);
+                    }
+                    assert!(
+                        rd.read_buf(&mut buf).await.unwrap() > 0,
+                        "raw connection closed"
+                    );
+                }
+                let _ = done.send(()).await;
+            }
+        },
+    )
+}
+
 // ---- the core alone ----
 
 /// The protocol work of the adapter path without any I/O, on one thread: node 0 floods
@@ -422,9 +511,12 @@ fn measure(p: &Params) -> String {
     let (a, b) = (Side::new("side-a"), Side::new("side-b"));
     let mut adapter = adapter_path(&a, &b, p.size);
     let mut raw = raw_path(&a, &b, p.size);
+    let mut raw_core = raw_core_path(&a, &b, p.size);
     let warm = (p.frames / 4).max(1);
     adapter.run(warm, &a, &b);
     raw.run(warm, &a, &b);
+    raw_core.run(warm, &a, &b);
+    let (mut rc_rates, mut rc_ratios) = (Vec::new(), Vec::new());
     let (mut a_rates, mut r_rates, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
     // CPU ns per frame: [adapter side A, adapter side B, raw side A, raw side B].
     let mut cpu: [Vec<f64>; 4] = Default::default();
@@ -443,16 +535,22 @@ fn measure(p: &Params) -> String {
             p.frames as f64 / ta.as_secs_f64(),
             p.frames as f64 / tr.as_secs_f64(),
         );
+        let (trc, _) = raw_core.run(p.frames, &a, &b);
+        let rc_rate = p.frames as f64 / trc.as_secs_f64();
         eprintln!(
-            "rep {rep}: adapter {a_rate:.0} msgs/s, raw {r_rate:.0} msgs/s, ratio {:.3}",
-            a_rate / r_rate
+            "rep {rep}: adapter {a_rate:.0} msgs/s, raw {r_rate:.0} msgs/s, ratio {:.3}; \
+             raw driving the same cores {rc_rate:.0} msgs/s, ratio {:.3}",
+            a_rate / r_rate,
+            a_rate / rc_rate
         );
+        rc_rates.push(rc_rate);
+        rc_ratios.push(a_rate / rc_rate);
         a_rates.push(a_rate);
         r_rates.push(r_rate);
         ratios.push(a_rate / r_rate);
     }
     // Closing the go channels ends the tasks (the nodes shut down); then the sides stop.
-    drop((adapter, raw));
+    drop((adapter, raw, raw_core));
     drop((a, b));
     let (a_msgs, r_msgs, ratio) = (
         median(&mut a_rates),
@@ -472,6 +570,14 @@ fn measure(p: &Params) -> String {
         ("ratio", ((ratio * 1000.0).round() / 1000.0).into()),
         ("adapter_msgs_s", (a_msgs.round() as u64).into()),
         ("raw_msgs_s", (r_msgs.round() as u64).into()),
+        (
+            "raw_core_msgs_s",
+            (median(&mut rc_rates).round() as u64).into(),
+        ),
+        (
+            "ratio_vs_raw_core",
+            ((median(&mut rc_ratios) * 1000.0).round() / 1000.0).into(),
+        ),
     ])
 }
 
