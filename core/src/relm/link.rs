@@ -177,6 +177,9 @@ impl Relm {
             }
         }
         self.try_send_pending(ctx);
+        if std::mem::take(&mut self.urgent) {
+            self.flush_marks(ctx);
+        }
     }
 
     /// Sends `to` this rank's full update for that link: ACK watermarks for chains it is

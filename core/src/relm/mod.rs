@@ -66,6 +66,8 @@ pub(crate) struct Relm {
     probes: BTreeMap<Chain, Uid>,
     /// Messages delivered here since the last flush (a large backlog flushes at once).
     unflushed: usize,
+    /// An ACK passing through freed much of a window: flush after the current frame.
+    urgent: bool,
     flush: Option<TimerToken>,
     sweep: Option<TimerToken>,
     retry: Option<TimerToken>,
@@ -92,6 +94,7 @@ impl Relm {
             acks: BTreeMap::new(),
             probes: BTreeMap::new(),
             unflushed: 0,
+            urgent: false,
             flush: None,
             sweep: None,
             retry: None,
@@ -228,6 +231,9 @@ impl Relm {
         }
         for p in m.probes {
             self.probe_in(ctx, from, (p.src, p.dst), p.uid);
+        }
+        if std::mem::take(&mut self.urgent) {
+            self.flush_marks(ctx);
         }
     }
 

@@ -148,11 +148,19 @@ impl Relm {
             if rec.acked.is_some_and(|a| upto.at_or_before(a)) {
                 return; // already passed on
             }
+            let acked_before = rec.acked;
             rec.acked = Some(upto);
             rec.touched = ctx.now;
             let before = rec.cache.len();
             rec.cache.retain(|c| !c.uid.at_or_before(upto));
-            self.fifo.cached -= before - rec.cache.len();
+            let released = before - rec.cache.len();
+            self.fifo.cached -= released;
+            // An ACK that frees a quarter of a window goes on at once (after the frame that
+            // carried it), so a fast sender never waits on every hop's coalescing delay.
+            let freed = acked_before.map_or(released as u64, |a| a.dist(upto));
+            if freed >= (ctx.cfg.relm_window as u64 / 4).max(1) {
+                self.urgent = true;
+            }
             if rec.settled() {
                 self.relayed.remove(&chain);
             }

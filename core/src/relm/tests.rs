@@ -215,6 +215,29 @@ fn an_ack_releases_the_relay_and_the_origin() {
     assert_eq!(frames, 5 * 3 + 3);
 }
 
+#[test]
+fn acks_that_free_much_of_a_window_skip_the_coalescing_delay() {
+    // 3 -> 1 -> 0 -> 2: with a window of 8, eight messages delivered at once are acknowledged
+    // at once by the destination and passed on at once by each relay: no timer needed.
+    let mut ns = nodes(4, 2, |c| c.relm_window = 8);
+    for _ in 0..8 {
+        ns[3]
+            .relm_send(at_ms(0), Rank(2), 16, Bytes::from_static(b"w"))
+            .unwrap();
+    }
+    let ev = pump(&mut ns, at_ms(0));
+    assert!(ev.contains(&(
+        3,
+        Event::RelmAcked {
+            dst: Rank(2),
+            upto: Uid::new(7).unwrap()
+        }
+    )));
+    assert!(ns[3]
+        .relm_send(at_ms(0), Rank(2), 16, Bytes::from_static(b"w"))
+        .is_ok());
+}
+
 proptest! {
     /// The destination against a reference model: whatever order and duplication the uids
     /// arrive in (within the window, across the wrap), it delivers exactly the longest
