@@ -31,8 +31,10 @@ use crate::wire::{ChainMark, Message, RelmLinkMsg};
 pub(super) struct Gate {
     /// Its full update arrived.
     pub(super) got: bool,
-    /// Mine went out.
+    /// Mine went out (or, empty and not asked for, was not needed).
     pub(super) sent: bool,
+    /// The neighbour asked for mine (`want`) while gating held it: it goes out even if empty.
+    pub(super) asked: bool,
     /// Marks for this link gathered while mine is held back; they go with it.
     pub(super) acks: BTreeMap<Chain, Uid>,
     pub(super) probes: BTreeMap<Chain, Uid>,
@@ -62,12 +64,17 @@ impl Relm {
             .into_iter()
             .chain(view.live_children())
             .collect();
+        // A rank that holds no RELM state has nothing to gather before it speaks: it skips the
+        // exchange (what its neighbours tell it still flows through at once).
+        let active = self.held() > 0;
         if d.slot_changed() {
             for &n in &neighbours {
                 let g = self.gates.entry(n).or_default();
-                g.got = false;
+                g.got = !active;
                 g.sent = false;
-                hello(ctx, n);
+                if active {
+                    hello(ctx, n);
+                }
             }
         } else {
             let gating = self.gates.values().any(|g| !g.got);
@@ -171,9 +178,9 @@ impl Relm {
             }
         }
         if m.want {
-            match self.gates.get(&from) {
-                Some(g) if !g.sent => {} // goes out when gating allows
-                _ => self.send_full(ctx, from),
+            match self.gates.get_mut(&from) {
+                Some(g) if !g.sent => g.asked = true, // goes out when gating allows
+                _ => self.send_full(ctx, from, true),
             }
         }
         self.try_send_pending(ctx);
@@ -184,8 +191,10 @@ impl Relm {
 
     /// Sends `to` this rank's full update for that link: ACK watermarks for chains it is
     /// downstream of over the link, "sent up to" for chains it is upstream of, and whatever
-    /// was gathered for the link while the update was held.
-    fn send_full(&mut self, ctx: &mut Ctx<'_>, to: Rank) {
+    /// was gathered for the link while the update was held. An empty update nobody asked for
+    /// (and that asks for nothing) is not sent: RELM adds no traffic to a repair where it has
+    /// nothing in flight. `force` sends it anyway (a reply to `want`).
+    fn send_full(&mut self, ctx: &mut Ctx<'_>, to: Rank, force: bool) {
         let Some(depth) = ctx.tree.view().map(|v| v.depth()) else {
             return;
         };
@@ -214,7 +223,7 @@ impl Relm {
                 super::merge_mark(&mut probes, (s, d), h);
             }
         }
-        let want = match self.gates.get_mut(&to) {
+        let (want, asked) = match self.gates.get_mut(&to) {
             Some(g) => {
                 g.sent = true;
                 for (c, u) in std::mem::take(&mut g.acks) {
@@ -223,10 +232,13 @@ impl Relm {
                 for (c, u) in std::mem::take(&mut g.probes) {
                     super::merge_mark(&mut probes, c, u);
                 }
-                !g.got
+                (!g.got, g.asked)
             }
-            None => false,
+            None => (false, false),
         };
+        if acks.is_empty() && probes.is_empty() && !want && !asked && !force {
+            return;
+        }
         let marks = |m: BTreeMap<Chain, Uid>| -> Vec<ChainMark> {
             m.into_iter()
                 .map(|((src, dst), uid)| ChainMark { src, dst, uid })
@@ -266,10 +278,10 @@ impl Relm {
             _ if held.is_empty() => {}
             0 => {
                 for r in held {
-                    self.send_full(ctx, r);
+                    self.send_full(ctx, r, false);
                 }
             }
-            1 if held.contains(&missing[0]) => self.send_full(ctx, missing[0]),
+            1 if held.contains(&missing[0]) => self.send_full(ctx, missing[0], false),
             _ => {}
         }
         if self.gates.values().all(|g| g.sent) {
@@ -298,7 +310,7 @@ impl Relm {
             .collect();
         ctx.stats.relm_gate_timeouts += held.len() as u64;
         for r in held {
-            self.send_full(ctx, r);
+            self.send_full(ctx, r, false);
         }
         self.try_send_pending(ctx);
     }
