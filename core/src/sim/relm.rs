@@ -23,7 +23,10 @@ pub struct RelmParams {
     pub radix: u32,
     /// Messages to send (all-to-all: each from a live rank to another live rank).
     pub messages: u32,
-    /// Fraction of ranks to crash while the stream runs (0 for none; at most 0.5).
+    /// Fraction of ranks to crash while the stream runs (0 for none; at most 0.5). With
+    /// crashes, the run also freezes two ranks for a few milliseconds (SIGSTOP, then SIGCONT)
+    /// and stalls two links for a few milliseconds (healed before the link timeout), so
+    /// frames arrive late and in bursts as on a loaded network.
     pub crash: f64,
     /// The run's seed.
     pub seed: u64,
@@ -236,6 +239,32 @@ pub fn run_relm(p: &RelmParams, hooks: RelmHooks) -> Result<RelmReport, SimFailu
         if doomed.insert(r) {
             let at = Instant::from_nanos(rng.below(window.as_nanos().max(1) + 1));
             sim.schedule(at, Fault::Crash(r));
+        }
+    }
+    // Stalls: pauses and short cuts among ranks that do not crash.
+    if want > 0 {
+        let spared: Vec<Rank> = (0..p.ranks)
+            .map(Rank)
+            .filter(|r| !doomed.contains(*r))
+            .collect();
+        let pick = |rng: &mut Rng| spared[rng.below(spared.len() as u64) as usize];
+        let start = |rng: &mut Rng| Instant::from_nanos(rng.below(window.as_nanos().max(1) + 1));
+        let lasting = |rng: &mut Rng| Duration::from_micros(100 + rng.below(5_000));
+        for _ in 0..2 {
+            let (r, at) = (pick(&mut rng), start(&mut rng));
+            sim.schedule(at, Fault::Pause(r));
+            sim.schedule(at + lasting(&mut rng), Fault::Resume(r));
+        }
+        let mut last_heal = Instant::ZERO;
+        for _ in 0..2 {
+            let (a, b, at) = (pick(&mut rng), pick(&mut rng), start(&mut rng));
+            if a != b {
+                sim.schedule(at, Fault::Cut(a, b));
+                last_heal = last_heal.max(at + lasting(&mut rng));
+            }
+        }
+        if last_heal > Instant::ZERO {
+            sim.schedule(last_heal, Fault::Heal);
         }
     }
 
