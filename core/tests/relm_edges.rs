@@ -652,3 +652,42 @@ fn edge28_uid_wrap_and_collision() {
     assert_eq!(h.stats(7).relm_collisions, 1);
     assert!(h.delivered(3, 7).is_empty());
 }
+
+/// Edge case 10 (grow after failures), RELM side: with rank 1 dead, growing 4 → 6 demotes 3
+/// from slot 1 to slot 3 under the new rank 5 while messages to and from 3 are in flight; the
+/// delta reaches RELM (link updates with 5), nothing is lost or doubled, and the joiners send
+/// and receive on fresh chains.
+#[test]
+fn edge10_grow_demotes_a_rank_with_messages_in_flight() {
+    let mut h = Harness::new("edge10-grow", 4, 2);
+    h.crash(1);
+    h.run_for(Duration::from_millis(20));
+    for _ in 0..20 {
+        h.send(3, 2);
+        h.send(2, 3);
+    }
+    h.run_for(Duration::from_micros(60));
+    if let Err(e) = h.sim.join(6) {
+        h.fail(format!("grow: {e}"));
+    }
+    h.run_for(Duration::from_micros(10));
+    let demoted = h
+        .sim
+        .world()
+        .node(Rank(3))
+        .and_then(|n| n.tree().view().cloned())
+        .map(|v| (v.slot().0, v.parent()));
+    assert_eq!(demoted, Some((3, Some(Rank(5)))));
+    for _ in 0..10 {
+        h.send(3, 2);
+        h.send(5, 3);
+        h.send(4, 3);
+        h.send(3, 4);
+    }
+    h.settle();
+    h.check();
+    assert_eq!(h.delivered(3, 2).len(), 30);
+    assert_eq!(h.delivered(2, 3).len(), 20);
+    assert_eq!(h.delivered(5, 3).len(), 10);
+    assert_eq!(h.delivered(3, 4).len(), 10);
+}
