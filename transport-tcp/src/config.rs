@@ -16,7 +16,9 @@ use lifeline_core::tree::Rank;
 /// ([`AddressBook::parse`]: one `rank addr` per line). The adapter listens on its own entry,
 /// dials the others' entries, and during the handshake checks that a peer claiming rank `r`
 /// connects from `r`'s IP address. The book must cover every rank the node may talk to; a rank
-/// missing from it is unreachable (reported to the core as a lost link).
+/// missing from it is unreachable (reported to the core as a lost link). Ranks that join later
+/// (a grow) are added to a running node with [`Handle::add_peers`](crate::Handle::add_peers) or
+/// [`Handle::grow`](crate::Handle::grow); an entry never changes once given.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct AddressBook {
     addrs: BTreeMap<Rank, SocketAddr>,

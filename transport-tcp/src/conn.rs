@@ -12,7 +12,7 @@
 use std::collections::VecDeque;
 use std::io::{self, IoSlice};
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
@@ -88,13 +88,26 @@ pub(crate) enum Report {
 pub(crate) struct Shared {
     pub(crate) me: Rank,
     pub(crate) key: Arc<ClusterKey>,
-    pub(crate) book: Arc<AddressBook>,
+    /// Read by every accept and dial; written only by [`Handle::add_peers`](crate::Handle::add_peers).
+    pub(crate) book: Arc<RwLock<AddressBook>>,
     pub(crate) cfg: Arc<TcpConfig>,
     pub(crate) limits: Limits,
     pub(crate) counters: Arc<Counters>,
     pub(crate) reports: mpsc::Sender<Report>,
     pub(crate) control_in: mpsc::Sender<FrameIn>,
     pub(crate) data_in: mpsc::Sender<FrameIn>,
+}
+
+impl Shared {
+    /// A copy of the address book.
+    pub(crate) fn book(&self) -> AddressBook {
+        self.book.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// One rank's address.
+    pub(crate) fn addr(&self, r: Rank) -> Option<std::net::SocketAddr> {
+        self.book.read().unwrap_or_else(|e| e.into_inner()).get(r)
+    }
 }
 
 /// `TCP_NODELAY`, keepalive and (on Linux) `TCP_USER_TIMEOUT`, so a vanished peer surfaces as an
@@ -145,7 +158,11 @@ pub(crate) async fn listen(listener: TcpListener, sh: Shared) {
 async fn inbound(mut stream: TcpStream, peer: SocketAddr, sh: Shared) {
     let hello = async {
         configure(&stream, &sh.cfg)?;
-        handshake::accept(&mut stream, &sh.key, sh.me, &sh.book, peer.ip()).await
+        {
+            // A snapshot: the lock is never held across an await.
+            let book = sh.book();
+            handshake::accept(&mut stream, &sh.key, sh.me, &book, peer.ip()).await
+        }
     };
     match tokio::time::timeout(sh.cfg.handshake_timeout, hello).await {
         Ok(Ok(h)) => {
@@ -451,7 +468,7 @@ mod tests {
         let sh = Shared {
             me: Rank(1),
             key: Arc::new(ClusterKey::from_secret(b"t").unwrap()),
-            book: Arc::new(AddressBook::new()),
+            book: Arc::new(RwLock::new(AddressBook::new())),
             cfg: Arc::new(cfg),
             limits: Limits {
                 max_frame: 1 << 20,

@@ -15,7 +15,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::io;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 use bytes::Bytes;
 use lifeline_core::tree::Rank;
@@ -112,6 +112,17 @@ pub enum TransportError {
     /// The rank is this node, known dead, or outside the address book.
     #[error("rank {0} cannot be sent to")]
     Unreachable(Rank),
+    /// An address book entry would change: a rank's address is fixed once given (the
+    /// handshake checks peers against it).
+    #[error("rank {rank} is already at {known}, not {given}")]
+    AddressConflict {
+        /// The rank.
+        rank: Rank,
+        /// Its address in the book.
+        known: SocketAddr,
+        /// The address offered.
+        given: SocketAddr,
+    },
     /// The driver has stopped.
     #[error("the transport has stopped")]
     Stopped,
@@ -130,6 +141,7 @@ enum Cmd {
 pub struct Handle {
     cmds: mpsc::Sender<Cmd>,
     counters: Arc<Counters>,
+    book: Arc<RwLock<AddressBook>>,
     me: Rank,
     local_addr: SocketAddr,
 }
@@ -153,6 +165,34 @@ impl Handle {
     /// The address the node listens on.
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
+    }
+
+    /// Adds ranks to the address book of the running node (ranks that joined, before the
+    /// node dials them or accepts their connections). All or nothing: an entry that would
+    /// change a known rank's address refuses the whole call.
+    pub fn add_peers(&self, peers: &AddressBook) -> Result<(), TransportError> {
+        let mut book = self.book.write().unwrap_or_else(|e| e.into_inner());
+        for (rank, given) in peers.iter() {
+            match book.get(rank) {
+                Some(known) if known != given => {
+                    return Err(TransportError::AddressConflict { rank, known, given })
+                }
+                _ => {}
+            }
+        }
+        for (rank, addr) in peers.iter() {
+            book.insert(rank, addr);
+        }
+        Ok(())
+    }
+
+    /// A grow: adds the new ranks' addresses, then grows the node's span to `new_span`
+    /// ([`Node::handle_grow`]), so the tree links it then wants can be dialled.
+    pub async fn grow(&self, new_span: u32, peers: &AddressBook) -> Result<(), TransportError> {
+        self.add_peers(peers)?;
+        Ok(self
+            .command(move |n, now| n.handle_grow(now, new_span))
+            .await??)
     }
 
     /// The adapter's counters.
@@ -264,7 +304,7 @@ pub fn spawn(
     let sh = Shared {
         me,
         key: Arc::new(key),
-        book: Arc::new(book),
+        book: Arc::new(RwLock::new(book)),
         limits: node.config().limits(),
         cfg,
         counters: counters.clone(),
@@ -272,6 +312,7 @@ pub fn spawn(
         control_in: control_tx,
         data_in: data_tx,
     };
+    let sh_book = sh.book.clone();
     let listener = tokio::spawn(conn::listen(listener, sh.clone())).abort_handle();
     let frames_per_drain = frames_per_drain(node.config());
     let driver = Driver {
@@ -294,6 +335,7 @@ pub fn spawn(
         handle: Handle {
             cmds: cmds_tx,
             counters,
+            book: sh_book,
             me,
             local_addr,
         },
@@ -653,7 +695,7 @@ impl Driver {
         if p.conns[i].is_some() || p.dial[i] != Dial::Idle {
             return;
         }
-        let Some(addr) = self.sh.book.get(peer) else {
+        let Some(addr) = self.sh.addr(peer) else {
             if !self.deferred_downs.iter().any(|(r, _)| *r == peer) {
                 self.deferred_downs.push((peer, DownReason::NoAddress));
             }
@@ -910,7 +952,7 @@ impl Driver {
     }
 
     fn raw(&mut self, t: Transmit) -> Result<(), TransportError> {
-        if !self.alive(t.to) || self.sh.book.get(t.to).is_none() {
+        if !self.alive(t.to) || self.sh.addr(t.to).is_none() {
             return Err(TransportError::Unreachable(t.to));
         }
         let i = ci(t.class);
