@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use bytes::Bytes;
 
-use super::{Fault, Observer, ProgressHook, Sim, SimConfig, SimFailure, TraceSink, World};
+use super::{Fault, Observer, Sim, SimConfig, SimFailure, World};
 use crate::event::Event;
 use crate::rng::Rng;
 use crate::time::{Duration, Instant};
@@ -134,16 +134,8 @@ impl Observer for XcastObserver {
     }
 }
 
-/// Hooks for long runs.
-#[derive(Default)]
-pub struct XcastHooks {
-    /// One line per event.
-    pub trace: Option<TraceSink>,
-    /// Called every `progress_every` steps.
-    pub progress: Option<ProgressHook>,
-    /// Steps between progress calls.
-    pub progress_every: u64,
-}
+/// Hooks for long runs (the simulator's one [`Hooks`] type).
+pub type XcastHooks = super::Hooks;
 
 /// Runs the xcast scenario and checks every invariant; a violation is a [`SimFailure`] naming the
 /// seed and the replay command.
@@ -167,12 +159,7 @@ pub fn run_xcast(p: &XcastParams, hooks: XcastHooks) -> Result<XcastReport, SimF
     )
     .map_err(|e| fail(format!("invalid configuration: {e}")))?;
     sim.set_replay(p.replay_command());
-    if let Some(t) = hooks.trace {
-        sim.set_trace(t);
-    }
-    if let Some(f) = hooks.progress {
-        sim.set_progress(hooks.progress_every, f);
-    }
+    sim.set_hooks(hooks);
     let layout = Layout::new(p.ranks, p.radix).map_err(|e| fail(e.to_string()))?;
     let mut rng = Rng::new(p.seed).fork(0x0C57);
     let gap = Duration::from_micros(20);

@@ -99,6 +99,17 @@ impl SimConfig {
     }
 }
 
+/// Hooks for long scenario runs (flood, xcast, RELM): a trace sink and a progress callback.
+#[derive(Default)]
+pub struct Hooks {
+    /// One line per event.
+    pub trace: Option<TraceSink>,
+    /// Called every `progress_every` steps.
+    pub progress: Option<ProgressHook>,
+    /// Steps between progress calls.
+    pub progress_every: u64,
+}
+
 /// Sees the run: every application event, and an invariant check after every step.
 pub trait Observer {
     /// An event a node emitted.
@@ -421,6 +432,16 @@ impl<O: Observer> Sim<O> {
     /// Calls `f` every `every` steps (for progress bars on long runs).
     pub fn set_progress(&mut self, every: u64, f: impl FnMut(&World) + 'static) {
         self.progress = Some((every.max(1), Box::new(f)));
+    }
+
+    /// Installs a scenario's [`Hooks`] (trace sink and progress callback), if set.
+    pub fn set_hooks(&mut self, hooks: Hooks) {
+        if let Some(t) = hooks.trace {
+            self.world.trace = Some(t);
+        }
+        if let Some(f) = hooks.progress {
+            self.progress = Some((hooks.progress_every.max(1), f));
+        }
     }
 
     /// Runs `f` on a live, unpaused node (an application command) and drains its outputs.

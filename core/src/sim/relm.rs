@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use bytes::Bytes;
 
-use super::{Fault, Observer, ProgressHook, Sim, SimConfig, SimFailure, TraceSink, World};
+use super::{Fault, Observer, Sim, SimConfig, SimFailure, World};
 use crate::event::Event;
 use crate::relm::Uid;
 use crate::rng::Rng;
@@ -162,16 +162,8 @@ impl Observer for RelmObserver {
     }
 }
 
-/// Hooks for long runs.
-#[derive(Default)]
-pub struct RelmHooks {
-    /// One line per event.
-    pub trace: Option<TraceSink>,
-    /// Called every `progress_every` steps.
-    pub progress: Option<ProgressHook>,
-    /// Steps between progress calls.
-    pub progress_every: u64,
-}
+/// Hooks for long runs (the simulator's one [`Hooks`] type).
+pub type RelmHooks = super::Hooks;
 
 /// Hops from `src` to `dst` along the routes the live nodes hold now.
 fn hops(w: &World, src: Rank, dst: Rank) -> u64 {
@@ -214,12 +206,7 @@ pub fn run_relm(p: &RelmParams, hooks: RelmHooks) -> Result<RelmReport, SimFailu
     };
     let mut sim = Sim::new(cfg, obs).map_err(|e| fail(format!("invalid configuration: {e}")))?;
     sim.set_replay(p.replay_command());
-    if let Some(t) = hooks.trace {
-        sim.set_trace(t);
-    }
-    if let Some(f) = hooks.progress {
-        sim.set_progress(hooks.progress_every, f);
-    }
+    sim.set_hooks(hooks);
     let mut rng = Rng::new(p.seed).fork(0x4e11);
     let gap = if p.burst {
         Duration::from_nanos(0)

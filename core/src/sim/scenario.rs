@@ -2,7 +2,7 @@
 
 use bytes::Bytes;
 
-use super::{Fault, Observer, ProgressHook, Sim, SimConfig, SimFailure, TraceSink, World};
+use super::{Fault, Observer, Sim, SimConfig, SimFailure, World};
 use crate::event::Event;
 use crate::rng::Rng;
 use crate::time::{Duration, Instant};
@@ -102,16 +102,8 @@ impl Observer for FloodObserver {
     }
 }
 
-/// Hooks for long runs: a trace sink and a progress callback.
-#[derive(Default)]
-pub struct RunHooks {
-    /// One line per event.
-    pub trace: Option<TraceSink>,
-    /// Called every `progress_every` steps.
-    pub progress: Option<ProgressHook>,
-    /// Steps between progress calls.
-    pub progress_every: u64,
-}
+/// Hooks for long runs (the simulator's one [`Hooks`] type).
+pub type RunHooks = super::Hooks;
 
 /// Runs a flood scenario. Fault-free: the lowest rank floods once and every rank must deliver it
 /// with exactly `n - 1` frames. Faulty: floods start during a safety phase of seeded faults;
@@ -127,12 +119,7 @@ pub fn run_flood(p: &FloodParams, hooks: RunHooks) -> Result<FloodReport, SimFai
         replay: p.replay_command(),
     })?;
     sim.set_replay(p.replay_command());
-    if let Some(t) = hooks.trace {
-        sim.set_trace(t);
-    }
-    if let Some(f) = hooks.progress {
-        sim.set_progress(hooks.progress_every, f);
-    }
+    sim.set_hooks(hooks);
     let budget = 64 * p.ranks as u64 + 1_000_000;
     let mut crashed = 0;
     if p.faults {
