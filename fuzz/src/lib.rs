@@ -1,0 +1,413 @@
+//! Fuzz target bodies for Lifeline's core, shared by the libFuzzer entry points in
+//! `fuzz_targets/` (built by `cargo fuzz` with `--features libfuzzer`) and by this crate's
+//! replay tests, which run them over seeded inputs under plain `cargo test`.
+//!
+//! ```sh
+//! cargo install cargo-fuzz --locked
+//! cargo fuzz run --features libfuzzer --sanitizer none node -- -max_total_time=60
+//! cargo +nightly fuzz run --features libfuzzer decode -- -max_total_time=60   # with ASan
+//! ```
+//!
+//! Each body panics on a violated property; anything else is a pass.
+//!
+//! - [`decode`]: any bytes: decoding never panics, and what decodes re-encodes to exactly the
+//!   same bytes (one encoding per message, so no two peers can disagree about a frame).
+//! - [`node`]: one interior node of a 16-rank tree fed a structured stream of hostile inputs
+//!   (frames with a correct envelope and arbitrary bodies from any rank in or out of the
+//!   span, raw bytes, link changes, deaths, time, RELM sends and broadcasts): it never
+//!   panics, never addresses a transmit to itself, a dead rank or a rank outside the span,
+//!   and never emits a frame it would itself refuse.
+//! - [`relm_sim`]: the RELM simulator scenario with fuzzer-chosen shape, load, crash rate and
+//!   seed: exactly once, in order, nothing lost, unreported or leaked.
+
+use arbitrary::{Arbitrary, Unstructured};
+use bytes::Bytes;
+use lifeline_core::sim::relm::{check_report, run_relm, RelmHooks, RelmParams};
+use lifeline_core::time::Duration;
+use lifeline_core::tree::{Rank, RankSet};
+use lifeline_core::wire::{frame_len, Limits, Message, HEADER_LEN, VERSION};
+use lifeline_core::{Config, Instant, Node};
+
+/// Any bytes as one frame: no panic; a decoded frame re-encodes to the same bytes.
+pub fn decode(data: &[u8]) {
+    let limits = Limits {
+        max_frame: 1 << 16,
+        max_list: 64,
+    };
+    let header = frame_len(data, &limits);
+    if let Ok(m) = Message::decode(Bytes::copy_from_slice(data), &limits) {
+        assert_eq!(&m.encode()[..], data, "{m:?} has a second encoding");
+        assert_eq!(m.frame_len(), data.len());
+        assert_eq!(header, Ok(Some(data.len())));
+    }
+}
+
+/// A well-formed message with fuzzer-chosen fields (small numbers, so uids, op ids and
+/// ranks land near the live state and exercise more than the refusal paths).
+#[derive(Arbitrary, Debug)]
+enum Msg {
+    RelmData {
+        src: u8,
+        dst: u8,
+        uid: u8,
+        tag: u16,
+        len: u8,
+    },
+    RelmAck {
+        acks: Vec<(u8, u8, u8)>,
+        probes: Vec<(u8, u8, u8)>,
+    },
+    RelmReq {
+        src: u8,
+        dst: u8,
+        ranges: Vec<(u8, u8)>,
+    },
+    RelmLink {
+        depth: u8,
+        full: bool,
+        want: bool,
+        acks: Vec<(u8, u8, u8)>,
+        probes: Vec<(u8, u8, u8)>,
+    },
+    Adopt {
+        lineage: Vec<u8>,
+    },
+    Lineage {
+        lineage: Vec<u8>,
+        failed: Vec<u8>,
+    },
+    Relay {
+        origin: u8,
+        seq: u8,
+        tag: u16,
+        len: u8,
+    },
+    Forward {
+        op: u8,
+        round: u8,
+        done: u8,
+        gdone: u8,
+        origin: u8,
+        seq: u8,
+        tag: u16,
+        len: u8,
+    },
+    Ack {
+        op: u8,
+        round: u8,
+    },
+    Poll {
+        op: u8,
+        round: u8,
+        done: u8,
+        gdone: u8,
+    },
+    Need {
+        op: u8,
+    },
+    Sync {
+        done: u8,
+        gdone: u8,
+    },
+    Complete {
+        origin: u8,
+        seq: u8,
+        op: u8,
+        query: bool,
+    },
+    Flood {
+        origin: u8,
+        id: u8,
+        hops: u8,
+        len: u8,
+    },
+}
+
+impl Msg {
+    /// The frame (fields over what a message allows are clamped by the codec's own checks:
+    /// such a frame is refused and counted like any other).
+    fn encode(self) -> Bytes {
+        use lifeline_core::relm::Uid;
+        use lifeline_core::wire::*;
+        let r = |x: u8| Rank(u32::from(x) % (SPAN + 2));
+        let uid = |x: u8| Uid::new(u32::from(x)).expect("small uids are valid");
+        let marks = |v: Vec<(u8, u8, u8)>| {
+            v.into_iter()
+                .map(|(s, d, u)| ChainMark {
+                    src: r(s),
+                    dst: r(d),
+                    uid: uid(u),
+                })
+                .collect()
+        };
+        let bytes = |len: u8| Bytes::from(vec![0x5a; len as usize]);
+        let ranks = |v: Vec<u8>| v.into_iter().map(r).collect();
+        let done = |d: u8, g: u8| (u64::from(d.max(g)), u64::from(g));
+        let m = match self {
+            Self::RelmData {
+                src,
+                dst,
+                uid: u,
+                tag,
+                len,
+            } => Message::RelmData(RelmDataMsg {
+                src: r(src),
+                dst: r(dst),
+                uid: uid(u),
+                tag,
+                payload: bytes(len),
+            }),
+            Self::RelmAck { acks, probes } => Message::RelmAck(RelmAckMsg {
+                acks: marks(acks),
+                probes: marks(probes),
+            }),
+            Self::RelmReq { src, dst, ranges } => Message::RelmReq(RelmReqMsg {
+                src: r(src),
+                dst: r(dst),
+                ranges: ranges
+                    .into_iter()
+                    .map(|(f, c)| UidRange {
+                        first: uid(f),
+                        count: u32::from(c).max(1),
+                    })
+                    .collect(),
+            }),
+            Self::RelmLink {
+                depth,
+                full,
+                want,
+                acks,
+                probes,
+            } => Message::RelmLink(RelmLinkMsg {
+                depth: u32::from(depth % 6),
+                full,
+                want,
+                acks: marks(acks),
+                probes: marks(probes),
+            }),
+            Self::Adopt { lineage } => Message::Adopt(AdoptMsg {
+                lineage: ranks(lineage),
+            }),
+            Self::Lineage { lineage, failed } => Message::Lineage(LineageMsg {
+                lineage: ranks(lineage),
+                failed: ranks(failed),
+            }),
+            Self::Relay {
+                origin,
+                seq,
+                tag,
+                len,
+            } => Message::Relay(RelayMsg {
+                origin: r(origin),
+                seq: u64::from(seq),
+                tag,
+                payload: bytes(len),
+            }),
+            Self::Forward {
+                op,
+                round,
+                done: d,
+                gdone: g,
+                origin,
+                seq,
+                tag,
+                len,
+            } => {
+                let (done, global_done) = done(d, g);
+                Message::Forward(ForwardMsg {
+                    op: u64::from(op),
+                    round: u32::from(round),
+                    done,
+                    global_done,
+                    origin: r(origin),
+                    seq: u64::from(seq),
+                    tag,
+                    payload: bytes(len),
+                })
+            }
+            Self::Ack { op, round } => Message::Ack(AckMsg {
+                op: u64::from(op),
+                round: u32::from(round),
+            }),
+            Self::Poll {
+                op,
+                round,
+                done: d,
+                gdone: g,
+            } => {
+                let (done, global_done) = done(d, g);
+                Message::Poll(PollMsg {
+                    op: u64::from(op),
+                    round: u32::from(round),
+                    done,
+                    global_done,
+                })
+            }
+            Self::Need { op } => Message::Need(NeedMsg { op: u64::from(op) }),
+            Self::Sync { done: d, gdone: g } => {
+                let (done, global_done) = done(d, g);
+                Message::Sync(SyncMsg { done, global_done })
+            }
+            Self::Complete {
+                origin,
+                seq,
+                op,
+                query,
+            } => Message::Complete(CompleteMsg {
+                origin: r(origin),
+                seq: u64::from(seq),
+                op: u64::from(op),
+                query,
+            }),
+            Self::Flood {
+                origin,
+                id,
+                hops,
+                len,
+            } => Message::Flood(FloodMsg {
+                origin: r(origin),
+                id: u64::from(id),
+                hops: u16::from(hops),
+                payload: bytes(len),
+            }),
+        };
+        m.encode()
+    }
+}
+
+/// One input to the node under test.
+#[derive(Arbitrary, Debug)]
+enum Step {
+    /// A well-formed message from `from`.
+    Msg {
+        from: u8,
+        msg: Msg,
+    },
+    /// A frame with a correct envelope (version, kind, length) around arbitrary body bytes.
+    Frame {
+        from: u8,
+        kind: u8,
+        body: Vec<u8>,
+    },
+    /// Arbitrary bytes as a frame.
+    Raw {
+        from: u8,
+        bytes: Vec<u8>,
+    },
+    LinkUp {
+        peer: u8,
+    },
+    LinkDown {
+        peer: u8,
+    },
+    Dead {
+        rank: u8,
+    },
+    Advance {
+        micros: u16,
+    },
+    Relm {
+        dst: u8,
+        tag: u16,
+        len: u8,
+    },
+    Xcast {
+        tag: u16,
+        len: u8,
+    },
+}
+
+const SPAN: u32 = 16;
+const ME: Rank = Rank(5);
+
+/// One interior node under a structured stream of hostile inputs.
+pub fn node(data: &[u8]) {
+    let mut u = Unstructured::new(data);
+    let Ok(steps) = u.arbitrary::<Vec<Step>>() else {
+        return;
+    };
+    let mut cfg = Config::new(SPAN, 2);
+    cfg.max_frame = 4096;
+    cfg.max_list = 32;
+    let limits = cfg.limits();
+    let mut n = Node::new(cfg, ME, 1, Instant::ZERO).expect("valid config");
+    let mut now = Instant::ZERO;
+    let rank = |r: u8| Rank(u32::from(r) % (SPAN + 2)); // two ranks outside the span
+    for step in steps {
+        match step {
+            Step::Msg { from, msg } => n.handle_frame(now, rank(from), msg.encode()),
+            Step::Frame { from, kind, body } => {
+                let mut f = Vec::with_capacity(HEADER_LEN + body.len());
+                f.push(VERSION);
+                f.push(kind % 32);
+                f.extend_from_slice(&(body.len() as u32).to_be_bytes());
+                f.extend_from_slice(&body);
+                n.handle_frame(now, rank(from), Bytes::from(f));
+            }
+            Step::Raw { from, bytes } => n.handle_frame(now, rank(from), Bytes::from(bytes)),
+            Step::LinkUp { peer } => n.handle_link_up(now, rank(peer)),
+            Step::LinkDown { peer } => n.handle_link_down(now, rank(peer)),
+            Step::Dead { rank: r } => {
+                let set: RankSet = [rank(r)].into_iter().collect();
+                let _ = n.handle_dead(now, &set);
+            }
+            Step::Advance { micros } => {
+                now = now + Duration::from_micros(u64::from(micros) * 16);
+                if n.poll_timeout().is_some_and(|(at, _)| at <= now) {
+                    n.handle_timeout(now);
+                }
+            }
+            Step::Relm { dst, tag, len } => {
+                let _ = n.relm_send(now, rank(dst), tag, Bytes::from(vec![7; len as usize]));
+            }
+            Step::Xcast { tag, len } => {
+                let _ = n.xcast(now, tag, Bytes::from(vec![9; len as usize]));
+            }
+        }
+        while let Some(t) = n.poll_transmit() {
+            assert!(
+                t.to != ME && t.to.0 < SPAN && n.tree().is_alive(t.to),
+                "transmit to {}",
+                t.to
+            );
+            if let Err(e) = Message::decode(t.frame.clone(), &limits) {
+                panic!("emitted a frame it would refuse ({e}): {:?}", t.frame);
+            }
+        }
+        while n.poll_event().is_some() {}
+    }
+}
+
+/// Fuzzer-chosen RELM scenario parameters.
+#[derive(Arbitrary, Debug)]
+struct Shape {
+    ranks: u8,
+    radix: u8,
+    messages: u16,
+    crash_pct: u8,
+    seed: u64,
+    burst: bool,
+}
+
+/// The RELM scenario with a fuzzer-chosen shape: every invariant holds.
+pub fn relm_sim(data: &[u8]) {
+    let Ok(s) = Unstructured::new(data).arbitrary::<Shape>() else {
+        return;
+    };
+    let p = RelmParams {
+        ranks: 2 + u32::from(s.ranks % 48),
+        radix: 2 + u32::from(s.radix % 7),
+        messages: 1 + u32::from(s.messages % 300),
+        crash: f64::from(s.crash_pct % 31) / 100.0,
+        seed: s.seed,
+        burst: s.burst,
+    };
+    match run_relm(&p, RelmHooks::default()) {
+        Ok(r) => {
+            if let Err(e) = check_report(&r) {
+                panic!("{e}\nreplay: {}", p.replay_command());
+            }
+        }
+        Err(e) => panic!("{e}"),
+    }
+}
