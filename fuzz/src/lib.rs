@@ -352,7 +352,7 @@ pub fn node(data: &[u8]) {
                 let _ = n.handle_dead(now, &set);
             }
             Step::Advance { micros } => {
-                now = now + Duration::from_micros(u64::from(micros) * 16);
+                now += Duration::from_micros(u64::from(micros) * 16);
                 if n.poll_timeout().is_some_and(|(at, _)| at <= now) {
                     n.handle_timeout(now);
                 }
