@@ -23,7 +23,7 @@ use super::{marks_per_frame, split_marks, Chain, Relm, Uid};
 use crate::event::Event;
 use crate::node::Ctx;
 use crate::timer::{TimerKey, TimerToken};
-use crate::tree::{Rank, ViewDelta};
+use crate::tree::{Rank, Tree, ViewDelta};
 use crate::wire::{ChainMark, Message, RelmLinkMsg};
 
 /// The link-update exchange with one neighbour since this rank's last view change.
@@ -103,22 +103,10 @@ impl Relm {
             return;
         };
         // Purge: dead destinations (reported), dead sources, dead or departed relay paths.
-        let dead_dsts: Vec<Rank> = self
-            .out
-            .keys()
-            .copied()
-            .filter(|&r| !ctx.tree.is_alive(r))
-            .collect();
-        for dst in dead_dsts {
+        for dst in dead_keys(ctx.tree, &self.out) {
             self.fail_chain(ctx, dst);
         }
-        let dead_srcs: Vec<Rank> = self
-            .inbound
-            .keys()
-            .copied()
-            .filter(|&r| !ctx.tree.is_alive(r))
-            .collect();
-        for src in dead_srcs {
+        for src in dead_keys(ctx.tree, &self.inbound) {
             let chain = self.inbound.remove(&src).expect("listed");
             let discarded = chain.discard();
             if discarded > 0 {
@@ -314,4 +302,9 @@ impl Relm {
         }
         self.try_send_pending(ctx);
     }
+}
+
+/// The ranks keying `map` that are known dead.
+fn dead_keys<V>(tree: &Tree, map: &BTreeMap<Rank, V>) -> Vec<Rank> {
+    map.keys().copied().filter(|&r| !tree.is_alive(r)).collect()
 }

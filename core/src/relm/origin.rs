@@ -148,30 +148,12 @@ impl Relm {
 
     /// A replay request reached the origin: re-send every requested message still held.
     pub(super) fn origin_replay(&mut self, ctx: &mut Ctx<'_>, dst: Rank, ranges: &[UidRange]) {
-        let me = ctx.me();
         let Some(chain) = self.out.get(&dst) else {
             ctx.stats.relm_stale += 1;
             return;
         };
-        let Some(next) = Self::next_hop(ctx, dst) else {
-            return;
-        };
-        let mut frames = Vec::new();
-        for m in &chain.unacked {
-            if ranges.iter().any(|r| r.contains(m.uid)) {
-                frames.push(Message::RelmData(RelmDataMsg {
-                    src: me,
-                    dst,
-                    uid: m.uid,
-                    tag: m.tag,
-                    payload: m.payload.clone(),
-                }));
-            }
-        }
-        ctx.stats.relm_replays += frames.len() as u64;
-        for f in frames {
-            Self::send(ctx, next, f);
-        }
+        let held = chain.unacked.iter().map(|m| (m.uid, m.tag, &m.payload));
+        Self::replay(ctx, (ctx.me(), dst), ranges, held);
     }
 
     /// Retry: every chain that made no ACK progress for `relm_retry` probes its destination

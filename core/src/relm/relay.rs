@@ -6,7 +6,7 @@
 //! or when `relm_cache_max` newer copies arrive; a record goes when an ACK covers everything it
 //! saw sent, when the path no longer crosses this rank, or after idling twice `relm_retry`.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 
 use bytes::Bytes;
 
@@ -87,12 +87,7 @@ impl Relm {
             return;
         }
         let chain = (m.src, m.dst);
-        let now = ctx.now;
-        let rec = self
-            .relayed
-            .entry(chain)
-            .or_insert_with(|| Relayed::new(now));
-        rec.touched = now;
+        let rec = record(&mut self.relayed, chain, ctx.now);
         if rec.acked.is_some_and(|a| m.uid.at_or_before(a)) {
             // Already delivered: a late replay. Tell the sender instead of forwarding.
             let a = rec.acked.expect("checked");
@@ -129,7 +124,7 @@ impl Relm {
                     };
                     // Appended in `seq` order (replays too), for the eviction lookup.
                     rec.cache.push_back(c);
-                    self.fifo.order.push_back((now, chain, seq));
+                    self.fifo.order.push_back((ctx.now, chain, seq));
                     self.fifo.cached += 1;
                     if self.fifo.cached > ctx.cfg.relm_cache_max {
                         self.evict_oldest(ctx);
@@ -179,12 +174,7 @@ impl Relm {
                 return;
             }
         }
-        let now = ctx.now;
-        let rec = self
-            .relayed
-            .entry(chain)
-            .or_insert_with(|| Relayed::new(now));
-        rec.touched = now;
+        let rec = record(&mut self.relayed, chain, ctx.now);
         if let Some(a) = rec.acked.filter(|a| hi.at_or_before(*a)) {
             if rec.settled() {
                 self.relayed.remove(&chain);
@@ -210,26 +200,15 @@ impl Relm {
             return;
         }
         let chain = (m.src, m.dst);
-        let mut covered: Vec<Uid> = Vec::new();
-        if let (Some(rec), Some(next)) = (self.relayed.get(&chain), Self::next_hop(ctx, m.dst)) {
-            let mut frames = Vec::new();
-            for c in &rec.cache {
-                if m.ranges.iter().any(|r| r.contains(c.uid)) {
-                    covered.push(c.uid);
-                    frames.push(Message::RelmData(RelmDataMsg {
-                        src: m.src,
-                        dst: m.dst,
-                        uid: c.uid,
-                        tag: c.tag,
-                        payload: c.payload.clone(),
-                    }));
-                }
-            }
-            ctx.stats.relm_replays += frames.len() as u64;
-            for f in frames {
-                Self::send(ctx, next, f);
-            }
-        }
+        let covered = match self.relayed.get(&chain) {
+            Some(rec) => Self::replay(
+                ctx,
+                chain,
+                &m.ranges,
+                rec.cache.iter().map(|c| (c.uid, c.tag, &c.payload)),
+            ),
+            None => Vec::new(),
+        };
         let mut rest = subtract(&m.ranges, &covered);
         if rest.is_empty() {
             return;
@@ -245,6 +224,36 @@ impl Relm {
             };
             Self::send(ctx, up, Message::RelmReq(fwd));
         }
+    }
+
+    /// Re-sends toward the chain's destination every held message (uid, tag, payload) that
+    /// `ranges` asks for; returns their uids.
+    pub(super) fn replay<'a>(
+        ctx: &mut Ctx<'_>,
+        (src, dst): Chain,
+        ranges: &[UidRange],
+        held: impl Iterator<Item = (Uid, u16, &'a Bytes)>,
+    ) -> Vec<Uid> {
+        let Some(next) = Self::next_hop(ctx, dst) else {
+            return Vec::new();
+        };
+        let mut frames = Vec::new();
+        let mut uids = Vec::new();
+        for (uid, tag, payload) in held.filter(|(u, _, _)| ranges.iter().any(|r| r.contains(*u))) {
+            uids.push(uid);
+            frames.push(Message::RelmData(RelmDataMsg {
+                src,
+                dst,
+                uid,
+                tag,
+                payload: payload.clone(),
+            }));
+        }
+        ctx.stats.relm_replays += frames.len() as u64;
+        for f in frames {
+            Self::send(ctx, next, f);
+        }
+        uids
     }
 
     fn arm_sweep(&mut self, ctx: &mut Ctx<'_>) {
@@ -321,6 +330,13 @@ impl Relm {
         self.fifo.cached -= freed;
         self.fifo_compact();
     }
+}
+
+/// The record of `chain`, created if new, marked active at `now`.
+fn record(relayed: &mut BTreeMap<Chain, Relayed>, chain: Chain, now: Instant) -> &mut Relayed {
+    let rec = relayed.entry(chain).or_insert_with(|| Relayed::new(now));
+    rec.touched = now;
+    rec
 }
 
 /// `ranges` without the uids in `covered`.
