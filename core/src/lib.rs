@@ -14,7 +14,8 @@
 //! outputs for the same seed and inputs.
 //!
 //! 1. **Construct** with [`Node::new`]`(config, me, seed, now)`. An invalid [`Config`] is an
-//!    error, not a panic. `seed` drives every random choice the node makes.
+//!    error, not a panic. `seed` drives every random choice the node makes. Drain the outputs
+//!    once right away (a joiner starts with adoption notices for its children queued).
 //! 2. **Feed one input at a time**, each with the driver's current monotonic time `now`
 //!    ([`Instant`], nanoseconds since an origin the driver picks):
 //!    - [`Node::handle_frame`]`(now, from, frame)` for each whole frame received (stream

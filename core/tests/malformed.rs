@@ -114,19 +114,23 @@ fn flood(name: &'static str, origin: u32, id: u64, hops: u16, payload: &[u8]) ->
 
 fn adopt(name: &'static str, lineage: &[u32]) -> Sample {
     let msg = Message::Adopt(AdoptMsg {
+        span: SPAN,
         lineage: ranks(lineage),
     });
-    sample(name, msg, vec![(HEADER_LEN, lineage.len() as u32)])
+    // span:u32, then the lineage's count.
+    sample(name, msg, vec![(HEADER_LEN + 4, lineage.len() as u32)])
 }
 
 fn lineage(name: &'static str, lineage: &[u32], failed: &[u32]) -> Sample {
     let msg = Message::Lineage(LineageMsg {
+        span: SPAN,
         lineage: ranks(lineage),
         failed: ranks(failed),
     });
-    let second = HEADER_LEN + 4 + 4 * lineage.len();
+    // span:u32, the lineage's count and ranks, then the failed list's count.
+    let second = HEADER_LEN + 8 + 4 * lineage.len();
     let fields = vec![
-        (HEADER_LEN, lineage.len() as u32),
+        (HEADER_LEN + 4, lineage.len() as u32),
         (second, failed.len() as u32),
     ];
     sample(name, msg, fields)
@@ -506,7 +510,7 @@ fn samples_cover_every_kind() {
     assert_eq!(at_bound("adopt/at-list-bound").len_fields[0].1, MAX_LIST);
     assert_eq!(
         at_bound("lineage/deaths-at-list-bound").len_fields,
-        vec![(HEADER_LEN, MAX_LIST), (HEADER_LEN + 16, MAX_LIST)]
+        vec![(HEADER_LEN + 4, MAX_LIST), (HEADER_LEN + 20, MAX_LIST)]
     );
     assert_eq!(
         at_bound("forward/notice-at-list-bound").payload_len_fields[0].1,
@@ -1564,8 +1568,12 @@ fn random_message(rng: &mut Prng) -> Message {
             hops: rng.next() as u16,
             payload: payload(rng),
         }),
-        1 => Message::Adopt(AdoptMsg { lineage: list(rng) }),
+        1 => Message::Adopt(AdoptMsg {
+            span: SPAN,
+            lineage: list(rng),
+        }),
         2 => Message::Lineage(LineageMsg {
+            span: SPAN,
             lineage: list(rng),
             failed: list(rng),
         }),
@@ -1807,6 +1815,7 @@ fn frames_from_unknown_and_dead_ranks() {
     assert_eq!(node.poll_event(), None);
     let t: Vec<Transmit> = std::iter::from_fn(|| node.poll_transmit()).collect();
     let hello = Message::Lineage(LineageMsg {
+        span: SPAN,
         lineage: ranks(&[0, 1]),
         failed: Vec::new(),
     });

@@ -81,14 +81,19 @@ fn is_notice(m: &Message) -> bool {
     matches!(m, Message::Adopt(_) | Message::Lineage(_))
 }
 
+/// The span of the 9-rank trees the notice tests use (notices carry their sender's span).
+const NOTICE_SPAN: u32 = 9;
+
 fn adopt(lineage: &[u32]) -> Message {
     Message::Adopt(AdoptMsg {
+        span: NOTICE_SPAN,
         lineage: ranks(lineage),
     })
 }
 
 fn lineage(lineage: &[u32], failed: &[u32]) -> Message {
     Message::Lineage(LineageMsg {
+        span: NOTICE_SPAN,
         lineage: ranks(lineage),
         failed: ranks(failed),
     })
@@ -114,6 +119,7 @@ fn expected_notices(after: &Tree, delta: &ViewDelta) -> Vec<(Rank, Message)> {
         .into_iter()
         .map(|c| {
             let m = AdoptMsg {
+                span: after.layout().span(),
                 lineage: line.clone(),
             };
             (c, Message::Adopt(m))
@@ -126,6 +132,7 @@ fn expected_notices(after: &Tree, delta: &ViewDelta) -> Vec<(Rank, Message)> {
             .filter(|&r| !after.confirmed().contains(r))
             .collect();
         let m = LineageMsg {
+            span: after.layout().span(),
             lineage: view.ancestors().to_vec(),
             failed,
         };

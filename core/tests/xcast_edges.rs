@@ -682,6 +682,7 @@ fn edge_15_process_first_reaches_adopted_orphans() {
     h.crash(4);
     h.run(us(100));
     let report = Message::Lineage(LineageMsg {
+        span: 9,
         lineage: vec![Rank(0)],
         failed: vec![Rank(4)],
     })

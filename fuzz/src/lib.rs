@@ -70,9 +70,11 @@ enum Msg {
         probes: Vec<(u8, u8, u8)>,
     },
     Adopt {
+        span: bool,
         lineage: Vec<u8>,
     },
     Lineage {
+        span: bool,
         lineage: Vec<u8>,
         failed: Vec<u8>,
     },
@@ -185,10 +187,16 @@ impl Msg {
                 acks: marks(acks),
                 probes: marks(probes),
             }),
-            Self::Adopt { lineage } => Message::Adopt(AdoptMsg {
+            Self::Adopt { span, lineage } => Message::Adopt(AdoptMsg {
+                span: if span { SPAN } else { SPAN + 1 },
                 lineage: ranks(lineage),
             }),
-            Self::Lineage { lineage, failed } => Message::Lineage(LineageMsg {
+            Self::Lineage {
+                span,
+                lineage,
+                failed,
+            } => Message::Lineage(LineageMsg {
+                span: if span { SPAN } else { SPAN + 1 },
                 lineage: ranks(lineage),
                 failed: ranks(failed),
             }),

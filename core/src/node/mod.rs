@@ -174,7 +174,8 @@ pub struct Node {
 impl Node {
     /// A node for rank `me`. `seed` drives all of its randomness; `now` is the driver's
     /// current time. An invalid configuration, or a rank outside the span or listed dead, is an
-    /// error.
+    /// error. A joiner (`config.joiner`) starts with adoption notices to its children queued:
+    /// drain the outputs once after construction, as after any input.
     pub fn new(mut config: Config, me: Rank, seed: u64, now: Instant) -> Result<Self, ConfigError> {
         let layout = config.validate()?;
         if !layout.contains(me) {
@@ -190,7 +191,7 @@ impl Node {
         let config_joiner = config.joiner;
         let first_uid = config.relm_first_uid;
         let tree = Tree::with_dead(layout, dead, me).map_err(|_| ConfigError::MeDead(me))?;
-        Ok(Self {
+        let mut node = Self {
             limits: config.limits(),
             cfg: config,
             now,
@@ -206,7 +207,11 @@ impl Node {
             timers: Timers::default(),
             out: Outbox::default(),
             stats: Stats::default(),
-        })
+        };
+        if config_joiner {
+            node.adopt_children();
+        }
+        Ok(node)
     }
 
     /// This node's rank.

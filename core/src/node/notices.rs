@@ -81,6 +81,7 @@ impl Node {
         };
         for c in adopted {
             let m = AdoptMsg {
+                span: self.tree.layout().span(),
                 lineage: lineage.clone(),
             };
             ctx!(self).send(c, Message::Adopt(m));
@@ -98,6 +99,24 @@ impl Node {
         hello
     }
 
+    /// A joiner's first act: its children may be ranks that do not know it yet (they had
+    /// another parent, or knew fewer deaths than the snapshot the joiner started from), so
+    /// each gets an adoption notice, as a child new in a slot does after a repair.
+    pub(super) fn adopt_children(&mut self) {
+        let Some(view) = self.tree.view().cloned() else {
+            return;
+        };
+        let mut lineage = view.ancestors().to_vec();
+        lineage.push(self.me());
+        for c in view.live_children() {
+            let m = AdoptMsg {
+                span: self.tree.layout().span(),
+                lineage: lineage.clone(),
+            };
+            ctx!(self).send(c, Message::Adopt(m));
+        }
+    }
+
     /// Sends the parent this rank's lineage and the deaths the root has not confirmed.
     pub(super) fn say_hello(&mut self) {
         let Some(view) = self.tree.view() else { return };
@@ -111,6 +130,7 @@ impl Node {
             .take(max)
             .collect();
         let m = LineageMsg {
+            span: self.tree.layout().span(),
             lineage: view.ancestors().to_vec(),
             failed,
         };
@@ -202,6 +222,12 @@ impl Node {
             self.stats.notices_inconsistent += 1;
             return;
         }
+        // Computed before or after a grow this rank has not matched: the same ranks sit in other
+        // slots there, so the lineage says nothing about deaths here.
+        if m.span != self.tree.layout().span() {
+            self.stats.notices_stale += 1;
+            return;
+        }
         match self.tree.reconcile(&m.lineage) {
             // Nothing new: answer with a hello so the parent syncs and re-polls this rank.
             Reconcile::Agreed => {
@@ -215,9 +241,28 @@ impl Node {
                 let v: Vec<Rank> = set.iter().collect();
                 self.learn_deaths(&v, Scope::Local);
             }
-            Reconcile::Stale => self.stats.notices_stale += 1,
+            // The sender knows fewer deaths than this rank: until it learns them it will
+            // keep claiming a slot it does not have (and wait on this rank in vain), so tell
+            // it what this rank knows.
+            Reconcile::Stale => {
+                self.stats.notices_stale += 1;
+                self.tell_deaths(from);
+            }
             Reconcile::Inconsistent => self.stats.notices_inconsistent += 1,
         }
+    }
+
+    /// Sends `to` every death this rank knows (a lineage notice whose lineage `to` will find
+    /// stale; its `failed` list is what matters).
+    fn tell_deaths(&mut self, to: Rank) {
+        let Some(view) = self.tree.view() else { return };
+        let max = self.cfg.max_list as usize;
+        let m = LineageMsg {
+            span: self.tree.layout().span(),
+            lineage: view.ancestors().to_vec(),
+            failed: self.tree.dead().iter().take(max).collect(),
+        };
+        ctx!(self).send(to, Message::Lineage(m));
     }
 
     /// A lineage (failure) notice from a child: learn its deaths and those its lineage implies,
@@ -231,6 +276,9 @@ impl Node {
             .filter(|&r| r != me && self.tree.layout().contains(r))
             .collect();
         match m.lineage.split_last() {
+            // A lineage from another span (a grow one of us has not seen) is not comparable;
+            // the explicit deaths above still hold.
+            _ if m.span != self.tree.layout().span() => self.stats.notices_stale += 1,
             Some((&last, report)) if last == me => match self.tree.reconcile(report) {
                 Reconcile::Agreed => {}
                 Reconcile::Inferred(set) => deaths.extend(set.iter()),

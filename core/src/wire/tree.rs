@@ -22,19 +22,24 @@ fn get_ranks(r: &mut Reader, limits: &Limits) -> Result<Vec<Rank>, DecodeError> 
 /// "your ancestors are now `lineage`" (the parent's ancestors followed by the parent).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AdoptMsg {
+    /// The span the sender computed the lineage under: across a grow the same ranks sit in
+    /// other slots, so a receiver with another span must not read deaths into it.
+    pub span: u32,
     /// The child's expected ancestor list, root first; its last entry is the sender.
     pub lineage: Vec<Rank>,
 }
 
 impl Codec for AdoptMsg {
     fn encoded_len(&self) -> usize {
-        4 + 4 * self.lineage.len()
+        4 + 4 + 4 * self.lineage.len()
     }
     fn encode(&self, buf: &mut impl BufMut) {
+        buf.put_u32(self.span);
         put_ranks(buf, &self.lineage);
     }
     fn decode(r: &mut Reader, limits: &Limits) -> Result<Self, DecodeError> {
         Ok(Self {
+            span: r.u32()?,
             lineage: get_ranks(r, limits)?,
         })
     }
@@ -45,6 +50,9 @@ impl Codec for AdoptMsg {
 /// confirmed that the child knows of. Doubles as the child's hello to a new parent.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LineageMsg {
+    /// The span the sender computed its lineage under (see [`AdoptMsg::span`]); the deaths
+    /// in `failed` hold whatever the span.
+    pub span: u32,
     /// The sender's ancestors, root first.
     pub lineage: Vec<Rank>,
     /// Deaths the sender knows and the root has not confirmed.
@@ -53,14 +61,16 @@ pub struct LineageMsg {
 
 impl Codec for LineageMsg {
     fn encoded_len(&self) -> usize {
-        8 + 4 * (self.lineage.len() + self.failed.len())
+        4 + 8 + 4 * (self.lineage.len() + self.failed.len())
     }
     fn encode(&self, buf: &mut impl BufMut) {
+        buf.put_u32(self.span);
         put_ranks(buf, &self.lineage);
         put_ranks(buf, &self.failed);
     }
     fn decode(r: &mut Reader, limits: &Limits) -> Result<Self, DecodeError> {
         Ok(Self {
+            span: r.u32()?,
             lineage: get_ranks(r, limits)?,
             failed: get_ranks(r, limits)?,
         })

@@ -564,6 +564,7 @@ impl Xcast {
             done: self.done,
             global_done: self.global_done,
         };
+        self.recovery_hello(ctx, child);
         if self.unsynced {
             return; // the child hears from us once our own parent has synced us
         }

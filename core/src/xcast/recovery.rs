@@ -120,6 +120,22 @@ impl Xcast {
         self.maybe_finish(ctx);
     }
 
+    /// A child said hello while this rank waits on it: a request sent before the child knew
+    /// this rank as its parent was ignored, so it is asked again.
+    pub(super) fn recovery_hello(&mut self, ctx: &mut Ctx<'_>, child: Rank) {
+        if let Some(r) = self
+            .recovery
+            .as_ref()
+            .filter(|r| r.waiting.contains(&child))
+        {
+            let m = RecoverMsg {
+                gen: r.gen,
+                base: self.global_done,
+            };
+            ctx.send(child, Message::Recover(m));
+        }
+    }
+
     fn waiting_on(&self, child: Rank, gen: u64) -> bool {
         self.recovery
             .as_ref()
