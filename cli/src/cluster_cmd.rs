@@ -634,6 +634,7 @@ async fn drive(args: &ClusterArgs, faults: Vec<Fault>, procs: &mut Procs) -> Res
     let mut killed_at_ms: BTreeMap<u32, u128> = BTreeMap::new();
     let mut stopped: BTreeSet<u32> = BTreeSet::new();
     let mut pauses: Vec<(u32, u64, u64)> = Vec::new();
+    let mut stop_at: BTreeMap<u32, Tick> = BTreeMap::new();
     let mut next = 0usize;
     let mut k = 0u64;
     let mut origin = 0u32;
@@ -665,13 +666,17 @@ async fn drive(args: &ClusterArgs, faults: Vec<Fault>, procs: &mut Procs) -> Res
                         Action::Stop => {
                             signal(pid, "-STOP");
                             stopped.insert(r);
+                            stop_at.insert(r, Tick::now());
                             pauses.push((r, start.elapsed().as_millis() as u64, 0));
                         }
                         Action::Cont => {
                             signal(pid, "-CONT");
                             stopped.remove(&r);
+                            // Measured from its own instant: subtracting two truncated
+                            // millisecond marks could report 499 for a 500 ms pause.
+                            let held = stop_at.remove(&r).map_or(0, |t| t.elapsed().as_millis());
                             if let Some(p) = pauses.iter_mut().rev().find(|p| p.0 == r) {
-                                p.2 = (start.elapsed().as_millis() as u64).saturating_sub(p.1);
+                                p.2 = held as u64;
                             }
                         }
                     }
