@@ -634,7 +634,7 @@ async fn drive(args: &ClusterArgs, faults: Vec<Fault>, procs: &mut Procs) -> Res
     let mut killed_at_ms: BTreeMap<u32, u128> = BTreeMap::new();
     let mut stopped: BTreeSet<u32> = BTreeSet::new();
     let mut pauses: Vec<(u32, u64, u64)> = Vec::new();
-    let mut stop_at: BTreeMap<u32, Tick> = BTreeMap::new();
+    let mut stop_at: BTreeMap<u32, (Tick, u64)> = BTreeMap::new();
     let mut next = 0usize;
     let mut k = 0u64;
     let mut origin = 0u32;
@@ -647,9 +647,16 @@ async fn drive(args: &ClusterArgs, faults: Vec<Fault>, procs: &mut Procs) -> Res
         tokio::select! {
             m = rx.recv() => if let Some((r, v)) = m { t.take(r, &v) },
             _ = tick.tick() => {
-                while next < faults.len()
-                    && start.elapsed() >= Duration::from_millis(faults[next].at_ms)
-                {
+                // A SIGCONT also waits until its pause has lasted the full duration from the
+                // moment the SIGSTOP actually went out (a tick can send it late).
+                let due = |f: &Fault, stop_at: &BTreeMap<u32, (Tick, u64)>| {
+                    start.elapsed() >= Duration::from_millis(f.at_ms)
+                        && (f.action != Action::Cont
+                            || stop_at.get(&f.rank).is_none_or(|(t, s)| {
+                                t.elapsed() >= Duration::from_millis(f.at_ms.saturating_sub(*s))
+                            }))
+                };
+                while next < faults.len() && due(&faults[next], &stop_at) {
                     let f = faults[next];
                     next += 1;
                     let r = f.rank;
@@ -666,7 +673,7 @@ async fn drive(args: &ClusterArgs, faults: Vec<Fault>, procs: &mut Procs) -> Res
                         Action::Stop => {
                             signal(pid, "-STOP");
                             stopped.insert(r);
-                            stop_at.insert(r, Tick::now());
+                            stop_at.insert(r, (Tick::now(), f.at_ms));
                             pauses.push((r, start.elapsed().as_millis() as u64, 0));
                         }
                         Action::Cont => {
@@ -674,7 +681,7 @@ async fn drive(args: &ClusterArgs, faults: Vec<Fault>, procs: &mut Procs) -> Res
                             stopped.remove(&r);
                             // Measured from its own instant: subtracting two truncated
                             // millisecond marks could report 499 for a 500 ms pause.
-                            let held = stop_at.remove(&r).map_or(0, |t| t.elapsed().as_millis());
+                            let held = stop_at.remove(&r).map_or(0, |(t, _)| t.elapsed().as_millis());
                             if let Some(p) = pauses.iter_mut().rev().find(|p| p.0 == r) {
                                 p.2 = held as u64;
                             }
