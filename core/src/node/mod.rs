@@ -480,8 +480,17 @@ impl Node {
     /// Grows the span to `new_span` (new ranks joined; holes stay holes).
     pub fn handle_grow(&mut self, now: Instant, new_span: u32) -> Result<(), CommandError> {
         self.clamp(now);
+        let old_span = self.tree.layout().span();
         let delta = self.tree.grow(new_span)?;
-        self.apply_delta(delta, &[]);
+        let hello_sent = self.apply_delta(delta, &[]);
+        if self.tree.layout().span() != old_span {
+            // Notices still in flight from before the grow carry the old span and are
+            // dropped by their receivers: send every neighbour this rank's lineage anew.
+            self.adopt_children();
+            if !hello_sent {
+                self.say_hello();
+            }
+        }
         self.drive_xcast();
         Ok(())
     }

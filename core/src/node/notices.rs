@@ -99,9 +99,10 @@ impl Node {
         hello
     }
 
-    /// A joiner's first act: its children may be ranks that do not know it yet (they had
-    /// another parent, or knew fewer deaths than the snapshot the joiner started from), so
-    /// each gets an adoption notice, as a child new in a slot does after a repair.
+    /// Sends every live child an adoption notice with this rank's lineage: at a joiner's start
+    /// (its children may be ranks that do not know it yet: they had another parent, or knew
+    /// fewer deaths than its snapshot) and after a grow (notices sent under the old span are
+    /// dropped on arrival).
     pub(super) fn adopt_children(&mut self) {
         let Some(view) = self.tree.view().cloned() else {
             return;
