@@ -9,10 +9,10 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use clap::{Args, Subcommand};
-use lifeline_core::sim::broadcast::{run_xcast, XcastHooks, XcastParams, XcastReport};
-use lifeline_core::sim::relm::{check_report, run_relm, RelmHooks, RelmParams, RelmReport};
-use lifeline_core::sim::scenario::{run_flood, FloodParams, FloodReport, RunHooks};
-use lifeline_core::sim::{ProgressHook, SimFailure, TraceSink, World};
+use lifeline_core::sim::broadcast::{run_xcast, XcastParams, XcastReport};
+use lifeline_core::sim::relm::{check_report, run_relm, RelmParams, RelmReport};
+use lifeline_core::sim::scenario::{run_flood, FloodParams, FloodReport};
+use lifeline_core::sim::{Hooks, ProgressHook, SimFailure, TraceSink, World};
 
 use crate::tree_cmd::layout;
 use crate::{write_stdout, CliError};
@@ -160,6 +160,25 @@ pub(crate) fn run(args: &SimArgs) -> Result<(), CliError> {
     }
 }
 
+/// Runs a scenario with the trace sink and progress line `trace` and `label` ask for (see
+/// [`Output::new`]); returns its report and the wall time it took.
+fn run_scenario<R>(
+    trace: bool,
+    label: &'static str,
+    run: impl FnOnce(Hooks) -> Result<R, SimFailure>,
+) -> Result<(R, Duration), CliError> {
+    let (output, trace, progress) = Output::new(trace, label);
+    let hooks = Hooks {
+        trace,
+        progress,
+        progress_every: PROGRESS_EVERY,
+    };
+    let start = Instant::now();
+    let result = run(hooks);
+    let wall = start.elapsed();
+    Ok((output.finish(result)?, wall))
+}
+
 /// The output side of a run: the trace sink and the progress line, set up before the run and
 /// finished after it.
 struct Output {
@@ -221,16 +240,7 @@ fn flood(args: &FloodArgs) -> Result<(), CliError> {
         seed: args.seed,
         faults: args.faults,
     };
-    let (output, trace, progress) = Output::new(args.trace, "sim flood");
-    let hooks = RunHooks {
-        trace,
-        progress,
-        progress_every: PROGRESS_EVERY,
-    };
-    let start = Instant::now();
-    let result = run_flood(&params, hooks);
-    let wall = start.elapsed();
-    let report = output.finish(result)?;
+    let (report, wall) = run_scenario(args.trace, "sim flood", |hooks| run_flood(&params, hooks))?;
     write_stdout(|out| {
         if args.json {
             writeln!(out, "{}", json(&report, wall))
@@ -307,16 +317,7 @@ fn xcast(args: &XcastArgs) -> Result<(), CliError> {
         seed: args.seed,
         root_origin: args.root_origin,
     };
-    let (output, trace, progress) = Output::new(args.trace, "sim xcast");
-    let hooks = XcastHooks {
-        trace,
-        progress,
-        progress_every: PROGRESS_EVERY,
-    };
-    let start = Instant::now();
-    let result = run_xcast(&params, hooks);
-    let wall = start.elapsed();
-    let report = output.finish(result)?;
+    let (report, wall) = run_scenario(args.trace, "sim xcast", |hooks| run_xcast(&params, hooks))?;
     write_stdout(|out| {
         if args.json {
             writeln!(out, "{}", xcast_json(&report, wall))
@@ -403,16 +404,7 @@ fn relm(args: &RelmArgs) -> Result<(), CliError> {
         seed: args.seed,
         burst: args.burst,
     };
-    let (output, trace, progress) = Output::new(args.trace, "sim relm");
-    let hooks = RelmHooks {
-        trace,
-        progress,
-        progress_every: PROGRESS_EVERY,
-    };
-    let start = Instant::now();
-    let result = run_relm(&params, hooks);
-    let wall = start.elapsed();
-    let report = output.finish(result)?;
+    let (report, wall) = run_scenario(args.trace, "sim relm", |hooks| run_relm(&params, hooks))?;
     // The report goes out even when it breaks an invariant: its counters say which.
     write_stdout(|out| {
         if args.json {
