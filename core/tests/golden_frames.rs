@@ -1,0 +1,213 @@
+//! Golden frames: one frame of every message kind (and the global failure notice's xcast
+//! payload), encoded and compared with bytes committed before the machine-layout move
+//! (`tests/golden/frames.hex`). A change of any byte on the wire fails here.
+//!
+//! Regenerate (only for a deliberate wire change, with a new envelope version):
+//! `LIFELINE_BLESS=1 cargo test -p lifeline-core --test golden_frames`.
+
+use bytes::Bytes;
+use lifeline_core::relm::Uid;
+use lifeline_core::tree::Rank;
+use lifeline_core::wire::*;
+
+fn uid(v: u32) -> Uid {
+    Uid::new(v).unwrap()
+}
+
+fn mark(src: u32, dst: u32, u: u32) -> ChainMark {
+    ChainMark {
+        src: Rank(src),
+        dst: Rank(dst),
+        uid: uid(u),
+    }
+}
+
+/// `(name, frame)` for one message of every kind, with distinctive field values.
+fn frames() -> Vec<(&'static str, Bytes)> {
+    let p = || Bytes::from_static(b"payload");
+    let msgs: Vec<(&'static str, Message)> = vec![
+        (
+            "flood",
+            Message::Flood(FloodMsg {
+                origin: Rank(3),
+                id: 0x0102_0304_0506_0708,
+                hops: 7,
+                payload: p(),
+            }),
+        ),
+        (
+            "adopt",
+            Message::Adopt(AdoptMsg {
+                span: 4096,
+                lineage: vec![Rank(0), Rank(1), Rank(5)],
+            }),
+        ),
+        (
+            "lineage",
+            Message::Lineage(LineageMsg {
+                span: 4096,
+                lineage: vec![Rank(0), Rank(2)],
+                failed: vec![Rank(9), Rank(17)],
+            }),
+        ),
+        (
+            "relay",
+            Message::Relay(RelayMsg {
+                origin: Rank(11),
+                seq: 42,
+                tag: 16,
+                payload: p(),
+            }),
+        ),
+        (
+            "forward",
+            Message::Forward(ForwardMsg {
+                op: 77,
+                round: 3,
+                done: 70,
+                global_done: 65,
+                origin: Rank(11),
+                seq: 42,
+                tag: 16,
+                payload: p(),
+            }),
+        ),
+        ("ack", Message::Ack(AckMsg { op: 77, round: 3 })),
+        (
+            "poll",
+            Message::Poll(PollMsg {
+                op: 77,
+                round: 4,
+                done: 70,
+                global_done: 65,
+            }),
+        ),
+        ("need", Message::Need(NeedMsg { op: 77 })),
+        (
+            "sync",
+            Message::Sync(SyncMsg {
+                done: 70,
+                global_done: 65,
+            }),
+        ),
+        (
+            "complete",
+            Message::Complete(CompleteMsg {
+                origin: Rank(11),
+                seq: 42,
+                op: 77,
+                query: true,
+            }),
+        ),
+        ("recover", Message::Recover(RecoverMsg { gen: 5, base: 60 })),
+        (
+            "recovered_op",
+            Message::RecoveredOp(RecoveredOpMsg {
+                gen: 5,
+                op: 61,
+                origin: Rank(4),
+                seq: 8,
+                tag: 1,
+                payload: p(),
+            }),
+        ),
+        (
+            "recover_done",
+            Message::RecoverDone(RecoverDoneMsg { gen: 5 }),
+        ),
+        (
+            "relm_data",
+            Message::RelmData(RelmDataMsg {
+                src: Rank(1),
+                dst: Rank(2),
+                uid: uid(4_294_967_290),
+                tag: 99,
+                payload: p(),
+            }),
+        ),
+        (
+            "relm_ack",
+            Message::RelmAck(RelmAckMsg {
+                acks: vec![mark(1, 2, 10), mark(3, 4, 20)],
+                probes: vec![mark(5, 6, 30)],
+            }),
+        ),
+        (
+            "relm_req",
+            Message::RelmReq(RelmReqMsg {
+                src: Rank(1),
+                dst: Rank(2),
+                ranges: vec![
+                    UidRange {
+                        first: uid(10),
+                        count: 3,
+                    },
+                    UidRange {
+                        first: uid(20),
+                        count: 1,
+                    },
+                ],
+            }),
+        ),
+        (
+            "relm_link",
+            Message::RelmLink(RelmLinkMsg {
+                depth: 2,
+                full: true,
+                want: false,
+                acks: vec![mark(1, 2, 10)],
+                probes: vec![mark(7, 8, 40)],
+            }),
+        ),
+    ];
+    let mut out: Vec<(&'static str, Bytes)> =
+        msgs.into_iter().map(|(n, m)| (n, m.encode())).collect();
+    out.push((
+        "global_failure_payload",
+        GlobalFailureMsg {
+            epoch: 3,
+            failed: vec![Rank(4), Rank(9)],
+        }
+        .to_payload(),
+    ));
+    out
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+#[test]
+fn every_kind_encodes_to_the_committed_bytes() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden/frames.hex");
+    let now: String = frames()
+        .iter()
+        .map(|(n, f)| format!("{n} {}\n", hex(f)))
+        .collect();
+    if std::env::var_os("LIFELINE_BLESS").is_some() {
+        std::fs::write(path, &now).unwrap();
+    }
+    let golden = std::fs::read_to_string(path).unwrap();
+    for (g, n) in golden.lines().zip(now.lines()) {
+        assert_eq!(n, g, "frame bytes changed");
+    }
+    assert_eq!(now.lines().count(), golden.lines().count());
+}
+
+#[test]
+fn golden_frames_decode_back_and_cover_every_kind() {
+    let limits = Limits::default();
+    let mut kinds = std::collections::BTreeSet::new();
+    for (name, f) in frames() {
+        if name == "global_failure_payload" {
+            continue;
+        }
+        let m = Message::decode(f.clone(), &limits).unwrap();
+        assert_eq!(m.encode(), f, "{name}");
+        kinds.insert(f[1]);
+    }
+    let all: std::collections::BTreeSet<u8> = (0..=255u8)
+        .filter(|&b| Kind::from_u8(b).is_some())
+        .collect();
+    assert_eq!(kinds, all, "a message kind has no golden frame");
+}
