@@ -20,6 +20,7 @@
 //! samples, so every frame is new to the node. Measurement times are short so the whole file
 //! runs in well under 30 s.
 
+use lifeline_core::wire::RelmMsg;
 use std::hint::black_box;
 use std::time::{Duration as WallDuration, Instant as WallClock};
 
@@ -82,7 +83,7 @@ impl Rig {
         let mut rig = Self {
             node: node(me),
             now: Instant::ZERO,
-            next_uid: Uid::new(Config::new(SPAN, RADIX).relm_first_uid).expect("a valid uid"),
+            next_uid: Uid::new(Config::new(SPAN, RADIX).relm.first_uid).expect("a valid uid"),
             payload: Bytes::from(vec![0xA5; PAYLOAD_LEN]),
             fed: 0,
             transmits: 0,
@@ -115,13 +116,13 @@ impl Rig {
     fn data(&mut self, src: Rank, dst: Rank) -> (Uid, Bytes) {
         let uid = self.next_uid;
         self.next_uid = uid.next();
-        let m = Message::RelmData(RelmDataMsg {
+        let m = Message::Relm(RelmMsg::Data(RelmDataMsg {
             src,
             dst,
             uid,
             tag: TAG,
             payload: self.payload.clone(),
-        });
+        }));
         (uid, m.encode())
     }
 
@@ -147,10 +148,10 @@ impl Rig {
 }
 
 fn ack(src: Rank, dst: Rank, uid: Uid) -> Bytes {
-    Message::RelmAck(RelmAckMsg {
+    Message::Relm(RelmMsg::Ack(RelmAckMsg {
         acks: vec![ChainMark { src, dst, uid }],
         probes: Vec::new(),
-    })
+    }))
     .encode()
 }
 
@@ -219,8 +220,8 @@ fn relm(c: &mut Criterion) {
     let before = relay.node.stats().clone();
     run(&mut relay, 1000, &relay_chunk);
     let s = relay.node.stats();
-    assert_eq!(s.relm_forwarded - before.relm_forwarded, 1000, "{s:?}");
-    assert_eq!(s.relm_delivered, 0);
+    assert_eq!(s.relm.forwarded - before.relm.forwarded, 1000, "{s:?}");
+    assert_eq!(s.relm.delivered, 0);
     assert!(
         relay.node.relm_held() <= 2 * ACK_EVERY as usize + 4,
         "{s:?}"
@@ -243,12 +244,12 @@ fn relm(c: &mut Criterion) {
             .collect()
     };
     run(&mut dest, 1000, &dest_chunk);
-    assert_eq!(dest.node.stats().relm_delivered, 1000);
+    assert_eq!(dest.node.stats().relm.delivered, 1000);
     assert_eq!(dest.events, 1000, "one RelmDelivered per message");
     g.bench_function("destination", |b| {
         b.iter_custom(|iters| run(&mut dest, iters, &dest_chunk))
     });
-    assert_eq!(dest.node.stats().relm_delivered, dest.fed);
+    assert_eq!(dest.node.stats().relm.delivered, dest.fed);
     // Nothing buffered out of order: at most the one coalesced ACK awaiting the flush timer.
     assert!(dest.node.relm_held() <= 1, "{}", dest.node.relm_held());
 
@@ -267,7 +268,7 @@ fn relm(c: &mut Criterion) {
         v
     };
     run(&mut origin, 1000, &origin_chunk);
-    assert_eq!(origin.node.stats().relm_sent, 1000);
+    assert_eq!(origin.node.stats().relm.sent, 1000);
     let acked = std::iter::from_fn(|| origin.node.poll_event()).count();
     assert_eq!(acked, 0, "drained");
     g.bench_function("origin", |b| {

@@ -30,6 +30,10 @@
 //! counters), `quit`. With `--exit-on-stdin-eof` the node also stops when stdin closes, so a
 //! supervisor that dies takes its nodes with it.
 
+use lifeline_core::FloodEvent;
+use lifeline_core::MembershipEvent;
+use lifeline_core::RelmEvent;
+use lifeline_core::XcastEvent;
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -118,22 +122,24 @@ fn text(payload: &Bytes) -> Value {
 
 fn event_json(e: &Event) -> (&'static str, Value) {
     match e {
-        Event::XcastDelivered {
+        Event::Xcast(XcastEvent::Delivered {
             op,
             origin,
             seq,
             tag,
             payload,
-        } => (
+        }) => (
             "xcast_delivered",
             json!({"op": op, "origin": origin.0, "seq": seq, "tag": tag, "payload": text(payload)}),
         ),
-        Event::XcastCompleted { op, seq } => ("xcast_completed", json!({"op": op, "seq": seq})),
-        Event::XcastRootCompleted { op, origin, seq } => (
+        Event::Xcast(XcastEvent::Completed { op, seq }) => {
+            ("xcast_completed", json!({"op": op, "seq": seq}))
+        }
+        Event::Xcast(XcastEvent::RootCompleted { op, origin, seq }) => (
             "xcast_root_completed",
             json!({"op": op, "origin": origin.0, "seq": seq}),
         ),
-        Event::FailureConfirmed { epoch, ranks } => (
+        Event::Membership(MembershipEvent::FailureConfirmed { epoch, ranks }) => (
             "failure_confirmed",
             json!({"epoch": epoch, "ranks": ranks.iter().map(|r| r.0).collect::<Vec<_>>()}),
         ),
@@ -142,34 +148,36 @@ fn event_json(e: &Event) -> (&'static str, Value) {
             json!({"slot": d.new_slot.map(|r| r.0), "parent": d.new_parent.map(|r| r.0),
                    "promoted": d.promoted}),
         ),
-        Event::FloodDelivered {
+        Event::Flood(FloodEvent::Delivered {
             origin,
             id,
             hops,
             payload,
-        } => (
+        }) => (
             "flood_delivered",
             json!({"origin": origin.0, "id": id, "hops": hops, "payload": text(payload)}),
         ),
-        Event::RelmDelivered {
+        Event::Relm(RelmEvent::Delivered {
             src,
             uid,
             tag,
             payload,
-        } => (
+        }) => (
             "relm_delivered",
             json!({"src": src.0, "uid": uid.get(), "tag": tag, "payload": text(payload)}),
         ),
-        Event::RelmAcked { dst, upto } => ("relm_acked", json!({"dst": dst.0, "upto": upto.get()})),
-        Event::RelmFailed { dst, first, count } => (
+        Event::Relm(RelmEvent::Acked { dst, upto }) => {
+            ("relm_acked", json!({"dst": dst.0, "upto": upto.get()}))
+        }
+        Event::Relm(RelmEvent::Failed { dst, first, count }) => (
             "relm_failed",
             json!({"dst": dst.0, "first": first.get(), "count": count}),
         ),
-        Event::RelmSourceLost { src, discarded } => (
+        Event::Relm(RelmEvent::SourceLost { src, discarded }) => (
             "relm_source_lost",
             json!({"src": src.0, "discarded": discarded}),
         ),
-        Event::RelmCollision { src, dst, uid } => (
+        Event::Relm(RelmEvent::Collision { src, dst, uid }) => (
             "relm_collision",
             json!({"src": src.0, "dst": dst.0, "uid": uid.get()}),
         ),
@@ -190,12 +198,12 @@ fn core_stats_json(s: &Stats) -> Value {
         "dropped_events_full": s.dropped_events_full,
         "suppressed_to_dead": s.suppressed_to_dead,
         "lateral_link_downs": s.lateral_link_downs,
-        "xcast_retries": s.xcast_retries,
-        "relm_sent": s.relm_sent,
-        "relm_delivered": s.relm_delivered,
-        "relm_replays": s.relm_replays,
-        "relm_retry_probes": s.relm_retry_probes,
-        "relm_failed": s.relm_failed,
+        "xcast_retries": s.xcast.retries,
+        "relm_sent": s.relm.sent,
+        "relm_delivered": s.relm.delivered,
+        "relm_replays": s.relm.replays,
+        "relm_retry_probes": s.relm.retry_probes,
+        "relm_failed": s.relm.failed,
     })
 }
 

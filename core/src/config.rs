@@ -1,23 +1,25 @@
 //! Validated node configuration.
 
-use crate::time::Duration;
+use crate::flood::FloodConfig;
+use crate::membership::MembershipConfig;
+use crate::relm::{RelmConfig, RelmConfigError};
 use crate::tree::{Layout, LayoutError, Rank, RankSet};
 use crate::wire::{Limits, HEADER_LEN};
+use crate::xcast::XcastConfig;
 
 /// Smallest accepted `max_frame`.
 pub const MIN_FRAME: u32 = 256;
 /// Largest accepted `max_frame` (256 MiB).
 pub const MAX_FRAME: u32 = 256 << 20;
 
-/// Largest accepted `relm_window` (2^20): far below half the uid cycle, so serial order is
-/// never ambiguous.
-pub const MAX_RELM_WINDOW: usize = 1 << 20;
-
 /// Everything a [`Node`](crate::Node) needs besides its rank, seed and the current time.
 ///
-/// Build with [`Config::new`] and adjust fields; [`Node::new`](crate::Node::new) validates it and
-/// refuses an invalid one with a [`ConfigError`] (never a panic).
+/// Node-wide settings sit at the top; each machine's section is nested (`config.relm.window`)
+/// and validated by that machine. Build with [`Config::new`] and adjust fields;
+/// [`Node::new`](crate::Node::new) validates it and refuses an invalid one with a
+/// [`ConfigError`] (never a panic).
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct Config {
     /// Number of rank positions, holes included.
     pub span: u32,
@@ -33,45 +35,16 @@ pub struct Config {
     pub max_transmits: usize,
     /// Bound on events queued between two drains; past it, events are dropped and counted.
     pub max_events: usize,
-    /// How long a flood id is remembered for duplicate suppression.
-    pub flood_linger: Duration,
-    /// Bound on remembered flood ids; the oldest is forgotten first.
-    pub max_floods: usize,
-    /// Xcast: broadcasts this rank may have awaiting completion, and the root's window of
-    /// numbered but incomplete ops. Past it the origin gets
-    /// [`CommandError::Backpressure`](crate::CommandError::Backpressure).
-    pub xcast_max_inflight: usize,
-    /// Xcast: payload bytes this rank may have awaiting completion.
-    pub xcast_max_bytes: usize,
-    /// Xcast: how often an origin re-sends relays the root has not numbered and asks about
-    /// completions it has not heard of.
-    pub xcast_retry: Duration,
-    /// Root: how long to gather reported deaths into one global failure notice.
-    pub notice_batch: Duration,
     /// This rank joined after the start (a grow): it adopts earlier broadcasts as complete.
     pub joiner: bool,
-    /// RELM: messages this rank may have unacknowledged per destination (at most 2^20). Past
-    /// it, [`Node::relm_send`](crate::Node::relm_send) refuses with
-    /// [`CommandError::RelmBackpressure`](crate::CommandError::RelmBackpressure).
-    pub relm_window: usize,
-    /// RELM: payload bytes this rank may have unacknowledged across all destinations.
-    pub relm_max_bytes: usize,
-    /// RELM: how long a relay keeps a forwarded message's bytes for replays.
-    pub relm_cache_ttl: Duration,
-    /// RELM: how many forwarded messages a relay keeps for replays; past it the oldest goes
-    /// (0 disables relay caching: replays then always come from the origin).
-    pub relm_cache_max: usize,
-    /// RELM: how long ACKs and probes wait to be coalesced into one frame per next hop.
-    pub relm_ack_delay: Duration,
-    /// RELM: how long an origin waits for ACK progress before it probes the destination again
-    /// (the end-to-end safety net under link updates and replays).
-    pub relm_retry: Duration,
-    /// RELM: how long a promoted rank waits for its neighbours' link updates before it sends
-    /// its own anyway (a backstop; counted in `relm_gate_timeouts`).
-    pub relm_gate_timeout: Duration,
-    /// RELM: the first uid of every (source, destination) chain (all ranks must agree; tests
-    /// start near the top of the range to cross the wrap).
-    pub relm_first_uid: u32,
+    /// The flood test protocol.
+    pub flood: FloodConfig,
+    /// Failure knowledge.
+    pub membership: MembershipConfig,
+    /// Reliable broadcast.
+    pub xcast: XcastConfig,
+    /// Reliable messaging.
+    pub relm: RelmConfig,
 }
 
 impl Config {
@@ -85,25 +58,16 @@ impl Config {
             max_list: 1 << 16,
             max_transmits: 1 << 16,
             max_events: 1 << 16,
-            flood_linger: Duration::from_secs(10),
-            max_floods: 1024,
-            xcast_max_inflight: 1024,
-            xcast_max_bytes: 64 << 20,
-            xcast_retry: Duration::from_millis(200),
-            notice_batch: Duration::from_millis(2),
             joiner: false,
-            relm_window: 1024,
-            relm_max_bytes: 64 << 20,
-            relm_cache_ttl: Duration::from_millis(500),
-            relm_cache_max: 4096,
-            relm_ack_delay: Duration::from_millis(1),
-            relm_retry: Duration::from_millis(250),
-            relm_gate_timeout: Duration::from_millis(500),
-            relm_first_uid: 0,
+            flood: FloodConfig::default(),
+            membership: MembershipConfig::default(),
+            xcast: XcastConfig::default(),
+            relm: RelmConfig::default(),
         }
     }
 
-    /// Checks every field; returns the tree layout on success.
+    /// Checks every field (each machine checks its own section); returns the tree layout on
+    /// success.
     pub fn validate(&self) -> Result<Layout, ConfigError> {
         let layout = Layout::new(self.span, self.radix)?;
         if let Some(r) = self.dead.max().filter(|&r| !layout.contains(r)) {
@@ -119,29 +83,15 @@ impl Config {
             ("max_list", self.max_list as usize),
             ("max_transmits", self.max_transmits),
             ("max_events", self.max_events),
-            ("max_floods", self.max_floods),
-            ("xcast_max_inflight", self.xcast_max_inflight),
-            ("xcast_max_bytes", self.xcast_max_bytes),
-            ("xcast_retry", self.xcast_retry.as_nanos() as usize),
-            ("relm_window", self.relm_window),
-            ("relm_max_bytes", self.relm_max_bytes),
-            ("relm_cache_ttl", self.relm_cache_ttl.as_nanos() as usize),
-            ("relm_retry", self.relm_retry.as_nanos() as usize),
-            (
-                "relm_gate_timeout",
-                self.relm_gate_timeout.as_nanos() as usize,
-            ),
         ] {
             if v == 0 {
                 return Err(ConfigError::Zero(name));
             }
         }
-        if self.relm_window > MAX_RELM_WINDOW {
-            return Err(ConfigError::RelmWindow(self.relm_window));
-        }
-        if self.relm_first_uid > crate::relm::UID_MAX {
-            return Err(ConfigError::RelmFirstUid(self.relm_first_uid));
-        }
+        self.flood.validate()?;
+        self.membership.validate()?;
+        self.xcast.validate()?;
+        self.relm.validate()?;
         debug_assert!(MIN_FRAME as usize > HEADER_LEN);
         Ok(layout)
     }
@@ -187,12 +137,9 @@ pub enum ConfigError {
     /// The node's own rank is in the dead set (a departed rank never comes back).
     #[error("rank {0} is listed as dead")]
     MeDead(Rank),
-    /// `relm_window` above [`MAX_RELM_WINDOW`].
-    #[error("relm_window {0} is over the limit 1048576")]
-    RelmWindow(usize),
-    /// `relm_first_uid` is one of the reserved sentinels.
-    #[error("relm_first_uid {0} is a reserved sentinel (valid uids are 0..=4294967292)")]
-    RelmFirstUid(u32),
+    /// The RELM section was refused.
+    #[error(transparent)]
+    Relm(#[from] RelmConfigError),
 }
 
 #[cfg(test)]
@@ -223,16 +170,23 @@ mod tests {
         c.max_transmits = 0;
         assert_eq!(c.validate(), Err(ConfigError::Zero("max_transmits")));
         let mut c = Config::new(10, 2);
-        c.relm_window = MAX_RELM_WINDOW + 1;
+        c.relm.window = crate::relm::MAX_RELM_WINDOW + 1;
         assert_eq!(
             c.validate(),
-            Err(ConfigError::RelmWindow(MAX_RELM_WINDOW + 1))
+            Err(ConfigError::Relm(RelmConfigError::Window(
+                crate::relm::MAX_RELM_WINDOW + 1
+            )))
         );
         let mut c = Config::new(10, 2);
-        c.relm_first_uid = crate::relm::UID_NONE;
+        c.relm.first_uid = crate::relm::UID_NONE;
         assert_eq!(
             c.validate(),
-            Err(ConfigError::RelmFirstUid(crate::relm::UID_NONE))
+            Err(ConfigError::Relm(RelmConfigError::FirstUid(
+                crate::relm::UID_NONE
+            )))
         );
+        let mut c = Config::new(10, 2);
+        c.xcast.retry = crate::time::Duration::ZERO;
+        assert_eq!(c.validate(), Err(ConfigError::Zero("xcast.retry")));
     }
 }

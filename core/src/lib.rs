@@ -24,7 +24,7 @@
 //!      established or lost (reset, timeout, failed reconnect);
 //!    - [`Node::handle_timeout`]`(now)` when the deadline from `poll_timeout` passes;
 //!    - application commands such as [`Node::xcast`], [`Node::relm_send`], [`Node::flood`],
-//!      [`Node::handle_grow`] and [`Node::handle_dead`], which return `Err` only for misuse or
+//!      [`Node::grow`] and [`Node::declare_dead`], which return `Err` only for misuse or
 //!      back-pressure (never for a peer's fault).
 //!
 //!    A `now` earlier than one already seen is clamped to the latest, so a non-monotonic clock
@@ -47,8 +47,11 @@
 #![warn(missing_docs)]
 
 mod config;
+mod error;
 mod event;
-mod flood;
+pub mod flood;
+mod machine;
+pub mod membership;
 mod node;
 mod outbox;
 pub mod relm;
@@ -62,10 +65,17 @@ pub mod tree;
 pub mod wire;
 pub mod xcast;
 
-pub use config::{Config, ConfigError, MAX_FRAME, MAX_RELM_WINDOW, MIN_FRAME};
+pub use config::{Config, ConfigError, MAX_FRAME, MIN_FRAME};
+pub use error::CommandError;
 pub use event::Event;
-pub use node::{CommandError, Node};
+pub use flood::{FloodConfig, FloodEvent, FloodStats, FloodTimer};
+pub use membership::{MembershipConfig, MembershipEvent, MembershipStats, MembershipTimer};
+pub use node::Node;
 pub use outbox::{Class, Transmit};
+pub use relm::{
+    RelmConfig, RelmConfigError, RelmError, RelmEvent, RelmStats, RelmTimer, MAX_RELM_WINDOW,
+};
 pub use stats::Stats;
 pub use time::{Duration, Instant};
-pub use timer::{TimerKey, TimerReason, TimerToken};
+pub use timer::{TimerKey, TimerToken};
+pub use xcast::{XcastConfig, XcastError, XcastEvent, XcastStats, XcastTimer};

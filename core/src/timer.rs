@@ -4,54 +4,26 @@ use std::collections::BTreeMap;
 
 use crate::time::Instant;
 
-/// Which sub-machine a deadline belongs to (the "reason" half of [`Node::poll_timeout`]).
-///
-/// [`Node::poll_timeout`]: crate::Node::poll_timeout
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-#[non_exhaustive]
-pub enum TimerReason {
-    /// The flood test protocol's dedupe sweep.
-    Flood,
-    /// Xcast relay and completion retries.
-    Xcast,
-    /// The root's batching of global failure notices.
-    Notices,
-    /// Reliable messaging: ACK coalescing, cache sweeps, origin retries, link-update gating.
-    Relm,
-}
+use crate::flood::FloodTimer;
+use crate::membership::MembershipTimer;
+use crate::relm::RelmTimer;
+use crate::xcast::XcastTimer;
 
-/// A timer's identity: at most one deadline per key is armed at a time.
+/// A timer's identity: at most one deadline per key is armed at a time. The timer table: one
+/// line per machine, each machine's keys nested (a key may carry a peer, e.g. a per-rank
+/// suspicion timer). [`Node::poll_timeout`](crate::Node::poll_timeout) returns the key of the
+/// earliest deadline, so its outer variant says which machine asked.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[non_exhaustive]
 pub enum TimerKey {
-    /// Forget flood ids whose linger time has passed.
-    FloodSweep,
-    /// Re-send unnumbered relays and query missing completions.
-    XcastRetry,
-    /// Root: announce the deaths gathered since the first unannounced one.
-    Announce,
-    /// RELM: send the coalesced ACKs and probes.
-    RelmFlush,
-    /// RELM: evict expired relay caches and idle relay records.
-    RelmSweep,
-    /// RELM: probe destinations whose chains made no ACK progress.
-    RelmRetry,
-    /// RELM: send link updates still held back by gating.
-    RelmGate,
-}
-
-impl TimerKey {
-    /// The owning machine.
-    pub fn reason(self) -> TimerReason {
-        match self {
-            Self::FloodSweep => TimerReason::Flood,
-            Self::XcastRetry => TimerReason::Xcast,
-            Self::Announce => TimerReason::Notices,
-            Self::RelmFlush | Self::RelmSweep | Self::RelmRetry | Self::RelmGate => {
-                TimerReason::Relm
-            }
-        }
-    }
+    /// The flood test protocol.
+    Flood(FloodTimer),
+    /// Failure knowledge.
+    Membership(MembershipTimer),
+    /// Reliable broadcast.
+    Xcast(XcastTimer),
+    /// Reliable messaging.
+    Relm(RelmTimer),
 }
 
 /// The generation a timer was armed with. A machine that keeps the token can tell a current

@@ -8,6 +8,9 @@
 use bytes::Bytes;
 use lifeline_core::relm::Uid;
 use lifeline_core::tree::Rank;
+use lifeline_core::wire::MembershipMsg;
+use lifeline_core::wire::RelmMsg;
+use lifeline_core::wire::XcastMsg;
 use lifeline_core::wire::*;
 
 fn uid(v: u32) -> Uid {
@@ -37,31 +40,31 @@ fn frames() -> Vec<(&'static str, Bytes)> {
         ),
         (
             "adopt",
-            Message::Adopt(AdoptMsg {
+            Message::Membership(MembershipMsg::Adopt(AdoptMsg {
                 span: 4096,
                 lineage: vec![Rank(0), Rank(1), Rank(5)],
-            }),
+            })),
         ),
         (
             "lineage",
-            Message::Lineage(LineageMsg {
+            Message::Membership(MembershipMsg::Lineage(LineageMsg {
                 span: 4096,
                 lineage: vec![Rank(0), Rank(2)],
                 failed: vec![Rank(9), Rank(17)],
-            }),
+            })),
         ),
         (
             "relay",
-            Message::Relay(RelayMsg {
+            Message::Xcast(XcastMsg::Relay(RelayMsg {
                 origin: Rank(11),
                 seq: 42,
                 tag: 16,
                 payload: p(),
-            }),
+            })),
         ),
         (
             "forward",
-            Message::Forward(ForwardMsg {
+            Message::Xcast(XcastMsg::Forward(ForwardMsg {
                 op: 77,
                 round: 3,
                 done: 70,
@@ -70,71 +73,77 @@ fn frames() -> Vec<(&'static str, Bytes)> {
                 seq: 42,
                 tag: 16,
                 payload: p(),
-            }),
+            })),
         ),
-        ("ack", Message::Ack(AckMsg { op: 77, round: 3 })),
+        (
+            "ack",
+            Message::Xcast(XcastMsg::Ack(AckMsg { op: 77, round: 3 })),
+        ),
         (
             "poll",
-            Message::Poll(PollMsg {
+            Message::Xcast(XcastMsg::Poll(PollMsg {
                 op: 77,
                 round: 4,
                 done: 70,
                 global_done: 65,
-            }),
+            })),
         ),
-        ("need", Message::Need(NeedMsg { op: 77 })),
+        ("need", Message::Xcast(XcastMsg::Need(NeedMsg { op: 77 }))),
         (
             "sync",
-            Message::Sync(SyncMsg {
+            Message::Xcast(XcastMsg::Sync(SyncMsg {
                 done: 70,
                 global_done: 65,
-            }),
+            })),
         ),
         (
             "complete",
-            Message::Complete(CompleteMsg {
+            Message::Xcast(XcastMsg::Complete(CompleteMsg {
                 origin: Rank(11),
                 seq: 42,
                 op: 77,
                 query: true,
-            }),
+            })),
         ),
-        ("recover", Message::Recover(RecoverMsg { gen: 5, base: 60 })),
+        (
+            "recover",
+            Message::Xcast(XcastMsg::Recover(RecoverMsg { gen: 5, base: 60 })),
+        ),
         (
             "recovered_op",
-            Message::RecoveredOp(RecoveredOpMsg {
+            Message::Xcast(XcastMsg::RecoveredOp(RecoveredOpMsg {
                 gen: 5,
                 op: 61,
                 origin: Rank(4),
                 seq: 8,
                 tag: 1,
                 payload: p(),
-            }),
+            })),
         ),
         (
             "recover_done",
-            Message::RecoverDone(RecoverDoneMsg { gen: 5 }),
+            Message::Xcast(XcastMsg::RecoverDone(RecoverDoneMsg { gen: 5 })),
         ),
         (
             "relm_data",
-            Message::RelmData(RelmDataMsg {
+            Message::Relm(RelmMsg::Data(RelmDataMsg {
                 src: Rank(1),
                 dst: Rank(2),
                 uid: uid(4_294_967_290),
                 tag: 99,
                 payload: p(),
-            }),
+            })),
         ),
         (
             "relm_ack",
-            Message::RelmAck(RelmAckMsg {
+            Message::Relm(RelmMsg::Ack(RelmAckMsg {
                 acks: vec![mark(1, 2, 10), mark(3, 4, 20)],
                 probes: vec![mark(5, 6, 30)],
-            }),
+            })),
         ),
         (
             "relm_req",
-            Message::RelmReq(RelmReqMsg {
+            Message::Relm(RelmMsg::Req(RelmReqMsg {
                 src: Rank(1),
                 dst: Rank(2),
                 ranges: vec![
@@ -147,17 +156,17 @@ fn frames() -> Vec<(&'static str, Bytes)> {
                         count: 1,
                     },
                 ],
-            }),
+            })),
         ),
         (
             "relm_link",
-            Message::RelmLink(RelmLinkMsg {
+            Message::Relm(RelmMsg::Link(RelmLinkMsg {
                 depth: 2,
                 full: true,
                 want: false,
                 acks: vec![mark(1, 2, 10)],
                 probes: vec![mark(7, 8, 40)],
-            }),
+            })),
         ),
     ];
     let mut out: Vec<(&'static str, Bytes)> =

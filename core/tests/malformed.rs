@@ -29,6 +29,13 @@
 //! and at the end of a sweep the target must still send reliable messages and hear them
 //! acknowledged.
 
+use lifeline_core::wire::MembershipMsg;
+use lifeline_core::wire::RelmMsg;
+use lifeline_core::wire::XcastMsg;
+use lifeline_core::FloodEvent;
+use lifeline_core::MembershipEvent;
+use lifeline_core::RelmEvent;
+use lifeline_core::XcastEvent;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -42,7 +49,7 @@ use lifeline_core::wire::{
     SyncMsg, UidRange, HEADER_LEN, VERSION,
 };
 use lifeline_core::{
-    xcast, CommandError, Config, Duration, Event, Instant, Node, Stats, TimerReason, Transmit,
+    xcast, CommandError, Config, Duration, Event, Instant, Node, Stats, TimerKey, Transmit,
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -113,20 +120,20 @@ fn flood(name: &'static str, origin: u32, id: u64, hops: u16, payload: &[u8]) ->
 }
 
 fn adopt(name: &'static str, lineage: &[u32]) -> Sample {
-    let msg = Message::Adopt(AdoptMsg {
+    let msg = Message::Membership(MembershipMsg::Adopt(AdoptMsg {
         span: SPAN,
         lineage: ranks(lineage),
-    });
+    }));
     // span:u32, then the lineage's count.
     sample(name, msg, vec![(HEADER_LEN + 4, lineage.len() as u32)])
 }
 
 fn lineage(name: &'static str, lineage: &[u32], failed: &[u32]) -> Sample {
-    let msg = Message::Lineage(LineageMsg {
+    let msg = Message::Membership(MembershipMsg::Lineage(LineageMsg {
         span: SPAN,
         lineage: ranks(lineage),
         failed: ranks(failed),
-    });
+    }));
     // span:u32, the lineage's count and ranks, then the failed list's count.
     let second = HEADER_LEN + 8 + 4 * lineage.len();
     let fields = vec![
@@ -138,12 +145,12 @@ fn lineage(name: &'static str, lineage: &[u32], failed: &[u32]) -> Sample {
 
 fn relay(name: &'static str, origin: u32, seq: u64, tag: u16, payload: Bytes) -> Sample {
     let len = payload.len() as u32;
-    let msg = Message::Relay(RelayMsg {
+    let msg = Message::Xcast(XcastMsg::Relay(RelayMsg {
         origin: Rank(origin),
         seq,
         tag,
         payload,
-    });
+    }));
     // origin:u32 seq:u64 tag:u16, then the payload's length.
     sample(name, msg, vec![(HEADER_LEN + 14, len)])
 }
@@ -164,7 +171,7 @@ fn forward(
     payload: Bytes,
 ) -> Sample {
     let len = payload.len() as u32;
-    let msg = Message::Forward(ForwardMsg {
+    let msg = Message::Xcast(XcastMsg::Forward(ForwardMsg {
         op,
         round,
         done,
@@ -173,7 +180,7 @@ fn forward(
         seq,
         tag,
         payload,
-    });
+    }));
     sample(name, msg, vec![(FORWARD_PAYLOAD - 4, len)])
 }
 
@@ -204,14 +211,14 @@ fn notice(name: &'static str, op: u64, epoch: u64, failed: &[u32]) -> Sample {
 }
 
 fn recovered(name: &'static str, op: u64, origin: u32, seq: u64, payload: &[u8]) -> Sample {
-    let msg = Message::RecoveredOp(RecoveredOpMsg {
+    let msg = Message::Xcast(XcastMsg::RecoveredOp(RecoveredOpMsg {
         gen: 1,
         op,
         origin: Rank(origin),
         seq,
         tag: 16,
         payload: Bytes::copy_from_slice(payload),
-    });
+    }));
     // gen:u64 op:u64 origin:u32 seq:u64 tag:u16, then the payload's length.
     sample(name, msg, vec![(HEADER_LEN + 30, payload.len() as u32)])
 }
@@ -239,13 +246,13 @@ fn marks(v: &[(u32, u32, u32)]) -> Vec<ChainMark> {
 const MARK_LEN: usize = 12;
 
 fn relm_data(name: &'static str, src: u32, dst: u32, u: u32, tag: u16, payload: &[u8]) -> Sample {
-    let msg = Message::RelmData(RelmDataMsg {
+    let msg = Message::Relm(RelmMsg::Data(RelmDataMsg {
         src: Rank(src),
         dst: Rank(dst),
         uid: uid(u),
         tag,
         payload: Bytes::copy_from_slice(payload),
-    });
+    }));
     // src:u32 dst:u32 uid:u32 tag:u16, then the payload's length.
     sample(name, msg, vec![(HEADER_LEN + 14, payload.len() as u32)])
 }
@@ -253,10 +260,10 @@ fn relm_data(name: &'static str, src: u32, dst: u32, u: u32, tag: u16, payload: 
 type Marks<'a> = &'a [(u32, u32, u32)];
 
 fn relm_ack(name: &'static str, acks: Marks<'_>, probes: Marks<'_>) -> Sample {
-    let msg = Message::RelmAck(RelmAckMsg {
+    let msg = Message::Relm(RelmMsg::Ack(RelmAckMsg {
         acks: marks(acks),
         probes: marks(probes),
-    });
+    }));
     let second = HEADER_LEN + 4 + MARK_LEN * acks.len();
     let fields = vec![
         (HEADER_LEN, acks.len() as u32),
@@ -266,7 +273,7 @@ fn relm_ack(name: &'static str, acks: Marks<'_>, probes: Marks<'_>) -> Sample {
 }
 
 fn relm_req(name: &'static str, src: u32, dst: u32, ranges: &[(u32, u32)]) -> Sample {
-    let msg = Message::RelmReq(RelmReqMsg {
+    let msg = Message::Relm(RelmMsg::Req(RelmReqMsg {
         src: Rank(src),
         dst: Rank(dst),
         ranges: ranges
@@ -276,7 +283,7 @@ fn relm_req(name: &'static str, src: u32, dst: u32, ranges: &[(u32, u32)]) -> Sa
                 count,
             })
             .collect(),
-    });
+    }));
     // src:u32 dst:u32, then the ranges' count.
     sample(name, msg, vec![(HEADER_LEN + 8, ranges.len() as u32)])
 }
@@ -289,13 +296,13 @@ fn relm_link(
     acks: Marks<'_>,
     probes: Marks<'_>,
 ) -> Sample {
-    let msg = Message::RelmLink(RelmLinkMsg {
+    let msg = Message::Relm(RelmMsg::Link(RelmLinkMsg {
         depth,
         full,
         want,
         acks: marks(acks),
         probes: marks(probes),
-    });
+    }));
     // depth:u32 full:u8 want:u8, then the two lists.
     let second = HEADER_LEN + 10 + MARK_LEN * acks.len();
     let fields = vec![
@@ -350,63 +357,69 @@ fn samples() -> Vec<Sample> {
         notice("forward/notice-at-list-bound", 1, 1, &[9, 10, 11]),
         notice("forward/notice-empty", 1, 2, &[]),
         notice("forward/notice-over-list-bound", 1, 3, &[9, 10, 11, 12]),
-        fixed("ack", Message::Ack(AckMsg { op: 1, round: 1 })),
+        fixed(
+            "ack",
+            Message::Xcast(XcastMsg::Ack(AckMsg { op: 1, round: 1 })),
+        ),
         fixed(
             "poll",
-            Message::Poll(PollMsg {
+            Message::Xcast(XcastMsg::Poll(PollMsg {
                 op: 2,
                 round: 3,
                 done: 1,
                 global_done: 1,
-            }),
+            })),
         ),
-        fixed("need", Message::Need(NeedMsg { op: 1 })),
+        fixed("need", Message::Xcast(XcastMsg::Need(NeedMsg { op: 1 }))),
         fixed(
             "sync/zero",
-            Message::Sync(SyncMsg {
+            Message::Xcast(XcastMsg::Sync(SyncMsg {
                 done: 0,
                 global_done: 0,
-            }),
+            })),
         ),
         fixed(
             "sync/ahead",
-            Message::Sync(SyncMsg {
+            Message::Xcast(XcastMsg::Sync(SyncMsg {
                 done: 5,
                 global_done: 3,
-            }),
+            })),
         ),
         fixed(
             "complete/report",
-            Message::Complete(CompleteMsg {
+            Message::Xcast(XcastMsg::Complete(CompleteMsg {
                 origin: ME,
                 seq: 1,
                 op: 1,
                 query: false,
-            }),
+            })),
         ),
         fixed(
             "complete/query",
-            Message::Complete(CompleteMsg {
+            Message::Xcast(XcastMsg::Complete(CompleteMsg {
                 origin: Rank(21),
                 seq: 1,
                 op: 0,
                 query: true,
-            }),
+            })),
         ),
         fixed(
             "complete/origin-outside-span",
-            Message::Complete(CompleteMsg {
+            Message::Xcast(XcastMsg::Complete(CompleteMsg {
                 origin: Rank(SPAN),
                 seq: 1,
                 op: 1,
                 query: false,
-            }),
+            })),
         ),
-        fixed("recover", Message::Recover(RecoverMsg { gen: 1, base: 0 })),
+        fixed(
+            "recover",
+            Message::Xcast(XcastMsg::Recover(RecoverMsg { gen: 1, base: 0 })),
+        ),
         recovered("recovered-op", 1, 21, 1, b"x"),
         fixed(
             "recover-done",
-            Message::RecoverDone(RecoverDoneMsg { gen: 1 }),
+            Message::Xcast(XcastMsg::RecoverDone(RecoverDoneMsg { gen: 1 })),
         ),
         // RELM. Rank 5's routes: up through 1 (to 0, 2, 3, 4, ...), down to 21, 37, 53.
         relm_data("relm-data/to-receiver", 21, 5, 0, 16, b"m"),
@@ -518,7 +531,7 @@ fn samples_cover_every_kind() {
     );
     let over = at_bound("forward/notice-over-list-bound");
     assert_eq!(over.payload_len_fields[0].1, MAX_LIST + 1);
-    let Message::Forward(m) = &over.msg else {
+    let Message::Xcast(XcastMsg::Forward(m)) = &over.msg else {
         panic!()
     };
     assert!(matches!(
@@ -742,14 +755,16 @@ fn predict(node: &Node, from: Rank, decoded: &Result<Message, DecodeError>) -> C
         Message::Flood(f) => !tree.is_alive(f.origin) || f.origin == me,
         // A relay travels up from its origin: never to the origin itself, never from a dead
         // origin, and never with a tag only the root broadcasts.
-        Message::Relay(r) => !tree.is_alive(r.origin) || r.origin == me || reserved_tag(r.tag),
+        Message::Xcast(XcastMsg::Relay(r)) => {
+            !tree.is_alive(r.origin) || r.origin == me || reserved_tag(r.tag)
+        }
         // Ops and completions name an origin inside the span (it may have died since).
-        Message::Forward(f) => !in_span(f.origin),
-        Message::RecoveredOp(o) => !in_span(o.origin),
-        Message::Complete(c) => !in_span(c.origin),
+        Message::Xcast(XcastMsg::Forward(f)) => !in_span(f.origin),
+        Message::Xcast(XcastMsg::RecoveredOp(o)) => !in_span(o.origin),
+        Message::Xcast(XcastMsg::Complete(c)) => !in_span(c.origin),
         // A reliable message comes from a live source other than the receiver (its own never
         // comes back) and goes to a rank inside the span.
-        Message::RelmData(d) => !tree.is_alive(d.src) || d.src == me || !in_span(d.dst),
+        Message::Relm(RelmMsg::Data(d)) => !tree.is_alive(d.src) || d.src == me || !in_span(d.dst),
         _ => false,
     };
     if bad_origin {
@@ -765,7 +780,7 @@ struct Observed {
     now: Instant,
     stats: Stats,
     pending: usize,
-    timeout: Option<(Instant, TimerReason)>,
+    timeout: Option<(Instant, TimerKey)>,
     has_output: bool,
     view: Option<String>,
     dead: RankSet,
@@ -1057,7 +1072,7 @@ impl Sweep {
                 assert!(transmits.is_empty() && events.is_empty(), "{}", ctx_from());
             }
             (Ok(Message::Flood(m)), _) => {
-                let dup = node.stats().flood_duplicates - before.stats.flood_duplicates;
+                let dup = node.stats().flood.duplicates - before.stats.flood.duplicates;
                 if dup == 1 {
                     self.flood_duplicates += 1;
                     assert!(transmits.is_empty() && events.is_empty(), "{}", ctx_from());
@@ -1065,12 +1080,12 @@ impl Sweep {
                     assert_eq!(dup, 0, "{}", ctx_from());
                     assert_eq!(
                         events,
-                        vec![Event::FloodDelivered {
+                        vec![Event::Flood(FloodEvent::Delivered {
                             origin: m.origin,
                             id: m.id,
                             hops: m.hops,
                             payload: m.payload.clone(),
-                        }],
+                        })],
                         "{}",
                         ctx_from()
                     );
@@ -1128,19 +1143,19 @@ impl Sweep {
                 );
                 for e in &events {
                     match e {
-                        Event::FloodDelivered { .. } => {
+                        Event::Flood(FloodEvent::Delivered { .. }) => {
                             panic!("flood delivered by a {:?}: {}", m.kind(), ctx_from())
                         }
-                        Event::RelmDelivered { src, uid, .. } => {
+                        Event::Relm(RelmEvent::Delivered { src, uid, .. }) => {
                             self.relm_delivered += 1;
                             assert!(
-                                matches!(m, Message::RelmData(d) if d.dst == ME && d.src == *src && d.uid == *uid),
+                                matches!(m, Message::Relm(RelmMsg::Data(d)) if d.dst == ME && d.src == *src && d.uid == *uid),
                                 "a RELM delivery ({src}, {uid}) from a {:?}: {}",
                                 m.kind(),
                                 ctx_from()
                             );
                         }
-                        Event::FailureConfirmed { epoch, ranks } => {
+                        Event::Membership(MembershipEvent::FailureConfirmed { epoch, ranks }) => {
                             self.confirmed += 1;
                             assert!(*epoch <= after.epoch, "{}", ctx_from());
                             assert!(ranks.is_subset(&after.confirmed), "{}", ctx_from());
@@ -1157,7 +1172,10 @@ impl Sweep {
             .extend(transmits.into_iter().map(|t| (ME, t)));
         self.net.run_until(now, &ctx_from);
         for e in self.net.take_events(ME) {
-            if matches!(e, Event::FailureConfirmed { .. }) {
+            if matches!(
+                e,
+                Event::Membership(MembershipEvent::FailureConfirmed { .. })
+            ) {
                 self.confirmed += 1;
             }
         }
@@ -1221,12 +1239,12 @@ impl Sweep {
                 let ev: Vec<Event> = std::iter::from_fn(|| n.poll_event()).collect();
                 assert_eq!(
                     ev,
-                    [Event::FloodDelivered {
+                    [Event::Flood(FloodEvent::Delivered {
                         origin: ME,
                         id,
                         hops: 0,
                         payload,
-                    }],
+                    })],
                     "{}",
                     ctx()
                 );
@@ -1254,7 +1272,7 @@ impl Sweep {
                 .net
                 .take_events(r)
                 .into_iter()
-                .filter(|e| matches!(e, Event::FloodDelivered { origin, id: i, .. } if *origin == ME && *i == id))
+                .filter(|e| matches!(e, Event::Flood(FloodEvent::Delivered { origin, id: i, .. }) if *origin == ME && *i == id))
                 .count();
             assert_eq!(got, 1, "the target's flood at {r}");
         }
@@ -1265,16 +1283,16 @@ impl Sweep {
         let of = |r: Rank| events.get(&r).map_or(&[][..], Vec::as_slice);
         let completed: Vec<&Event> = of(ME)
             .iter()
-            .filter(|e| matches!(e, Event::XcastCompleted { .. }))
+            .filter(|e| matches!(e, Event::Xcast(XcastEvent::Completed { .. })))
             .collect();
         assert!(
-            matches!(completed.as_slice(), [Event::XcastCompleted { seq: s, .. }] if *s == seq),
+            matches!(completed.as_slice(), [Event::Xcast(XcastEvent::Completed { seq: s, .. })] if *s == seq),
             "the target's xcast completes once: {completed:?}"
         );
         let root_done = of(Rank(0))
             .iter()
             .filter(|e| {
-                matches!(e, Event::XcastRootCompleted { origin, seq: s, .. }
+                matches!(e, Event::Xcast(XcastEvent::RootCompleted { origin, seq: s, .. })
                     if *origin == ME && *s == seq)
             })
             .count();
@@ -1285,7 +1303,7 @@ impl Sweep {
             let got = of(r)
                 .iter()
                 .filter(|e| {
-                    matches!(e, Event::XcastDelivered { origin, seq: s, payload: p, .. }
+                    matches!(e, Event::Xcast(XcastEvent::Delivered { origin, seq: s, payload: p, .. })
                         if *origin == ME && *s == seq && *p == payload)
                 })
                 .count();
@@ -1314,13 +1332,13 @@ impl Sweep {
             let got = of(*dst)
                 .iter()
                 .filter(|e| {
-                    matches!(e, Event::RelmDelivered { src, uid, payload, .. }
+                    matches!(e, Event::Relm(RelmEvent::Delivered { src, uid, payload, .. })
                         if *src == ME && uid == u && payload == p)
                 })
                 .count();
             assert_eq!(got, 1, "the target's RELM message {u} at {dst}");
             let acked = of(ME).iter().any(|e| {
-                matches!(e, Event::RelmAcked { dst: d, upto } if d == dst && u.get() <= upto.get())
+                matches!(e, Event::Relm(RelmEvent::Acked { dst: d, upto }) if d == dst && u.get() <= upto.get())
             });
             assert!(
                 acked,
@@ -1530,21 +1548,21 @@ fn random_message(rng: &mut Prng) -> Message {
     match rng.below(17) {
         13 => {
             let (src, dst) = chain(rng);
-            Message::RelmData(RelmDataMsg {
+            Message::Relm(RelmMsg::Data(RelmDataMsg {
                 src,
                 dst,
                 uid: relm_uid(rng),
                 tag: tag(rng),
                 payload: payload(rng),
-            })
+            }))
         }
-        14 => Message::RelmAck(RelmAckMsg {
+        14 => Message::Relm(RelmMsg::Ack(RelmAckMsg {
             acks: mark_list(rng),
             probes: mark_list(rng),
-        }),
+        })),
         15 => {
             let (src, dst) = chain(rng);
-            Message::RelmReq(RelmReqMsg {
+            Message::Relm(RelmMsg::Req(RelmReqMsg {
                 src,
                 dst,
                 ranges: (0..rng.below(4))
@@ -1553,36 +1571,36 @@ fn random_message(rng: &mut Prng) -> Message {
                         count: [1, 2, 100, u32::MAX][rng.below(4) as usize],
                     })
                     .collect(),
-            })
+            }))
         }
-        16 => Message::RelmLink(RelmLinkMsg {
+        16 => Message::Relm(RelmMsg::Link(RelmLinkMsg {
             depth: rng.below(5) as u32,
             full: rng.below(2) == 0,
             want: rng.below(2) == 0,
             acks: mark_list(rng),
             probes: mark_list(rng),
-        }),
+        })),
         0 => Message::Flood(FloodMsg {
             origin: rank(rng),
             id: small(rng),
             hops: rng.next() as u16,
             payload: payload(rng),
         }),
-        1 => Message::Adopt(AdoptMsg {
+        1 => Message::Membership(MembershipMsg::Adopt(AdoptMsg {
             span: SPAN,
             lineage: list(rng),
-        }),
-        2 => Message::Lineage(LineageMsg {
+        })),
+        2 => Message::Membership(MembershipMsg::Lineage(LineageMsg {
             span: SPAN,
             lineage: list(rng),
             failed: list(rng),
-        }),
-        3 => Message::Relay(RelayMsg {
+        })),
+        3 => Message::Xcast(XcastMsg::Relay(RelayMsg {
             origin: rank(rng),
             seq: small(rng),
             tag: tag(rng),
             payload: payload(rng),
-        }),
+        })),
         4 => {
             let done = small(rng);
             let tag = tag(rng);
@@ -1595,7 +1613,7 @@ fn random_message(rng: &mut Prng) -> Message {
             } else {
                 payload(rng)
             };
-            Message::Forward(ForwardMsg {
+            Message::Xcast(XcastMsg::Forward(ForwardMsg {
                 op: small(rng),
                 round: small(rng) as u32,
                 done,
@@ -1604,48 +1622,48 @@ fn random_message(rng: &mut Prng) -> Message {
                 seq: small(rng),
                 tag,
                 payload,
-            })
+            }))
         }
-        5 => Message::Ack(AckMsg {
+        5 => Message::Xcast(XcastMsg::Ack(AckMsg {
             op: small(rng),
             round: small(rng) as u32,
-        }),
+        })),
         6 => {
             let done = small(rng);
-            Message::Poll(PollMsg {
+            Message::Xcast(XcastMsg::Poll(PollMsg {
                 op: small(rng),
                 round: small(rng) as u32,
                 done,
                 global_done: rng.below(done + 1),
-            })
+            }))
         }
-        7 => Message::Need(NeedMsg { op: small(rng) }),
+        7 => Message::Xcast(XcastMsg::Need(NeedMsg { op: small(rng) })),
         8 => {
             let done = small(rng);
-            Message::Sync(SyncMsg {
+            Message::Xcast(XcastMsg::Sync(SyncMsg {
                 done,
                 global_done: rng.below(done + 1),
-            })
+            }))
         }
-        9 => Message::Complete(CompleteMsg {
+        9 => Message::Xcast(XcastMsg::Complete(CompleteMsg {
             origin: rank(rng),
             seq: small(rng),
             op: small(rng),
             query: rng.below(2) == 0,
-        }),
-        10 => Message::Recover(RecoverMsg {
+        })),
+        10 => Message::Xcast(XcastMsg::Recover(RecoverMsg {
             gen: small(rng),
             base: small(rng),
-        }),
-        11 => Message::RecoveredOp(RecoveredOpMsg {
+        })),
+        11 => Message::Xcast(XcastMsg::RecoveredOp(RecoveredOpMsg {
             gen: small(rng),
             op: small(rng),
             origin: rank(rng),
             seq: small(rng),
             tag: tag(rng),
             payload: payload(rng),
-        }),
-        _ => Message::RecoverDone(RecoverDoneMsg { gen: small(rng) }),
+        })),
+        _ => Message::Xcast(XcastMsg::RecoverDone(RecoverDoneMsg { gen: small(rng) })),
     }
 }
 
@@ -1809,16 +1827,16 @@ fn frames_from_unknown_and_dead_ranks() {
     let mut node = sweep_node(ME);
     let mut now = Instant::from_nanos(1_000_000);
     let dead: RankSet = [Rank(9)].into_iter().collect();
-    node.handle_dead(now, &dead).unwrap();
+    node.declare_dead(now, &dead).unwrap();
     // 9 is a lateral rank for 5: its death changes no view here, and being confirmed (not
     // learned locally) there is no death to report: the parent only gets a hello.
     assert_eq!(node.poll_event(), None);
     let t: Vec<Transmit> = std::iter::from_fn(|| node.poll_transmit()).collect();
-    let hello = Message::Lineage(LineageMsg {
+    let hello = Message::Membership(MembershipMsg::Lineage(LineageMsg {
         span: SPAN,
         lineage: ranks(&[0, 1]),
         failed: Vec::new(),
-    });
+    }));
     assert!(
         t.iter()
             .all(|t| t.to == Rank(1) && t.frame == hello.encode()),
@@ -1880,13 +1898,13 @@ fn frames_from_unknown_and_dead_ranks() {
         } else {
             assert_eq!(node.stats().frames_in, before.frames_in + 1);
             assert!(
-                matches!(ev.as_slice(), [Event::FloodDelivered { .. }]),
+                matches!(ev.as_slice(), [Event::Flood(FloodEvent::Delivered { .. })]),
                 "{}",
                 smp.name
             );
         }
     }
-    assert_eq!(node.stats().flood_duplicates, 0);
+    assert_eq!(node.stats().flood.duplicates, 0);
     let before = observe(&node);
     node.handle_frame(now, Rank(1), flood_from(9, 1));
     let mut want = before;
@@ -1910,7 +1928,7 @@ fn flood_from(origin: u32, id: u64) -> Bytes {
 fn a_dead_node_drops_every_frame() {
     let mut node = sweep_node(ME);
     let me: RankSet = [ME].into_iter().collect();
-    node.handle_dead(Instant::ZERO, &me).unwrap();
+    node.declare_dead(Instant::ZERO, &me).unwrap();
     let ev: Vec<Event> = std::iter::from_fn(|| node.poll_event()).collect();
     assert!(matches!(ev.as_slice(), [Event::ViewChanged(d)] if d.self_dead()));
     while node.poll_transmit().is_some() {}
@@ -1967,12 +1985,12 @@ fn forged_relays_are_refused() {
         (16, 0, Bytes::from_static(b"from me")),
     ] {
         let mut root = Node::new(Config::new(3, 2), Rank(0), 1, Instant::ZERO).unwrap();
-        let m = Message::Relay(RelayMsg {
+        let m = Message::Xcast(XcastMsg::Relay(RelayMsg {
             origin: Rank(origin),
             seq: 1,
             tag,
             payload,
-        });
+        }));
         let before = observe(&root);
         root.handle_frame(Instant::ZERO, Rank(1), m.encode());
         let mut want = before;
@@ -1983,12 +2001,12 @@ fn forged_relays_are_refused() {
     // Tag 1 (wire-up) and application tags from a live origin are numbered and forwarded.
     for tag in [xcast::TAG_WIREUP, xcast::FIRST_APP_TAG, u16::MAX] {
         let mut root = Node::new(Config::new(3, 2), Rank(0), 1, Instant::ZERO).unwrap();
-        let m = Message::Relay(RelayMsg {
+        let m = Message::Xcast(XcastMsg::Relay(RelayMsg {
             origin: Rank(2),
             seq: 1,
             tag,
             payload: Bytes::from_static(b"ok"),
-        });
+        }));
         root.handle_frame(Instant::ZERO, Rank(1), m.encode());
         assert_eq!(root.stats().frames_in, 1);
         let to: Vec<Rank> = std::iter::from_fn(|| root.poll_transmit())
@@ -2014,30 +2032,30 @@ fn hostile_counters_never_panic() {
         for &w in &[0, 1, v] {
             frames.push((
                 format!("sync {v} {w}"),
-                Message::Sync(SyncMsg {
+                Message::Xcast(XcastMsg::Sync(SyncMsg {
                     done: v,
                     global_done: w,
-                }),
+                })),
             ));
             frames.push((
                 format!("sync {w} {v}"),
-                Message::Sync(SyncMsg {
+                Message::Xcast(XcastMsg::Sync(SyncMsg {
                     done: w,
                     global_done: v,
-                }),
+                })),
             ));
             frames.push((
                 format!("poll {v} {w}"),
-                Message::Poll(PollMsg {
+                Message::Xcast(XcastMsg::Poll(PollMsg {
                     op: v,
                     round: u32::MAX,
                     done: w,
                     global_done: v,
-                }),
+                })),
             ));
             frames.push((
                 format!("forward {v} {w}"),
-                Message::Forward(ForwardMsg {
+                Message::Xcast(XcastMsg::Forward(ForwardMsg {
                     op: v,
                     round: u32::MAX,
                     done: w,
@@ -2046,11 +2064,11 @@ fn hostile_counters_never_panic() {
                     seq: v,
                     tag: 16,
                     payload: Bytes::from_static(b"x"),
-                }),
+                })),
             ));
             frames.push((
                 format!("forward/done {v} {w}"),
-                Message::Forward(ForwardMsg {
+                Message::Xcast(XcastMsg::Forward(ForwardMsg {
                     op: w,
                     round: 1,
                     done: v,
@@ -2059,11 +2077,11 @@ fn hostile_counters_never_panic() {
                     seq: 1,
                     tag: 1,
                     payload: Bytes::new(),
-                }),
+                })),
             ));
             frames.push((
                 format!("notice epoch {v}"),
-                Message::Forward(ForwardMsg {
+                Message::Xcast(XcastMsg::Forward(ForwardMsg {
                     op: 1,
                     round: 1,
                     done: 0,
@@ -2072,48 +2090,51 @@ fn hostile_counters_never_panic() {
                     seq: 0,
                     tag: xcast::TAG_FAILURE_NOTICE,
                     payload: notice_payload(v, &[1]),
-                }),
+                })),
             ));
             frames.push((
                 format!("recover {v} {w}"),
-                Message::Recover(RecoverMsg { gen: v, base: w }),
+                Message::Xcast(XcastMsg::Recover(RecoverMsg { gen: v, base: w })),
             ));
             frames.push((
                 format!("recover {w} {v}"),
-                Message::Recover(RecoverMsg { gen: w, base: v }),
+                Message::Xcast(XcastMsg::Recover(RecoverMsg { gen: w, base: v })),
             ));
         }
-        frames.push((format!("need {v}"), Message::Need(NeedMsg { op: v })));
+        frames.push((
+            format!("need {v}"),
+            Message::Xcast(XcastMsg::Need(NeedMsg { op: v })),
+        ));
         frames.push((
             format!("ack {v}"),
-            Message::Ack(AckMsg {
+            Message::Xcast(XcastMsg::Ack(AckMsg {
                 op: v,
                 round: u32::MAX,
-            }),
+            })),
         ));
         frames.push((
             format!("complete {v}"),
-            Message::Complete(CompleteMsg {
+            Message::Xcast(XcastMsg::Complete(CompleteMsg {
                 origin: Rank(2),
                 seq: v,
                 op: v,
                 query: false,
-            }),
+            })),
         ));
         frames.push((
             format!("recover-done {v}"),
-            Message::RecoverDone(RecoverDoneMsg { gen: v }),
+            Message::Xcast(XcastMsg::RecoverDone(RecoverDoneMsg { gen: v })),
         ));
         frames.push((
             format!("recovered-op {v}"),
-            Message::RecoveredOp(RecoveredOpMsg {
+            Message::Xcast(XcastMsg::RecoveredOp(RecoveredOpMsg {
                 gen: v,
                 op: v,
                 origin: Rank(2),
                 seq: v,
                 tag: 16,
                 payload: Bytes::new(),
-            }),
+            })),
         ));
     }
     // Rank 2 of a radix-2 span-3 tree: parent 0, no children; when 0 dies it becomes the root.
@@ -2146,19 +2167,19 @@ fn hostile_counters_never_panic() {
         for i in 0..3 {
             step(&mut n, "timers", &|n, now| n.handle_timeout(now));
             step(&mut n, "the sibling relays", &|n, now| {
-                let r = Message::Relay(RelayMsg {
+                let r = Message::Xcast(XcastMsg::Relay(RelayMsg {
                     origin: Rank(1),
                     seq: i + 1,
                     tag: 16,
                     payload: Bytes::from_static(b"b"),
-                });
+                }));
                 n.handle_frame(now, Rank(1), r.encode())
             });
             step(&mut n, "the sibling acks", &|n, now| {
                 let (delivered, _) = n.xcast_watermarks();
                 for op in delivered.saturating_sub(2)..=delivered.saturating_add(2) {
                     for round in 0..3 {
-                        let a = Message::Ack(AckMsg { op, round });
+                        let a = Message::Xcast(XcastMsg::Ack(AckMsg { op, round }));
                         n.handle_frame(now, Rank(1), a.encode());
                     }
                 }
@@ -2182,7 +2203,7 @@ fn implausible_counters_are_refused() {
     let top = wire::MAX_COUNTER - 1;
     assert_eq!(top, BIG);
     let fwd = |op, done, global_done, seq| {
-        Message::Forward(ForwardMsg {
+        Message::Xcast(XcastMsg::Forward(ForwardMsg {
             op,
             round: u32::MAX,
             done,
@@ -2191,42 +2212,42 @@ fn implausible_counters_are_refused() {
             seq,
             tag: 16,
             payload: Bytes::new(),
-        })
+        }))
     };
     let poll = |op, done, global_done| {
-        Message::Poll(PollMsg {
+        Message::Xcast(XcastMsg::Poll(PollMsg {
             op,
             round: 1,
             done,
             global_done,
-        })
+        }))
     };
-    let sync = |done, global_done| Message::Sync(SyncMsg { done, global_done });
+    let sync = |done, global_done| Message::Xcast(XcastMsg::Sync(SyncMsg { done, global_done }));
     let relay = |seq| {
-        Message::Relay(RelayMsg {
+        Message::Xcast(XcastMsg::Relay(RelayMsg {
             origin: Rank(2),
             seq,
             tag: 16,
             payload: Bytes::new(),
-        })
+        }))
     };
     let complete = |seq, op| {
-        Message::Complete(CompleteMsg {
+        Message::Xcast(XcastMsg::Complete(CompleteMsg {
             origin: Rank(2),
             seq,
             op,
             query: false,
-        })
+        }))
     };
     let recovered = |gen, op, seq| {
-        Message::RecoveredOp(RecoveredOpMsg {
+        Message::Xcast(XcastMsg::RecoveredOp(RecoveredOpMsg {
             gen,
             op,
             origin: Rank(2),
             seq,
             tag: 16,
             payload: Bytes::new(),
-        })
+        }))
     };
     let refused = [
         fwd(over, 0, 0, 1),
@@ -2245,11 +2266,11 @@ fn implausible_counters_are_refused() {
         relay(u64::MAX),
         complete(over, 1),
         complete(1, over),
-        Message::Ack(AckMsg { op: over, round: 1 }),
-        Message::Need(NeedMsg { op: u64::MAX }),
-        Message::Recover(RecoverMsg { gen: over, base: 0 }),
-        Message::Recover(RecoverMsg { gen: 1, base: over }),
-        Message::RecoverDone(RecoverDoneMsg { gen: u64::MAX }),
+        Message::Xcast(XcastMsg::Ack(AckMsg { op: over, round: 1 })),
+        Message::Xcast(XcastMsg::Need(NeedMsg { op: u64::MAX })),
+        Message::Xcast(XcastMsg::Recover(RecoverMsg { gen: over, base: 0 })),
+        Message::Xcast(XcastMsg::Recover(RecoverMsg { gen: 1, base: over })),
+        Message::Xcast(XcastMsg::RecoverDone(RecoverDoneMsg { gen: u64::MAX })),
         recovered(over, 1, 1),
         recovered(1, over, 1),
         recovered(1, 1, over),
@@ -2262,16 +2283,16 @@ fn implausible_counters_are_refused() {
         sync(5, 0),
         relay(top),
         complete(top, top),
-        Message::Ack(AckMsg {
+        Message::Xcast(XcastMsg::Ack(AckMsg {
             op: top,
             round: u32::MAX,
-        }),
-        Message::Need(NeedMsg { op: top }),
-        Message::Recover(RecoverMsg {
+        })),
+        Message::Xcast(XcastMsg::Need(NeedMsg { op: top })),
+        Message::Xcast(XcastMsg::Recover(RecoverMsg {
             gen: top,
             base: top,
-        }),
-        Message::RecoverDone(RecoverDoneMsg { gen: top }),
+        })),
+        Message::Xcast(XcastMsg::RecoverDone(RecoverDoneMsg { gen: top })),
         recovered(top, top, top),
         // Flood ids are opaque, not counters.
         Message::Flood(FloodMsg {
@@ -2328,19 +2349,19 @@ fn relm_fields(m: &Message) -> (Vec<usize>, Vec<(usize, usize)>) {
         at + 4 + MARK_LEN * n
     };
     match m {
-        Message::RelmData(_) => {
+        Message::Relm(RelmMsg::Data(_)) => {
             uids.push(HEADER_LEN + 8);
             chains.push((HEADER_LEN, HEADER_LEN + 4));
         }
-        Message::RelmAck(a) => {
+        Message::Relm(RelmMsg::Ack(a)) => {
             let next = list(HEADER_LEN, a.acks.len(), &mut uids);
             list(next, a.probes.len(), &mut uids);
         }
-        Message::RelmLink(l) => {
+        Message::Relm(RelmMsg::Link(l)) => {
             let next = list(HEADER_LEN + 6, l.acks.len(), &mut uids);
             list(next, l.probes.len(), &mut uids);
         }
-        Message::RelmReq(r) => {
+        Message::Relm(RelmMsg::Req(r)) => {
             chains.push((HEADER_LEN, HEADER_LEN + 4));
             for i in 0..r.ranges.len() {
                 uids.push(HEADER_LEN + 12 + 8 * i);
@@ -2410,7 +2431,7 @@ fn relm_sentinels_self_chains_and_empty_ranges_are_refused() {
             }
             chain_fields += 1;
         }
-        if let Message::RelmReq(r) = &s.msg {
+        if let Message::Relm(RelmMsg::Req(r)) = &s.msg {
             for i in 0..r.ranges.len() {
                 let o = HEADER_LEN + 16 + 8 * i;
                 assert_eq!(read_u32(&f, o), r.ranges[i].count, "{}", s.name);
@@ -2445,33 +2466,33 @@ fn relm_lists_over_the_bound_are_refused() {
         })
         .collect();
     let over = [
-        Message::RelmAck(RelmAckMsg {
+        Message::Relm(RelmMsg::Ack(RelmAckMsg {
             acks: four.clone(),
             probes: Vec::new(),
-        }),
-        Message::RelmAck(RelmAckMsg {
+        })),
+        Message::Relm(RelmMsg::Ack(RelmAckMsg {
             acks: Vec::new(),
             probes: four.clone(),
-        }),
-        Message::RelmReq(RelmReqMsg {
+        })),
+        Message::Relm(RelmMsg::Req(RelmReqMsg {
             src: Rank(2),
             dst: Rank(21),
             ranges,
-        }),
-        Message::RelmLink(RelmLinkMsg {
+        })),
+        Message::Relm(RelmMsg::Link(RelmLinkMsg {
             depth: 1,
             full: true,
             want: false,
             acks: four.clone(),
             probes: Vec::new(),
-        }),
-        Message::RelmLink(RelmLinkMsg {
+        })),
+        Message::Relm(RelmMsg::Link(RelmLinkMsg {
             depth: 1,
             full: true,
             want: false,
             acks: Vec::new(),
             probes: four,
-        }),
+        })),
     ];
     for m in &over {
         assert!(
@@ -2567,7 +2588,7 @@ fn relm_garbage_is_counted_never_panics() {
         + s.dropped_unknown_kind
         + s.dropped_bad_origin;
     assert_eq!(s.frames_in + dropped, 20_000, "{s:?}");
-    assert!(s.relm_delivered > 0 && s.relm_forwarded > 0, "{s:?}");
+    assert!(s.relm.delivered > 0 && s.relm.forwarded > 0, "{s:?}");
     // A relay never passes on a request its next hop would refuse.
     assert_eq!(split_requests_over_the_bound, 0);
     // It still works: a message it sends goes out to the next hop.
@@ -2578,7 +2599,7 @@ fn relm_garbage_is_counted_never_panics() {
     assert!(
         t.iter().any(|t| t.to == Rank(1)
             && matches!(Message::decode(t.frame.clone(), &limits),
-                Ok(Message::RelmData(d)) if d.uid == u && d.dst == Rank(62))),
+                Ok(Message::Relm(RelmMsg::Data(d))) if d.uid == u && d.dst == Rank(62))),
         "{t:?}"
     );
 }
@@ -2597,13 +2618,13 @@ fn hostile_relm_values_never_panic() {
         for (src, dst) in [(21, 5), (0, 37), (21, 2), (63, 5), (1, 5)] {
             frames.push((
                 format!("data ({src},{dst}) {u}"),
-                Message::RelmData(RelmDataMsg {
+                Message::Relm(RelmMsg::Data(RelmDataMsg {
                     src: Rank(src),
                     dst: Rank(dst),
                     uid: uid(u),
                     tag: 16,
                     payload: Bytes::from_static(b"h"),
-                }),
+                })),
             ));
         }
         for &a in &ranks_ {
@@ -2614,21 +2635,21 @@ fn hostile_relm_values_never_panic() {
                 let m = marks(&[(a, b, u)]);
                 frames.push((
                     format!("ack ({a},{b}) {u}"),
-                    Message::RelmAck(RelmAckMsg {
+                    Message::Relm(RelmMsg::Ack(RelmAckMsg {
                         acks: m.clone(),
                         probes: Vec::new(),
-                    }),
+                    })),
                 ));
                 frames.push((
                     format!("probe ({a},{b}) {u}"),
-                    Message::RelmAck(RelmAckMsg {
+                    Message::Relm(RelmMsg::Ack(RelmAckMsg {
                         acks: Vec::new(),
                         probes: m.clone(),
-                    }),
+                    })),
                 ));
                 frames.push((
                     format!("req ({a},{b}) {u}"),
-                    Message::RelmReq(RelmReqMsg {
+                    Message::Relm(RelmMsg::Req(RelmReqMsg {
                         src: Rank(a),
                         dst: Rank(b),
                         ranges: vec![
@@ -2641,18 +2662,18 @@ fn hostile_relm_values_never_panic() {
                                 count: 1,
                             },
                         ],
-                    }),
+                    })),
                 ));
                 for depth in [0, 1, 3, u32::MAX] {
                     frames.push((
                         format!("link depth {depth} ({a},{b}) {u}"),
-                        Message::RelmLink(RelmLinkMsg {
+                        Message::Relm(RelmMsg::Link(RelmLinkMsg {
                             depth,
                             full: true,
                             want: true,
                             acks: m.clone(),
                             probes: m.clone(),
-                        }),
+                        })),
                     ));
                 }
             }
@@ -2737,17 +2758,17 @@ fn relay_keeps_a_split_replay_request_within_max_list() {
     let mut relay = sweep_node(ME);
     let limits = relay.config().limits();
     // 63 → 53 crosses rank 5 (from its parent 1 down to its child 53); it caches uid 1.
-    let data = Message::RelmData(RelmDataMsg {
+    let data = Message::Relm(RelmMsg::Data(RelmDataMsg {
         src: Rank(63),
         dst: Rank(53),
         uid: uid(1),
         tag: 16,
         payload: Bytes::from_static(b"x"),
-    });
+    }));
     relay.handle_frame(Instant::ZERO, Rank(1), data.encode());
     while relay.poll_transmit().is_some() {}
     // The destination asks for three ranges (max_list); the first covers the cached uid.
-    let req = Message::RelmReq(RelmReqMsg {
+    let req = Message::Relm(RelmMsg::Req(RelmReqMsg {
         src: Rank(63),
         dst: Rank(53),
         ranges: vec![
@@ -2764,7 +2785,7 @@ fn relay_keeps_a_split_replay_request_within_max_list() {
                 count: 1,
             },
         ],
-    });
+    }));
     assert!(Message::decode(req.encode(), &limits).is_ok());
     relay.handle_frame(Instant::ZERO, Rank(53), req.encode());
     let out: Vec<Transmit> = std::iter::from_fn(|| relay.poll_transmit()).collect();
@@ -2794,20 +2815,20 @@ fn destination_replay_request_fits_max_frame() {
     let limits = dst.config().limits();
     // Every other message of 63 → 53 arrives (uid 0 never does): 50 gaps.
     for u in (1..100).step_by(2) {
-        let data = Message::RelmData(RelmDataMsg {
+        let data = Message::Relm(RelmMsg::Data(RelmDataMsg {
             src: Rank(63),
             dst: Rank(53),
             uid: uid(u),
             tag: 16,
             payload: Bytes::from_static(b"x"),
-        });
+        }));
         dst.handle_frame(Instant::ZERO, Rank(5), data.encode());
     }
     while dst.poll_transmit().is_some() {}
-    let probe = Message::RelmAck(RelmAckMsg {
+    let probe = Message::Relm(RelmMsg::Ack(RelmAckMsg {
         acks: Vec::new(),
         probes: marks(&[(63, 53, 100)]),
-    });
+    }));
     dst.handle_frame(Instant::ZERO, Rank(5), probe.encode());
     let out: Vec<Transmit> = std::iter::from_fn(|| dst.poll_transmit()).collect();
     assert!(!out.is_empty(), "the destination asks for the gaps");

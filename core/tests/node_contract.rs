@@ -5,6 +5,12 @@
 //! `Pair`: it drains every node's transmits into the destination's `handle_frame` and advances
 //! virtual time to the earliest `poll_timeout`.
 
+use lifeline_core::wire::MembershipMsg;
+use lifeline_core::wire::XcastMsg;
+use lifeline_core::XcastError;
+use lifeline_core::XcastEvent;
+use lifeline_core::{FloodEvent, FloodTimer};
+use lifeline_core::{MembershipEvent, MembershipTimer};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -16,7 +22,7 @@ use lifeline_core::wire::{
 };
 use lifeline_core::{
     xcast, Class, CommandError, Config, ConfigError, Duration, Event, Instant, Node, Stats,
-    TimerReason, Transmit, MAX_FRAME, MIN_FRAME,
+    TimerKey, Transmit, MAX_FRAME, MIN_FRAME,
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -50,12 +56,12 @@ fn flood_frame(origin: u32, id: u64, hops: u16, payload: &'static [u8]) -> Bytes
 }
 
 fn delivered(origin: u32, id: u64, hops: u16, payload: &'static [u8]) -> Event {
-    Event::FloodDelivered {
+    Event::Flood(FloodEvent::Delivered {
         origin: Rank(origin),
         id,
         hops,
         payload: Bytes::from_static(payload),
-    }
+    })
 }
 
 fn ranks(v: &[u32]) -> Vec<Rank> {
@@ -78,25 +84,29 @@ fn sent(n: &mut Node) -> Vec<(Rank, Message)> {
 }
 
 fn is_notice(m: &Message) -> bool {
-    matches!(m, Message::Adopt(_) | Message::Lineage(_))
+    matches!(
+        m,
+        Message::Membership(MembershipMsg::Adopt(_))
+            | Message::Membership(MembershipMsg::Lineage(_))
+    )
 }
 
 /// The span of the 9-rank trees the notice tests use (notices carry their sender's span).
 const NOTICE_SPAN: u32 = 9;
 
 fn adopt(lineage: &[u32]) -> Message {
-    Message::Adopt(AdoptMsg {
+    Message::Membership(MembershipMsg::Adopt(AdoptMsg {
         span: NOTICE_SPAN,
         lineage: ranks(lineage),
-    })
+    }))
 }
 
 fn lineage(lineage: &[u32], failed: &[u32]) -> Message {
-    Message::Lineage(LineageMsg {
+    Message::Membership(MembershipMsg::Lineage(LineageMsg {
         span: NOTICE_SPAN,
         lineage: ranks(lineage),
         failed: ranks(failed),
-    })
+    }))
 }
 
 /// The failure-knowledge notices (`node/notices.rs`) a rank with no xcast state sends after
@@ -122,7 +132,7 @@ fn expected_notices(after: &Tree, delta: &ViewDelta) -> Vec<(Rank, Message)> {
                 span: after.layout().span(),
                 lineage: line.clone(),
             };
-            (c, Message::Adopt(m))
+            (c, Message::Membership(MembershipMsg::Adopt(m)))
         })
         .collect();
     if let Some(p) = view.parent() {
@@ -136,7 +146,7 @@ fn expected_notices(after: &Tree, delta: &ViewDelta) -> Vec<(Rank, Message)> {
             lineage: view.ancestors().to_vec(),
             failed,
         };
-        out.push((p, Message::Lineage(m)));
+        out.push((p, Message::Membership(MembershipMsg::Lineage(m))));
     }
     out
 }
@@ -144,7 +154,7 @@ fn expected_notices(after: &Tree, delta: &ViewDelta) -> Vec<(Rank, Message)> {
 /// The root's global failure notice as it forwards it to a child.
 fn notice_of(m: &Message) -> Option<GlobalFailureMsg> {
     match m {
-        Message::Forward(f) if f.tag == xcast::TAG_FAILURE_NOTICE => Some(
+        Message::Xcast(XcastMsg::Forward(f)) if f.tag == xcast::TAG_FAILURE_NOTICE => Some(
             GlobalFailureMsg::from_payload(f.payload.clone(), &Config::new(1, 2).limits()).unwrap(),
         ),
         _ => None,
@@ -152,10 +162,10 @@ fn notice_of(m: &Message) -> Option<GlobalFailureMsg> {
 }
 
 fn confirmed(epoch: u64, r: &[u32]) -> Event {
-    Event::FailureConfirmed {
+    Event::Membership(MembershipEvent::FailureConfirmed {
         epoch,
         ranks: set(r),
-    }
+    })
 }
 
 /// Everything observable about a node that an input could change.
@@ -164,7 +174,7 @@ struct Observed {
     now: Instant,
     stats: Stats,
     pending: usize,
-    timeout: Option<(Instant, TimerReason)>,
+    timeout: Option<(Instant, TimerKey)>,
     has_output: bool,
     view: Option<String>,
     dead: RankSet,
@@ -375,9 +385,9 @@ fn invalid_configs_are_errors_never_panics() {
         ),
         (
             "max_floods zero",
-            with(&|c| c.max_floods = 0),
+            with(&|c| c.flood.max = 0),
             0,
-            ConfigError::Zero("max_floods"),
+            ConfigError::Zero("flood.max"),
         ),
         (
             "me out of range",
@@ -424,7 +434,7 @@ fn invalid_configs_are_errors_never_panics() {
             c.max_list = 1;
             c.max_transmits = 1;
             c.max_events = 1;
-            c.max_floods = 1;
+            c.flood.max = 1;
         }),
         with(&|c| {
             c.dead.insert(Rank(9));
@@ -481,7 +491,7 @@ fn flood_from_a_leaf_reaches_every_rank_exactly_once() {
     assert_eq!(net.lost, 0);
     assert_eq!(net.total(|s| s.frames_out), 8);
     assert_eq!(net.total(|s| s.frames_in), 8);
-    assert_eq!(net.total(|s| s.flood_duplicates), 0);
+    assert_eq!(net.total(|s| s.flood.duplicates), 0);
 
     // Delivered exactly once everywhere, with the tree distance from 8 as hops.
     let hops = [3u16, 4, 2, 5, 1, 5, 3, 6, 0];
@@ -506,7 +516,7 @@ fn flood_from_a_leaf_reaches_every_rank_exactly_once() {
     for (r, e) in net.take_events() {
         assert_eq!(e.len(), 2, "at {r}: {e:?}");
     }
-    assert_eq!(net.total(|s| s.flood_duplicates), 0);
+    assert_eq!(net.total(|s| s.flood.duplicates), 0);
 }
 
 #[test]
@@ -524,7 +534,7 @@ fn flood_ids_are_deduplicated() {
     net.pump();
     assert_eq!(net.log.len(), 8, "no new frames");
     assert!(net.take_events().is_empty(), "no new deliveries");
-    assert_eq!(net.total(|s| s.flood_duplicates), 8);
+    assert_eq!(net.total(|s| s.flood.duplicates), 8);
     assert_eq!(net.total(|s| s.frames_in), 16);
 
     // On one leaf: the same (origin, id) from anyone is a duplicate; another id or origin is not.
@@ -535,21 +545,21 @@ fn flood_ids_are_deduplicated() {
     n.handle_frame(ms(2), Rank(0), flood_frame(1, 1, 2, b"a"));
     n.handle_frame(ms(3), Rank(1), flood_frame(1, 1, 7, b"different payload"));
     assert!(events(&mut n).is_empty());
-    assert_eq!(n.stats().flood_duplicates, 2);
+    assert_eq!(n.stats().flood.duplicates, 2);
     n.handle_frame(ms(4), Rank(0), flood_frame(1, 2, 2, b"a"));
     n.handle_frame(ms(5), Rank(0), flood_frame(0, 1, 1, b"a"));
     assert_eq!(
         events(&mut n),
         [delivered(1, 2, 2, b"a"), delivered(0, 1, 1, b"a")]
     );
-    assert_eq!(n.stats().flood_duplicates, 2);
+    assert_eq!(n.stats().flood.duplicates, 2);
     assert_eq!(n.stats().frames_in, 5);
 }
 
 #[test]
 fn flood_sweep_fires_after_linger_and_state_drains() {
     let mut config = Config::new(9, 2);
-    config.flood_linger = Duration::from_secs(10);
+    config.flood.linger = Duration::from_secs(10);
     let mut net = Net::new(&config, 0..9);
     net.now = ms(1_000);
     net.node(8).flood(ms(1_000), Bytes::new()).unwrap();
@@ -557,7 +567,10 @@ fn flood_sweep_fires_after_linger_and_state_drains() {
     for (r, n) in &net.nodes {
         // One remembered id and one armed sweep each, due exactly one linger later.
         assert_eq!(n.pending_state(), 2, "at {r}");
-        assert_eq!(n.poll_timeout(), Some((ms(11_000), TimerReason::Flood)));
+        assert_eq!(
+            n.poll_timeout(),
+            Some((ms(11_000), TimerKey::Flood(FloodTimer::Sweep)))
+        );
     }
     net.run_until(ms(10_999));
     assert!(net.nodes.values().all(|n| n.pending_state() == 2));
@@ -576,10 +589,16 @@ fn flood_sweep_fires_after_linger_and_state_drains() {
     transmits(&mut n);
     events(&mut n);
     assert_eq!(n.pending_state(), 3);
-    assert_eq!(n.poll_timeout(), Some((ms(10_000), TimerReason::Flood)));
+    assert_eq!(
+        n.poll_timeout(),
+        Some((ms(10_000), TimerKey::Flood(FloodTimer::Sweep)))
+    );
     n.handle_timeout(ms(10_000));
     assert_eq!(n.pending_state(), 2);
-    assert_eq!(n.poll_timeout(), Some((ms(13_000), TimerReason::Flood)));
+    assert_eq!(
+        n.poll_timeout(),
+        Some((ms(13_000), TimerKey::Flood(FloodTimer::Sweep)))
+    );
     n.handle_timeout(ms(13_000));
     assert_eq!(n.pending_state(), 0);
     assert_eq!(n.poll_timeout(), None);
@@ -600,12 +619,12 @@ fn flood_sweep_fires_after_linger_and_state_drains() {
     assert_eq!(transmits(&mut n).len(), 1, "forwarded to the other child");
     n.handle_frame(ms(23_999), Rank(2), flood_frame(3, 1, 2, b"r"));
     assert!(events(&mut n).is_empty());
-    assert_eq!(n.stats().flood_duplicates, 1);
+    assert_eq!(n.stats().flood.duplicates, 1);
     n.handle_timeout(ms(24_000));
     assert_eq!(n.pending_state(), 0);
     n.handle_frame(ms(24_001), Rank(2), flood_frame(3, 1, 2, b"r"));
     assert_eq!(events(&mut n), [delivered(3, 1, 2, b"r")]);
-    assert_eq!(n.stats().flood_duplicates, 1);
+    assert_eq!(n.stats().flood.duplicates, 1);
 }
 
 #[test]
@@ -621,8 +640,11 @@ fn spurious_timeouts_are_counted_no_ops() {
     n.flood(ms(5), Bytes::from_static(b"p")).unwrap();
     assert_eq!(transmits(&mut n).len(), 2);
     assert_eq!(events(&mut n).len(), 1);
-    let deadline = ms(5) + n.config().flood_linger;
-    assert_eq!(n.poll_timeout(), Some((deadline, TimerReason::Flood)));
+    let deadline = ms(5) + n.config().flood.linger;
+    assert_eq!(
+        n.poll_timeout(),
+        Some((deadline, TimerKey::Flood(FloodTimer::Sweep)))
+    );
 
     // Early: before the deadline (by a nanosecond), and at the current time.
     for early in [ms(6), Instant::from_nanos(deadline.as_nanos() - 1)] {
@@ -677,8 +699,11 @@ fn time_going_backwards_is_clamped() {
     m.handle_timeout(ms(20));
     m.flood(ms(1), Bytes::new()).unwrap();
     assert_eq!(m.now(), ms(20));
-    let want = ms(20) + m.config().flood_linger;
-    assert_eq!(m.poll_timeout(), Some((want, TimerReason::Flood)));
+    let want = ms(20) + m.config().flood.linger;
+    assert_eq!(
+        m.poll_timeout(),
+        Some((want, TimerKey::Flood(FloodTimer::Sweep)))
+    );
     // A timeout "at" an earlier time than the deadline but after a backwards step still sees
     // the clamped time, so it is spurious.
     m.handle_timeout(ms(0));
@@ -757,7 +782,7 @@ fn tree_link_down_repairs_once_with_the_tree_delta() {
                     "{ctx}: {m:?} to {to}"
                 );
                 assert!(
-                    !matches!(m, Message::Flood(_) | Message::Relay(_)),
+                    !matches!(m, Message::Flood(_) | Message::Xcast(XcastMsg::Relay(_))),
                     "{ctx}: {m:?}"
                 );
             }
@@ -767,10 +792,13 @@ fn tree_link_down_repairs_once_with_the_tree_delta() {
                 // The root lost a child: after the batching delay it confirms the death
                 // (epoch 1) and forwards the notice to each remaining child.
                 roots += 1;
-                let batch = n.config().notice_batch;
+                let batch = n.config().membership.notice_batch;
                 assert_eq!(
                     n.poll_timeout(),
-                    Some((ms(1) + batch, TimerReason::Notices)),
+                    Some((
+                        ms(1) + batch,
+                        TimerKey::Membership(MembershipTimer::Announce)
+                    )),
                     "{ctx}"
                 );
                 n.handle_timeout(ms(1) + batch);
@@ -889,7 +917,7 @@ fn no_transmit_is_ever_addressed_to_a_dead_rank() {
     let mut net = Net::new(&config, (0..9).filter(|&r| r != 3));
     let dead: RankSet = [Rank(3)].into_iter().collect();
     for n in net.nodes.values_mut() {
-        n.handle_dead(ms(0), &dead).unwrap();
+        n.declare_dead(ms(0), &dead).unwrap();
     }
     net.pump();
     net.take_events();
@@ -933,10 +961,13 @@ fn a_childs_lineage_notice_teaches_the_parent_and_the_root_confirms() {
     );
     // After the batching delay, one global notice: applied at the root and forwarded to both
     // children.
-    let batch = root.config().notice_batch;
+    let batch = root.config().membership.notice_batch;
     assert_eq!(
         root.poll_timeout(),
-        Some((ms(1) + batch, TimerReason::Notices))
+        Some((
+            ms(1) + batch,
+            TimerKey::Membership(MembershipTimer::Announce)
+        ))
     );
     root.handle_timeout(ms(1) + batch);
     assert_eq!(events(&mut root), [confirmed(1, &[3])]);
@@ -971,7 +1002,7 @@ fn a_childs_lineage_notice_teaches_the_parent_and_the_root_confirms() {
         assert_eq!(root.epoch(), 1);
     }
     assert_eq!(
-        root.stats().notices_stale + root.stats().notices_inconsistent,
+        root.stats().membership.stale + root.stats().membership.inconsistent,
         0
     );
 
@@ -996,7 +1027,7 @@ fn a_childs_lineage_notice_teaches_the_parent_and_the_root_confirms() {
     assert!(events(&mut n).is_empty() && !n.has_output());
     // A notice whose lineage does not end at the receiver is stale (its deaths still count).
     n.handle_frame(ms(2), Rank(5), lineage(&[0, 2], &[]).encode());
-    assert_eq!(n.stats().notices_stale, 1);
+    assert_eq!(n.stats().membership.stale, 1);
     assert_eq!(n.tree().dead(), &set(&[7]));
     assert!(events(&mut n).is_empty());
 
@@ -1009,7 +1040,7 @@ fn a_childs_lineage_notice_teaches_the_parent_and_the_root_confirms() {
     let ups: Vec<(Rank, Rank)> = net
         .log
         .iter()
-        .filter(|(_, _, f)| f[1] == Kind::Lineage as u8)
+        .filter(|(_, _, f)| f[1] == Kind::Lineage.byte())
         .map(|(a, b, _)| (*a, *b))
         .collect();
     assert_eq!(ups, [(Rank(3), Rank(1)), (Rank(1), Rank(0))]);
@@ -1018,7 +1049,12 @@ fn a_childs_lineage_notice_teaches_the_parent_and_the_root_confirms() {
     for (&r, n) in &net.nodes {
         let got: Vec<&Event> = ev[&r]
             .iter()
-            .filter(|e| matches!(e, Event::FailureConfirmed { .. }))
+            .filter(|e| {
+                matches!(
+                    e,
+                    Event::Membership(MembershipEvent::FailureConfirmed { .. })
+                )
+            })
             .collect();
         assert_eq!(got, [&confirmed(1, &[7])], "at {r}");
         assert_eq!(n.tree().confirmed(), &set(&[7]), "at {r}");
@@ -1053,7 +1089,10 @@ fn an_adoption_notice_implying_a_death_is_inferred() {
         (2..=3).contains(&out.len()) && out[1..].iter().all(|x| *x == hello),
         "{out:?}"
     );
-    assert_eq!(n.stats().notices_stale + n.stats().notices_inconsistent, 0);
+    assert_eq!(
+        n.stats().membership.stale + n.stats().membership.inconsistent,
+        0
+    );
     assert_eq!(n.epoch(), 0);
 
     // Agreed: the parent re-adopting with the current lineage changes nothing; the child
@@ -1073,7 +1112,7 @@ fn an_adoption_notice_implying_a_death_is_inferred() {
     // naming the receiver, or not ending with its sender) notices are counted and teach
     // nothing.
     let mut n = node(9, 2, 5);
-    n.handle_dead(ms(0), &set(&[2])).unwrap();
+    n.declare_dead(ms(0), &set(&[2])).unwrap();
     events(&mut n);
     transmits(&mut n);
     for (m, stale, inconsistent) in [
@@ -1083,8 +1122,8 @@ fn an_adoption_notice_implying_a_death_is_inferred() {
         (adopt(&[0, 3]), 1, 3),
     ] {
         n.handle_frame(ms(1), Rank(1), m.encode());
-        assert_eq!(n.stats().notices_stale, stale, "{m:?}");
-        assert_eq!(n.stats().notices_inconsistent, inconsistent, "{m:?}");
+        assert_eq!(n.stats().membership.stale, stale, "{m:?}");
+        assert_eq!(n.stats().membership.inconsistent, inconsistent, "{m:?}");
         assert_eq!(n.tree().dead(), &set(&[2]), "{m:?}");
         assert!(events(&mut n).is_empty(), "{m:?}");
         let out = sent(&mut n);
@@ -1112,7 +1151,12 @@ fn failover_notices_reach_every_survivor() {
                 .get(&r)
                 .into_iter()
                 .flatten()
-                .filter(|e| matches!(e, Event::FailureConfirmed { .. }))
+                .filter(|e| {
+                    matches!(
+                        e,
+                        Event::Membership(MembershipEvent::FailureConfirmed { .. })
+                    )
+                })
                 .collect();
             assert_eq!(got, [&confirmed(epoch, &[dead])], "at {r}");
             assert!(!n.has_output());
@@ -1128,7 +1172,7 @@ fn failover_notices_reach_every_survivor() {
     let adopts: Vec<(Rank, Rank)> = net
         .log
         .iter()
-        .filter(|(_, _, f)| f[1] == Kind::Adopt as u8)
+        .filter(|(_, _, f)| f[1] == Kind::Adopt.byte())
         .map(|(a, b, _)| (*a, *b))
         .collect();
     assert_eq!(adopts[..2], [(Rank(0), Rank(5)), (Rank(5), Rank(3))]);
@@ -1150,11 +1194,11 @@ fn failover_notices_reach_every_survivor() {
     let ev = net.take_events();
     assert!(ev[&Rank(8)]
         .iter()
-        .any(|e| matches!(e, Event::XcastCompleted { seq: s, .. } if *s == seq)));
+        .any(|e| matches!(e, Event::Xcast(XcastEvent::Completed { seq: s, .. }) if *s == seq)));
     for r in 1..9 {
         let got = ev[&Rank(r)]
             .iter()
-            .filter(|e| matches!(e, Event::XcastDelivered { origin, seq: s, .. } if *origin == Rank(8) && *s == seq))
+            .filter(|e| matches!(e, Event::Xcast(XcastEvent::Delivered { origin, seq: s, .. }) if *origin == Rank(8) && *s == seq))
             .count();
         assert_eq!(got, 1, "at {r}");
     }
@@ -1199,7 +1243,7 @@ fn outbox_bounds_drop_and_count() {
 #[test]
 fn max_floods_forgets_the_oldest_id() {
     let mut config = Config::new(9, 2);
-    config.max_floods = 2;
+    config.flood.max = 2;
     let mut n = Node::new(config, Rank(0), 1, Instant::ZERO).unwrap();
     // Three floods from rank 4, arriving from child 2 and forwarded to child 1.
     for id in 1..=3 {
@@ -1208,17 +1252,17 @@ fn max_floods_forgets_the_oldest_id() {
         let to: Vec<Rank> = transmits(&mut n).iter().map(|t| t.to).collect();
         assert_eq!(to, [Rank(1)]);
     }
-    assert_eq!(n.stats().flood_forgotten, 1);
+    assert_eq!(n.stats().flood.forgotten, 1);
     assert_eq!(n.pending_state(), 1 + 2, "one sweep timer and two ids");
     // Id 1 was forgotten: it is new again (and in turn evicts id 2). Id 3 is remembered.
     n.handle_frame(ms(4), Rank(1), flood_frame(4, 3, 2, b""));
     assert!(events(&mut n).is_empty());
-    assert_eq!(n.stats().flood_duplicates, 1);
+    assert_eq!(n.stats().flood.duplicates, 1);
     n.handle_frame(ms(5), Rank(1), flood_frame(4, 1, 2, b""));
     assert_eq!(events(&mut n), [delivered(4, 1, 2, b"")]);
     let to: Vec<Rank> = transmits(&mut n).iter().map(|t| t.to).collect();
     assert_eq!(to, [Rank(2)], "forwarded to the other child");
-    assert_eq!(n.stats().flood_forgotten, 2);
+    assert_eq!(n.stats().flood.forgotten, 2);
     n.handle_frame(ms(6), Rank(1), flood_frame(4, 2, 2, b""));
     assert_eq!(
         events(&mut n).len(),
@@ -1229,10 +1273,10 @@ fn max_floods_forgets_the_oldest_id() {
     assert_eq!(n.pending_state(), 3);
     // The node's own floods share the bound.
     n.flood(ms(7), Bytes::new()).unwrap();
-    assert_eq!(n.stats().flood_forgotten, 4);
+    assert_eq!(n.stats().flood.forgotten, 4);
     assert_eq!(n.pending_state(), 3);
     // The sweep still drains everything.
-    n.handle_timeout(ms(7) + n.config().flood_linger);
+    n.handle_timeout(ms(7) + n.config().flood.linger);
     assert_eq!(n.pending_state(), 0);
 }
 
@@ -1249,14 +1293,14 @@ fn commands_refuse_misuse_without_changing_state() {
     events(&mut n);
     let before = observe(&n);
     assert!(n.flood(ms(1), vec![0; fits + 1].into()).is_err());
-    assert!(n.handle_grow(ms(1), 8).is_err(), "shrinking");
+    assert!(n.grow(ms(1), 8).is_err(), "shrinking");
     let out_of_span: RankSet = [Rank(9)].into_iter().collect();
-    assert!(n.handle_dead(ms(1), &out_of_span).is_err());
+    assert!(n.declare_dead(ms(1), &out_of_span).is_err());
     assert_eq!(observe(&n), before);
 
     // A rank told it is dead reports it, and refuses to flood.
     let me: RankSet = [Rank(4)].into_iter().collect();
-    n.handle_dead(ms(2), &me).unwrap();
+    n.declare_dead(ms(2), &me).unwrap();
     match events(&mut n).as_slice() {
         [Event::ViewChanged(d)] => assert!(d.self_dead()),
         other => panic!("{other:?}"),
@@ -1302,11 +1346,11 @@ fn run_script(seed: u64) -> Vec<String> {
     record(&mut n, &mut log);
     n.handle_link_down(ms(5), Rank(3));
     record(&mut n, &mut log);
-    n.handle_grow(ms(6), 12).unwrap();
+    n.grow(ms(6), 12).unwrap();
     record(&mut n, &mut log);
     n.flood(ms(7), Bytes::from_static(b"two")).unwrap();
     record(&mut n, &mut log);
-    n.handle_dead(ms(8), &[Rank(0)].into_iter().collect())
+    n.declare_dead(ms(8), &[Rank(0)].into_iter().collect())
         .unwrap();
     record(&mut n, &mut log);
     n.handle_timeout(ms(60_000));
@@ -1348,7 +1392,7 @@ fn xcast_commands_refuse_misuse_without_changing_state() {
         let before = observe(&n);
         assert_eq!(
             n.xcast(ms(1), tag, Bytes::from_static(b"x")),
-            Err(CommandError::ReservedTag(tag))
+            Err(CommandError::Xcast(XcastError::ReservedTag(tag)))
         );
         let mut want = before;
         want.now = ms(1);
@@ -1357,12 +1401,12 @@ fn xcast_commands_refuse_misuse_without_changing_state() {
     assert!(!n.has_output());
     for (seq, tag) in (1..).zip([xcast::TAG_WIREUP, xcast::FIRST_APP_TAG, u16::MAX]) {
         assert_eq!(n.xcast(ms(2), tag, Bytes::from_static(b"x")), Ok(seq));
-        let relay = Message::Relay(RelayMsg {
+        let relay = Message::Xcast(XcastMsg::Relay(RelayMsg {
             origin: Rank(4),
             seq,
             tag,
             payload: Bytes::from_static(b"x"),
-        });
+        }));
         assert_eq!(sent(&mut n), [(Rank(2), relay)], "tag {tag}");
     }
 
@@ -1401,7 +1445,7 @@ fn xcast_commands_refuse_misuse_without_changing_state() {
     let t = transmits(&mut n);
     assert!(t.len() == 1 && t[0].frame.len() <= MIN_FRAME as usize);
     let payload = Bytes::from(vec![7; lo]);
-    let fwd = Message::Forward(ForwardMsg {
+    let fwd = Message::Xcast(XcastMsg::Forward(ForwardMsg {
         op: 1,
         round: 1,
         done: 0,
@@ -1410,21 +1454,21 @@ fn xcast_commands_refuse_misuse_without_changing_state() {
         seq: 1,
         tag: 16,
         payload: payload.clone(),
-    });
-    let rec = Message::RecoveredOp(RecoveredOpMsg {
+    }));
+    let rec = Message::Xcast(XcastMsg::RecoveredOp(RecoveredOpMsg {
         gen: 1,
         op: 1,
         origin: Rank(4),
         seq: 1,
         tag: 16,
         payload,
-    });
+    }));
     assert!(fwd.frame_len() <= MIN_FRAME as usize);
     assert!(rec.frame_len() <= MIN_FRAME as usize);
 
     // Backpressure at xcast_max_inflight broadcasts awaiting completion.
     let mut config = Config::new(9, 2);
-    config.xcast_max_inflight = 2;
+    config.xcast.max_inflight = 2;
     let mut n = Node::new(config, Rank(4), 1, Instant::ZERO).unwrap();
     assert_eq!(n.xcast(ms(1), 16, Bytes::from_static(b"a")), Ok(1));
     assert_eq!(n.xcast(ms(1), 16, Bytes::from_static(b"bc")), Ok(2));
@@ -1432,7 +1476,10 @@ fn xcast_commands_refuse_misuse_without_changing_state() {
     let before = observe(&n);
     assert_eq!(
         n.xcast(ms(2), 16, Bytes::from_static(b"d")),
-        Err(CommandError::Backpressure { ops: 2, bytes: 3 })
+        Err(CommandError::Xcast(XcastError::Backpressure {
+            ops: 2,
+            bytes: 3
+        }))
     );
     let mut want = before;
     want.now = ms(2);
@@ -1440,17 +1487,23 @@ fn xcast_commands_refuse_misuse_without_changing_state() {
 
     // ... and at xcast_max_bytes payload bytes.
     let mut config = Config::new(9, 2);
-    config.xcast_max_bytes = 10;
+    config.xcast.max_bytes = 10;
     let mut n = Node::new(config, Rank(4), 1, Instant::ZERO).unwrap();
     assert_eq!(n.xcast(ms(1), 16, vec![0; 6].into()), Ok(1));
     assert_eq!(
         n.xcast(ms(1), 16, vec![0; 5].into()),
-        Err(CommandError::Backpressure { ops: 1, bytes: 6 })
+        Err(CommandError::Xcast(XcastError::Backpressure {
+            ops: 1,
+            bytes: 6
+        }))
     );
     assert_eq!(n.xcast(ms(1), 16, vec![0; 4].into()), Ok(2));
     assert_eq!(
         n.xcast(ms(1), 16, vec![0; 1].into()),
-        Err(CommandError::Backpressure { ops: 2, bytes: 10 })
+        Err(CommandError::Xcast(XcastError::Backpressure {
+            ops: 2,
+            bytes: 10
+        }))
     );
     assert_eq!(
         n.xcast(ms(1), 16, Bytes::new()),
@@ -1460,7 +1513,7 @@ fn xcast_commands_refuse_misuse_without_changing_state() {
 
     // A dead rank takes no broadcast.
     let mut n = node(9, 2, 4);
-    n.handle_dead(ms(1), &set(&[4])).unwrap();
+    n.declare_dead(ms(1), &set(&[4])).unwrap();
     events(&mut n);
     transmits(&mut n);
     assert_eq!(
@@ -1473,13 +1526,16 @@ fn xcast_commands_refuse_misuse_without_changing_state() {
 #[test]
 fn xcast_completes_and_backpressure_releases() {
     let mut config = Config::new(9, 2);
-    config.xcast_max_inflight = 1;
+    config.xcast.max_inflight = 1;
     let mut net = Net::new(&config, 0..9);
     let payload = Bytes::from_static(b"hello");
     assert_eq!(net.node(8).xcast(ms(0), 16, payload.clone()), Ok(1));
     assert_eq!(
         net.node(8).xcast(ms(0), 16, payload.clone()),
-        Err(CommandError::Backpressure { ops: 1, bytes: 5 })
+        Err(CommandError::Xcast(XcastError::Backpressure {
+            ops: 1,
+            bytes: 5
+        }))
     );
     net.run_until(ms(1_000));
     let ev = net.take_events();
@@ -1488,13 +1544,13 @@ fn xcast_completes_and_backpressure_releases() {
         let got: Vec<u64> = ev[&r]
             .iter()
             .filter_map(|e| match e {
-                Event::XcastDelivered {
+                Event::Xcast(XcastEvent::Delivered {
                     op,
                     origin,
                     seq: 1,
                     tag: 16,
                     payload: p,
-                } if *origin == Rank(8) && *p == payload => Some(*op),
+                }) if *origin == Rank(8) && *p == payload => Some(*op),
                 _ => None,
             })
             .collect();
@@ -1503,11 +1559,13 @@ fn xcast_completes_and_backpressure_releases() {
     }
     assert_eq!(ops.len(), 1, "one op id everywhere");
     let op = ops.into_iter().next().unwrap();
-    assert!(ev[&Rank(8)].contains(&Event::XcastCompleted { op, seq: 1 }));
-    assert!(ev[&Rank(0)].contains(&Event::XcastRootCompleted {
-        op,
-        origin: Rank(8),
-        seq: 1
-    }));
+    assert!(ev[&Rank(8)].contains(&Event::Xcast(XcastEvent::Completed { op, seq: 1 })));
+    assert!(
+        ev[&Rank(0)].contains(&Event::Xcast(XcastEvent::RootCompleted {
+            op,
+            origin: Rank(8),
+            seq: 1
+        }))
+    );
     assert_eq!(net.node(8).xcast(ms(1_000), 16, payload), Ok(2));
 }

@@ -14,6 +14,8 @@
 //! Radix 2, n = 9: 0→{1,2}, 1→{3,5}, 2→{4,6}, 3→{7}, 4→{8}. The longest path, 7→8, is
 //! 7→3→1→0→2→4→8.
 
+use lifeline_core::wire::RelmMsg;
+use lifeline_core::RelmEvent;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -43,7 +45,7 @@ impl Observer for Rec {
     fn on_event(&mut self, _w: &World, rank: Rank, e: &Event) {
         let first = self.first.expect("set");
         match e {
-            Event::RelmDelivered { src, uid, .. } => {
+            Event::Relm(RelmEvent::Delivered { src, uid, .. }) => {
                 let d = self.delivered.entry((src.0, rank.0)).or_default();
                 let expect = d.last().map_or(first, |u| u.next());
                 if *uid != expect {
@@ -53,22 +55,22 @@ impl Observer for Rec {
                 }
                 d.push(*uid);
             }
-            Event::RelmAcked { dst, upto } => {
+            Event::Relm(RelmEvent::Acked { dst, upto }) => {
                 let prev = self.acked.insert((rank.0, dst.0), *upto);
                 if prev.is_some_and(|p| !upto.after(p)) {
                     self.violations
                         .push(format!("origin {rank}: ACK {upto} after {prev:?}"));
                 }
             }
-            Event::RelmFailed { dst, first, count } => self
+            Event::Relm(RelmEvent::Failed { dst, first, count }) => self
                 .failed
                 .entry((rank.0, dst.0))
                 .or_default()
                 .push((*first, *count)),
-            Event::RelmSourceLost { src, discarded } => {
+            Event::Relm(RelmEvent::SourceLost { src, discarded }) => {
                 self.source_lost.push((rank.0, src.0, *discarded))
             }
-            Event::RelmCollision { src, dst, uid } => {
+            Event::Relm(RelmEvent::Collision { src, dst, uid }) => {
                 self.collisions.push((rank.0, src.0, dst.0, *uid))
             }
             _ => {}
@@ -100,7 +102,7 @@ impl Harness {
         cfg.net.jitter = Duration::ZERO;
         tweak(&mut cfg);
         let rec = Rec {
-            first: Uid::new(cfg.node.relm_first_uid),
+            first: Uid::new(cfg.node.relm.first_uid),
             ..Rec::default()
         };
         let mut sim = Sim::new(cfg, rec).expect("valid config");
@@ -252,12 +254,12 @@ impl Harness {
                     n.relm_unacked_bytes()
                 ));
             }
-            if n.stats().relm_gate_timeouts != 0 {
+            if n.stats().relm.gate_timeouts != 0 {
                 self.fail(format!("rank {r}: link-update gating needed its backstop"));
             }
             // Every case must be resolved by link updates, replays and ACKs; the origin's
             // retry probe is the safety net under them, never the mechanism.
-            if n.stats().relm_retry_probes != 0 {
+            if n.stats().relm.retry_probes != 0 {
                 self.fail(format!("rank {r} needed its retry probe"));
             }
         }
@@ -306,11 +308,11 @@ fn edge20_stable_paths_interleaved_sources_and_destinations() {
     for &(s, d) in &pairs {
         assert_eq!(h.delivered(s, d).len(), 40, "{s}>{d}");
     }
-    let frames: u64 = (0..9).map(|r| h.stats(r).relm_frames_out).sum();
+    let frames: u64 = (0..9).map(|r| h.stats(r).relm.frames_out).sum();
     let hops: u64 = [1, 2, 3, 4, 5, 6, 6, 4, 4].iter().sum::<u64>() * 40;
     let per = frames as f64 / hops as f64;
     assert!(per < 1.5, "{per} frames per message-hop");
-    assert_eq!(h.stats(7).relm_requests, 0);
+    assert_eq!(h.stats(7).relm.requests, 0);
 }
 
 /// Edge case 21a: A relay dies holding the message before forwarding it (the frame to it is lost with
@@ -327,9 +329,9 @@ fn edge21a_relay_dies_before_forwarding() {
     h.expect_line(&["lost     0->2"]);
     h.check();
     assert_eq!(h.delivered(7, 8), [uid(0), uid(1)]);
-    assert!(h.stats(8).relm_requests >= 1);
-    assert!(h.stats(0).relm_replays >= 1, "replayed from 0's cache");
-    assert_eq!(h.stats(7).relm_replays, 0, "the origin never had to");
+    assert!(h.stats(8).relm.requests >= 1);
+    assert!(h.stats(0).relm.replays >= 1, "replayed from 0's cache");
+    assert_eq!(h.stats(7).relm.replays, 0, "the origin never had to");
 }
 
 /// Edge case 21b: A relay dies right after forwarding: the destination has the message; its ACK takes
@@ -375,7 +377,7 @@ fn edge21d_relay_dies_after_the_ack() {
     let replays = |h: &Harness| -> u64 {
         [0, 1, 3, 4, 5, 6, 7, 8]
             .iter()
-            .map(|&r| h.stats(r).relm_replays + h.stats(r).relm_requests)
+            .map(|&r| h.stats(r).relm.replays + h.stats(r).relm.requests)
             .sum()
     };
     assert_eq!(replays(&h), 0);
@@ -401,13 +403,13 @@ fn edge22_promoted_destination_gets_sent_for_a_message_it_never_got() {
     h.expect_line(&["deliver  1->7 RelmLink", "probes=[8>7@0]"]);
     h.check();
     assert_eq!(h.delivered(8, 7), [uid(0)]);
-    assert_eq!(h.stats(7).relm_requests, 1);
+    assert_eq!(h.stats(7).relm.requests, 1);
     assert_eq!(
-        h.stats(1).relm_replays,
+        h.stats(1).relm.replays,
         1,
         "the new parent's cache answered"
     );
-    assert_eq!(h.stats(8).relm_replays, 0);
+    assert_eq!(h.stats(8).relm.replays, 0);
 }
 
 /// Edge case 23: The relays' caches lost the message (by count here, by time below) before the replay
@@ -417,9 +419,9 @@ fn edge23_evicted_caches_escalate_to_the_origin() {
     for by_time in [false, true] {
         let mut h = Harness::with("edge23", 9, 2, |c| {
             if by_time {
-                c.node.relm_cache_ttl = Duration::from_nanos(1);
+                c.node.relm.cache_ttl = Duration::from_nanos(1);
             } else {
-                c.node.relm_cache_max = 1;
+                c.node.relm.cache_max = 1;
             }
         });
         h.send(8, 7);
@@ -431,11 +433,11 @@ fn edge23_evicted_caches_escalate_to_the_origin() {
         assert_eq!(h.delivered(8, 7), [uid(0), uid(1)]);
         let evicted: u64 = [0, 1, 2, 4]
             .iter()
-            .map(|&r| h.stats(r).relm_cache_evicted)
+            .map(|&r| h.stats(r).relm.cache_evicted)
             .sum();
         assert!(evicted >= 1, "by_time={by_time}");
         assert!(
-            h.stats(8).relm_replays >= 1,
+            h.stats(8).relm.replays >= 1,
             "by_time={by_time}: origin replayed"
         );
         assert!(h.find(&["deliver  4->8 RelmReq src=8 dst=7"]).is_some());
@@ -477,13 +479,13 @@ fn edge25_replay_after_release() {
     let mut h = Harness::new("edge25", 9, 2);
     h.send(7, 8);
     h.settle();
-    let late = Message::RelmData(RelmDataMsg {
+    let late = Message::Relm(RelmMsg::Data(RelmDataMsg {
         src: Rank(7),
         dst: Rank(8),
         uid: uid(0),
         tag: 16,
         payload: Bytes::from_static(b"late"),
-    })
+    }))
     .encode();
     // At the destination, and at a relay that already released it.
     let l2 = late.clone();
@@ -495,7 +497,7 @@ fn edge25_replay_after_release() {
     h.settle();
     h.check();
     assert_eq!(h.delivered(7, 8), [uid(0), uid(1)]);
-    assert_eq!(h.stats(8).relm_duplicates, 2);
+    assert_eq!(h.stats(8).relm.duplicates, 2);
 }
 
 /// Edge case 26: Cascading promotions during a link exchange (2 dies, 6 is promoted; 6 dies while its
@@ -540,7 +542,7 @@ fn edge26_cascading_promotions_during_a_link_exchange() {
 
         // A leftover from before the promotions: 4's update as it was at depth 2, claiming 7
         // sent far more than it did. Applied, it would make 8 ask for replays.
-        let stale = Message::RelmLink(RelmLinkMsg {
+        let stale = Message::Relm(RelmMsg::Link(RelmLinkMsg {
             depth: 2,
             full: true,
             want: true,
@@ -550,16 +552,16 @@ fn edge26_cascading_promotions_during_a_link_exchange() {
                 dst: Rank(8),
                 uid: uid(40),
             }],
-        })
+        }))
         .encode();
         let before = h.stats(8).clone();
         h.sim
             .command(Rank(8), |n, now| n.handle_frame(now, Rank(4), stale));
         h.run_for(Duration::from_millis(10));
         let after = h.stats(8);
-        assert_eq!(after.relm_link_rejected, before.relm_link_rejected + 1);
-        assert_eq!(after.relm_requests, before.relm_requests);
-        assert_eq!(after.relm_frames_out, before.relm_frames_out);
+        assert_eq!(after.relm.link_rejected, before.relm.link_rejected + 1);
+        assert_eq!(after.relm.requests, before.relm.requests);
+        assert_eq!(after.relm.frames_out, before.relm.frames_out);
     }
 }
 
@@ -582,7 +584,7 @@ fn edge27_origin_or_destination_dies() {
     let acked = h.rec().acked.get(&(7, 8)).copied();
     assert_eq!(acked.map_or(uid(0), |a| a.next()), first);
     assert_eq!(first.dist(uid(9)) + 1, count as u64);
-    assert_eq!(h.stats(7).relm_failed, count as u64);
+    assert_eq!(h.stats(7).relm.failed, count as u64);
     assert_eq!(
         h.sim.world().node(Rank(7)).expect("live").relm_chains(),
         0,
@@ -614,7 +616,7 @@ fn edge27_origin_or_destination_dies() {
 #[test]
 fn edge28_uid_wrap_and_collision() {
     let top = UID_MAX - 3;
-    let mut h = Harness::with("edge28", 9, 2, |c| c.node.relm_first_uid = top);
+    let mut h = Harness::with("edge28", 9, 2, |c| c.node.relm.first_uid = top);
     for _ in 0..5 {
         h.send(7, 8);
     }
@@ -633,13 +635,13 @@ fn edge28_uid_wrap_and_collision() {
     // Collision at a destination: a buffered message, then the same uid with other bytes.
     let mut h = Harness::new("edge28-collision", 9, 2);
     let frame = |u: u32, p: &'static [u8]| {
-        Message::RelmData(RelmDataMsg {
+        Message::Relm(RelmMsg::Data(RelmDataMsg {
             src: Rank(3),
             dst: Rank(7),
             uid: uid(u),
             tag: 16,
             payload: Bytes::from_static(p),
-        })
+        }))
         .encode()
     };
     let (a, b) = (frame(2, b"a"), frame(2, b"b"));
@@ -649,7 +651,7 @@ fn edge28_uid_wrap_and_collision() {
         .command(Rank(7), |n, now| n.handle_frame(now, Rank(3), b));
     h.run_for(Duration::from_millis(1));
     assert_eq!(h.rec().collisions, [(7, 3, 7, uid(2))]);
-    assert_eq!(h.stats(7).relm_collisions, 1);
+    assert_eq!(h.stats(7).relm.collisions, 1);
     assert!(h.delivered(3, 7).is_empty());
 }
 

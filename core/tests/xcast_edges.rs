@@ -10,6 +10,10 @@
 //!
 //! Radix 2, n = 9: 0→{1,2}, 1→{3,5}, 2→{4,6}, 3→{7}, 4→{8}.
 
+use lifeline_core::wire::MembershipMsg;
+use lifeline_core::wire::XcastMsg;
+use lifeline_core::MembershipEvent;
+use lifeline_core::XcastEvent;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -48,13 +52,13 @@ impl Observer for Rec {
     fn on_event(&mut self, w: &World, rank: Rank, e: &Event) {
         let now = w.now();
         match e {
-            Event::XcastDelivered {
+            Event::Xcast(XcastEvent::Delivered {
                 op,
                 origin,
                 seq,
                 tag,
                 ..
-            } => {
+            }) => {
                 let last = self.last_op.entry(rank.0).or_insert(0);
                 if *op <= *last {
                     self.violations
@@ -64,8 +68,10 @@ impl Observer for Rec {
                 self.delivered
                     .push((rank.0, *op, origin.0, *seq, *tag, now));
             }
-            Event::XcastCompleted { op, seq } => self.completed.push((rank.0, *op, *seq, now)),
-            Event::XcastRootCompleted { op, origin, seq } => {
+            Event::Xcast(XcastEvent::Completed { op, seq }) => {
+                self.completed.push((rank.0, *op, *seq, now))
+            }
+            Event::Xcast(XcastEvent::RootCompleted { op, origin, seq }) => {
                 let root = w
                     .node(rank)
                     .and_then(|n| n.tree().view())
@@ -77,7 +83,7 @@ impl Observer for Rec {
                 }
                 self.root_completed.push((rank.0, *op, origin.0, *seq, now));
             }
-            Event::FailureConfirmed { epoch, ranks } => {
+            Event::Membership(MembershipEvent::FailureConfirmed { epoch, ranks }) => {
                 self.confirmed.push((rank.0, *epoch, ranks.clone()))
             }
             _ => {}
@@ -397,7 +403,7 @@ impl Harness {
         }
         for &r in &survivors {
             let n = w.node(Rank(r)).expect("survivor");
-            if n.stats().xcast_conflicts != 0 {
+            if n.stats().xcast.conflicts != 0 {
                 fail(format!("rank {r} saw two ops under one id"));
             }
             if n.tree().dead() != &crashed {
@@ -681,11 +687,11 @@ fn edge_15_process_first_reaches_adopted_orphans() {
     let mut h = Harness::with("edge15a", 9, 2, |c| c.wire_tree = false);
     h.crash(4);
     h.run(us(100));
-    let report = Message::Lineage(LineageMsg {
+    let report = Message::Membership(MembershipMsg::Lineage(LineageMsg {
         span: 9,
         lineage: vec![Rank(0)],
         failed: vec![Rank(4)],
-    })
+    }))
     .encode();
     h.sim
         .command(Rank(0), |n, now| n.handle_frame(now, Rank(2), report))
@@ -756,7 +762,7 @@ fn edge_15_process_first_reaches_adopted_orphans() {
         assert_eq!(h.rec().completed.len(), 1, "{name}");
         for r in [4, 5] {
             let n = h.sim.world().node(Rank(r)).expect("joiner");
-            let adopted = n.stats().xcast_adopted_as_done;
+            let adopted = n.stats().xcast.adopted_as_done;
             assert_eq!(
                 adopted + h.rec().at(r).len() as u64,
                 1,
@@ -794,19 +800,19 @@ fn edge_16_stale_ack_ignored_and_repoll_of_unseen_op_replays() {
     let mut h = Harness::new("edge16", 9, 2);
     h.xcast(0, APP);
     h.run(us(60));
-    let poll = Message::Poll(PollMsg {
+    let poll = Message::Xcast(XcastMsg::Poll(PollMsg {
         op: 1,
         round: 1,
         done: 0,
         global_done: 0,
-    })
+    }))
     .encode();
     h.sim
         .command(Rank(3), |n, now| n.handle_frame(now, Rank(1), poll))
         .expect("3 live");
     h.run(us(120));
-    let before = h.stats(1).xcast_stale;
-    let ack = |op, round| Message::Ack(AckMsg { op, round }).encode();
+    let before = h.stats(1).xcast.stale;
+    let ack = |op, round| Message::Xcast(XcastMsg::Ack(AckMsg { op, round })).encode();
     for (from, frame) in [
         (3, ack(1, 1)), // superseded round
         (2, ack(1, 2)), // not a child
@@ -818,12 +824,12 @@ fn edge_16_stale_ack_ignored_and_repoll_of_unseen_op_replays() {
             .expect("1 live");
     }
     h.run(us(160));
-    let need = Message::Need(NeedMsg { op: 1 }).encode();
+    let need = Message::Xcast(XcastMsg::Need(NeedMsg { op: 1 })).encode();
     h.sim
         .command(Rank(1), |n, now| n.handle_frame(now, Rank(5), need))
         .expect("1 live");
     assert_eq!(
-        h.stats(1).xcast_stale - before,
+        h.stats(1).xcast.stale - before,
         5,
         "every forged frame is stale"
     );
@@ -887,7 +893,7 @@ fn edge_17_late_joiner_adopts_earlier_ops_and_root_completes() {
     assert_eq!(total, 6);
     for r in 9..12 {
         let n = h.sim.world().node(Rank(r)).expect("joiner");
-        let adopted = n.stats().xcast_adopted_as_done;
+        let adopted = n.stats().xcast.adopted_as_done;
         let mine: Vec<u64> = h.rec().at(r).iter().map(|d| d.0).collect();
         assert_eq!(adopted, 3, "joiner {r} adopted ops 1-3 as done");
         assert_eq!(
@@ -950,7 +956,7 @@ fn edge_18_completion_once_at_root_and_reported_to_non_root_origin() {
         &["event    3 XcastDelivered"],
     );
     h.expect_line(&["deliver  5->0 Relay origin=3 seq=1"]);
-    assert!(h.stats(0).xcast_duplicate_relays >= 1);
+    assert!(h.stats(0).xcast.duplicate_relays >= 1);
     assert_eq!(h.rec().root_completed.len(), 1);
     h.check(true);
 
@@ -965,7 +971,7 @@ fn edge_18_completion_once_at_root_and_reported_to_non_root_origin() {
     assert!(done < crash, "the root completed before 4 died");
     h.expect_before(&["deliver  0->2 Complete"], &["fault    Crash(Rank(4))"]);
     h.expect_line(&["lost     2->4 (crashed)"]);
-    assert!(h.stats(8).xcast_retries >= 1, "8 asked again");
+    assert!(h.stats(8).xcast.retries >= 1, "8 asked again");
     h.expect_before(&["timeout  8"], &["event    8 XcastCompleted"]);
     assert_eq!(h.rec().root_completed.len(), 1);
     h.check(true);
@@ -1031,7 +1037,7 @@ fn white_box_queued_forward_to_dead_child() {
         n.handle_link_up(t, Rank(p));
     }
     let _ = drain(&mut n);
-    let fwd = Message::Forward(ForwardMsg {
+    let fwd = Message::Xcast(XcastMsg::Forward(ForwardMsg {
         op: 1,
         round: 1,
         done: 0,
@@ -1040,7 +1046,7 @@ fn white_box_queued_forward_to_dead_child() {
         seq: 1,
         tag: APP,
         payload: Bytes::from_static(b"x"),
-    })
+    }))
     .encode();
     n.handle_frame(t, Rank(0), fwd);
     // Not drained: forwards to 3 and 5 are queued. Now 3's link goes, twice.
@@ -1054,23 +1060,25 @@ fn white_box_queued_forward_to_dead_child() {
     let round7 = out
         .iter()
         .find_map(|(to, m)| match m {
-            Message::Forward(f) if *to == 7 && f.op == 1 => Some(f.round),
+            Message::Xcast(XcastMsg::Forward(f)) if *to == 7 && f.op == 1 => Some(f.round),
             _ => None,
         })
         .expect("replay to the adopted 7");
     let round5 = out
         .iter()
         .find_map(|(to, m)| match m {
-            Message::Forward(f) if *to == 5 && f.op == 1 => Some(f.round),
+            Message::Xcast(XcastMsg::Forward(f)) if *to == 5 && f.op == 1 => Some(f.round),
             _ => None,
         })
         .expect("forward to 5");
     let acks_up = |out: &[(u32, Message)]| {
         out.iter()
-            .filter(|(to, m)| *to == 0 && matches!(m, Message::Ack(a) if a.op == 1))
+            .filter(|(to, m)| {
+                *to == 0 && matches!(m, Message::Xcast(XcastMsg::Ack(a)) if a.op == 1)
+            })
             .count()
     };
-    let ack = |round| Message::Ack(AckMsg { op: 1, round }).encode();
+    let ack = |round| Message::Xcast(XcastMsg::Ack(AckMsg { op: 1, round })).encode();
     n.handle_frame(us(20), Rank(5), ack(round5));
     n.handle_link_down(us(20), Rank(3)); // a late echo of the failed forward
     let out = drain(&mut n);
@@ -1145,7 +1153,7 @@ fn root_crash_midstream_new_root_recovers_and_redrives() {
     h.quiet();
     assert_eq!(h.root(), 2);
     assert!(
-        h.stats(2).xcast_recovered_ops >= 2,
+        h.stats(2).xcast.recovered_ops >= 2,
         "2 recovered ops 1 and 2"
     );
     h.expect_before(&["deliver  2->1 Recover"], &["deliver  1->2 RecoveredOp"]);
@@ -1179,7 +1187,7 @@ fn root_and_its_successor_crash_together() {
     assert_eq!(h.root(), 6);
     // Ops 1-4 were numbered by 0 and in flight when it died; 6 recovered them from survivors.
     h.expect_before(&["fault    Crash(Rank(0))"], &["XcastRootCompleted op=1 "]);
-    assert!(h.stats(6).xcast_recovered_ops >= 1);
+    assert!(h.stats(6).xcast.recovered_ops >= 1);
     // 6 held no socket to 0: it found the root dead when its hello to 0 failed to dial.
     h.expect_before(&["linkdown 6 x 2"], &["linkdown 6 x 0"]);
     let t = h.sim.world().now();

@@ -152,18 +152,18 @@ impl Msg {
                 uid: u,
                 tag,
                 len,
-            } => Message::RelmData(RelmDataMsg {
+            } => Message::Relm(RelmMsg::Data(RelmDataMsg {
                 src: r(src),
                 dst: r(dst),
                 uid: uid(u),
                 tag,
                 payload: bytes(len),
-            }),
-            Self::RelmAck { acks, probes } => Message::RelmAck(RelmAckMsg {
+            })),
+            Self::RelmAck { acks, probes } => Message::Relm(RelmMsg::Ack(RelmAckMsg {
                 acks: marks(acks),
                 probes: marks(probes),
-            }),
-            Self::RelmReq { src, dst, ranges } => Message::RelmReq(RelmReqMsg {
+            })),
+            Self::RelmReq { src, dst, ranges } => Message::Relm(RelmMsg::Req(RelmReqMsg {
                 src: r(src),
                 dst: r(dst),
                 ranges: ranges
@@ -173,44 +173,44 @@ impl Msg {
                         count: u32::from(c).max(1),
                     })
                     .collect(),
-            }),
+            })),
             Self::RelmLink {
                 depth,
                 full,
                 want,
                 acks,
                 probes,
-            } => Message::RelmLink(RelmLinkMsg {
+            } => Message::Relm(RelmMsg::Link(RelmLinkMsg {
                 depth: u32::from(depth % 6),
                 full,
                 want,
                 acks: marks(acks),
                 probes: marks(probes),
-            }),
-            Self::Adopt { span, lineage } => Message::Adopt(AdoptMsg {
+            })),
+            Self::Adopt { span, lineage } => Message::Membership(MembershipMsg::Adopt(AdoptMsg {
                 span: if span { SPAN } else { SPAN + 1 },
                 lineage: ranks(lineage),
-            }),
+            })),
             Self::Lineage {
                 span,
                 lineage,
                 failed,
-            } => Message::Lineage(LineageMsg {
+            } => Message::Membership(MembershipMsg::Lineage(LineageMsg {
                 span: if span { SPAN } else { SPAN + 1 },
                 lineage: ranks(lineage),
                 failed: ranks(failed),
-            }),
+            })),
             Self::Relay {
                 origin,
                 seq,
                 tag,
                 len,
-            } => Message::Relay(RelayMsg {
+            } => Message::Xcast(XcastMsg::Relay(RelayMsg {
                 origin: r(origin),
                 seq: u64::from(seq),
                 tag,
                 payload: bytes(len),
-            }),
+            })),
             Self::Forward {
                 op,
                 round,
@@ -222,7 +222,7 @@ impl Msg {
                 len,
             } => {
                 let (done, global_done) = done(d, g);
-                Message::Forward(ForwardMsg {
+                Message::Xcast(XcastMsg::Forward(ForwardMsg {
                     op: u64::from(op),
                     round: u32::from(round),
                     done,
@@ -231,12 +231,12 @@ impl Msg {
                     seq: u64::from(seq),
                     tag,
                     payload: bytes(len),
-                })
+                }))
             }
-            Self::Ack { op, round } => Message::Ack(AckMsg {
+            Self::Ack { op, round } => Message::Xcast(XcastMsg::Ack(AckMsg {
                 op: u64::from(op),
                 round: u32::from(round),
-            }),
+            })),
             Self::Poll {
                 op,
                 round,
@@ -244,29 +244,29 @@ impl Msg {
                 gdone: g,
             } => {
                 let (done, global_done) = done(d, g);
-                Message::Poll(PollMsg {
+                Message::Xcast(XcastMsg::Poll(PollMsg {
                     op: u64::from(op),
                     round: u32::from(round),
                     done,
                     global_done,
-                })
+                }))
             }
-            Self::Need { op } => Message::Need(NeedMsg { op: u64::from(op) }),
+            Self::Need { op } => Message::Xcast(XcastMsg::Need(NeedMsg { op: u64::from(op) })),
             Self::Sync { done: d, gdone: g } => {
                 let (done, global_done) = done(d, g);
-                Message::Sync(SyncMsg { done, global_done })
+                Message::Xcast(XcastMsg::Sync(SyncMsg { done, global_done }))
             }
             Self::Complete {
                 origin,
                 seq,
                 op,
                 query,
-            } => Message::Complete(CompleteMsg {
+            } => Message::Xcast(XcastMsg::Complete(CompleteMsg {
                 origin: r(origin),
                 seq: u64::from(seq),
                 op: u64::from(op),
                 query,
-            }),
+            })),
             Self::Flood {
                 origin,
                 id,
@@ -357,7 +357,7 @@ pub fn node(data: &[u8]) {
             Step::LinkDown { peer } => n.handle_link_down(now, rank(peer)),
             Step::Dead { rank: r } => {
                 let set: RankSet = [rank(r)].into_iter().collect();
-                let _ = n.handle_dead(now, &set);
+                let _ = n.declare_dead(now, &set);
             }
             Step::Advance { micros } => {
                 now += Duration::from_micros(u64::from(micros) * 16);

@@ -36,6 +36,8 @@
 // not be `Send`.
 #![allow(async_fn_in_trait)]
 
+use lifeline_core::FloodEvent;
+use lifeline_core::XcastEvent;
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::io::{BufRead, BufReader};
@@ -287,7 +289,7 @@ async fn xcast_reaches<N: TestNode>(
     let want: BTreeSet<Rank> = ranks.iter().map(|r| Rank(*r)).collect();
     let ok = c
         .pump(within, |r, o| {
-            if let Observed::Event(Event::XcastDelivered { payload: q, .. }) = o {
+            if let Observed::Event(Event::Xcast(XcastEvent::Delivered { payload: q, .. })) = o {
                 if q == payload {
                     got.insert(r);
                 }
@@ -461,13 +463,13 @@ pub async fn connect_and_exchange<T: Transport>() {
         let mut completed: BTreeMap<Rank, u32> = BTreeMap::new();
         let mut check = |r: Rank, o: Observed| {
             match o {
-                Observed::Event(Event::XcastDelivered {
+                Observed::Event(Event::Xcast(XcastEvent::Delivered {
                     op,
                     origin,
                     payload,
                     ..
-                }) => delivered.entry(r).or_default().push((op, origin, payload)),
-                Observed::Event(Event::XcastCompleted { .. }) => {
+                })) => delivered.entry(r).or_default().push((op, origin, payload)),
+                Observed::Event(Event::Xcast(XcastEvent::Completed { .. })) => {
                     *completed.entry(r).or_default() += 1;
                 }
                 _ => {}
@@ -525,9 +527,11 @@ pub async fn per_link_order<T: Transport>() {
             }
             let progressed = c
                 .pump(Duration::from_millis(1), |r, o| {
-                    if let Observed::Event(Event::FloodDelivered {
-                        origin, payload, ..
-                    }) = o
+                    if let Observed::Event(Event::Flood(FloodEvent::Delivered {
+                        origin,
+                        payload,
+                        ..
+                    })) = o
                     {
                         if origin != r {
                             let k = u32::from_be_bytes([
@@ -592,7 +596,7 @@ pub async fn control_not_starved<T: Transport>() {
                 if r != Rank(1) {
                     return false;
                 }
-                if let Observed::Event(Event::FloodDelivered { id, origin, .. }) = o {
+                if let Observed::Event(Event::Flood(FloodEvent::Delivered { id, origin, .. })) = o {
                     if id == CONTROL_ID {
                         control_at = Some((sent.elapsed(), data_seen));
                     } else if origin == Rank(0) {
@@ -865,9 +869,9 @@ pub async fn unreachable_rank_reported_down<T: Transport>() {
                         Observed::LinkDown(Rank(2)) if r == Rank(0) => {
                             down_at.get_or_insert(started.elapsed());
                         }
-                        Observed::Event(Event::XcastDelivered { payload: q, .. })
-                            if q == payload =>
-                        {
+                        Observed::Event(Event::Xcast(XcastEvent::Delivered {
+                            payload: q, ..
+                        })) if q == payload => {
                             got.insert(r);
                         }
                         _ => {}
@@ -956,7 +960,7 @@ pub async fn sigstop_shorter_than_bound<T: Transport>() {
         let mut watch = |r: Rank, o: Observed| {
             match o {
                 Observed::LinkDown(p) => downs.push((r, p)),
-                Observed::Event(Event::XcastDelivered { payload: q, .. }) if q == payload => {
+                Observed::Event(Event::Xcast(XcastEvent::Delivered { payload: q, .. })) if q == payload => {
                     got.insert(r);
                 }
                 _ => {}

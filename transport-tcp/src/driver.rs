@@ -187,12 +187,10 @@ impl Handle {
     }
 
     /// A grow: adds the new ranks' addresses, then grows the node's span to `new_span`
-    /// ([`Node::handle_grow`]), so the tree links it then wants can be dialled.
+    /// ([`Node::grow`]), so the tree links it then wants can be dialled.
     pub async fn grow(&self, new_span: u32, peers: &AddressBook) -> Result<(), TransportError> {
         self.add_peers(peers)?;
-        Ok(self
-            .command(move |n, now| n.handle_grow(now, new_span))
-            .await??)
+        Ok(self.command(move |n, now| n.grow(now, new_span)).await??)
     }
 
     /// The adapter's counters.

@@ -1,6 +1,8 @@
 //! A rank joins a running cluster: its address is added to the running nodes' books, they grow
 //! their span, and broadcasts and reliable messages reach it both ways.
 
+use lifeline_core::RelmEvent;
+use lifeline_core::XcastEvent;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -85,7 +87,7 @@ async fn a_joiner_is_reached_after_grow() {
     // A broadcast from the joiner reaches rank 1; a reliable message from 1 reaches 2.
     let seq = retry(|| n2.handle.xcast(16, Bytes::from_static(b"hello from 2"))).await;
     until(&mut n1, "1 delivers 2's broadcast", |o| {
-        matches!(o, Output::Event(Event::XcastDelivered { origin: Rank(2), seq: s, .. }) if *s == seq)
+        matches!(o, Output::Event(Event::Xcast(XcastEvent::Delivered { origin: Rank(2), seq: s, .. })) if *s == seq)
     })
     .await;
     let h1 = n1.handle.clone();
@@ -94,11 +96,17 @@ async fn a_joiner_is_reached_after_grow() {
         .unwrap()
         .unwrap();
     until(&mut n2, "2 delivers 1's message", |o| {
-        matches!(o, Output::Event(Event::RelmDelivered { src: Rank(1), .. }))
+        matches!(
+            o,
+            Output::Event(Event::Relm(RelmEvent::Delivered { src: Rank(1), .. }))
+        )
     })
     .await;
     until(&mut n1, "1 hears the ACK", |o| {
-        matches!(o, Output::Event(Event::RelmAcked { dst: Rank(2), .. }))
+        matches!(
+            o,
+            Output::Event(Event::Relm(RelmEvent::Acked { dst: Rank(2), .. }))
+        )
     })
     .await;
     for n in [&n0, &n1, &n2] {

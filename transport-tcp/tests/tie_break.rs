@@ -1,5 +1,6 @@
 //! Simultaneous dials between a pair settle on one connection per class, with no link-down.
 
+use lifeline_core::FloodEvent;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -59,7 +60,7 @@ async fn simultaneous_dials_settle() {
                 Some(o) = n1.outputs.recv() => match o {
                     Output::LinkUp { .. } => ups[1] += 1,
                     Output::LinkDown { .. } => panic!("round {round}: link down at 1: {o:?}"),
-                    Output::Event(Event::FloodDelivered { .. }) => delivered += 1,
+                    Output::Event(Event::Flood(FloodEvent::Delivered { .. })) => delivered += 1,
                     _ => {}
                 },
                 () = tokio::time::sleep(Duration::from_millis(10)) => {}

@@ -16,7 +16,7 @@
 //! in commands of up to 256 KiB (the core encodes each into a frame) and node 0's adapter
 //! queues and writes them on the data connection; on B, node 1's adapter splits them off the
 //! byte stream, its core decodes and de-duplicates them, and its application receives one
-//! `Event::FloodDelivered` per frame (reading outputs with `recv_many`, as a throughput-minded
+//! `Event::Flood(FloodEvent::Delivered { .. })` per frame (reading outputs with `recv_many`, as a throughput-minded
 //! application would). Both nodes use the default `TcpConfig` and the default core `Config`
 //! (only `max_frame` is raised to fit the payload); node 0's own outputs (its local
 //! deliveries) are read and dropped by a task on A.
@@ -57,6 +57,7 @@
 //! nodes, the "core alone" line) bounds the ratio to roughly 0.1 against a raw path that
 //! spends about 20 ns per frame per side.
 
+use lifeline_core::FloodEvent;
 use std::process::ExitCode;
 use std::time::{Duration, Instant as StdInstant};
 
@@ -310,7 +311,10 @@ fn adapter_path(a: &Side, b: &Side, size: usize) -> Path {
                         "node 1 stopped"
                     );
                     for o in buf.drain(..) {
-                        if let Output::Event(Event::FloodDelivered { payload, .. }) = o {
+                        if let Output::Event(Event::Flood(FloodEvent::Delivered {
+                            payload, ..
+                        })) = o
+                        {
                             assert_eq!(payload.len(), size);
                             got += 1;
                         }
@@ -450,7 +454,7 @@ fn raw_core_path(a: &Side, b: &Side, size: usize) -> Path {
                         n1.handle_frame(now, Rank(0), buf.split_to(len).freeze());
                     }
                     while let Some(e) = n1.poll_event() {
-                        got += u64::from(matches!(e, Event::FloodDelivered { .. }));
+                        got += u64::from(matches!(e, Event::Flood(FloodEvent::Delivered { .. })));
                     }
                     while n1.poll_transmit().is_some() {}
                     if got >= frames {
@@ -497,7 +501,7 @@ fn core_only(size: usize, frames: u64) -> f64 {
             n1.handle_frame(now, Rank(0), t.frame);
         }
         while let Some(e) = n1.poll_event() {
-            delivered += u64::from(matches!(e, Event::FloodDelivered { .. }));
+            delivered += u64::from(matches!(e, Event::Flood(FloodEvent::Delivered { .. })));
         }
         while n1.poll_transmit().is_some() {}
     }

@@ -1,13 +1,15 @@
 //! The delivery side: one watermark per source, an out-of-order buffer above it, ACKs, and
 //! replay requests for what a probe says was sent but never arrived.
 
+use crate::relm::RelmEvent;
+use crate::relm::RelmMsg;
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
 
 use super::{MarkKind, Relm, Uid, UID_MODULUS};
 use crate::event::Event;
-use crate::node::Ctx;
+use crate::machine::Ctx;
 use crate::time::{Duration, Instant};
 use crate::tree::Rank;
 use crate::wire::{Message, RelmDataMsg, RelmReqMsg, UidRange};
@@ -82,28 +84,28 @@ impl Relm {
             .or_insert_with(|| InChain::new(first));
         let d = chain.delivered.dist(m.uid);
         if d == 0 || d >= UID_MODULUS / 2 {
-            ctx.stats.relm_duplicates += 1;
+            ctx.stats.relm.duplicates += 1;
             let w = chain.delivered;
             self.route_mark(ctx, MarkKind::Ack, (m.src, me), w);
             return;
         }
-        if d > ctx.cfg.relm_window as u64 {
-            ctx.stats.relm_out_of_window += 1;
+        if d > ctx.cfg.relm.window as u64 {
+            ctx.stats.relm.out_of_window += 1;
             return;
         }
         if d > 1 {
             match chain.ooo.get(&(chain.pos + d)) {
                 Some(h) if h.tag != m.tag || h.payload != m.payload => {
-                    ctx.stats.relm_collisions += 1;
-                    ctx.event(Event::RelmCollision {
+                    ctx.stats.relm.collisions += 1;
+                    ctx.event(Event::Relm(RelmEvent::Collision {
                         src: m.src,
                         dst: me,
                         uid: m.uid,
-                    });
+                    }));
                 }
-                Some(_) => ctx.stats.relm_duplicates += 1,
+                Some(_) => ctx.stats.relm.duplicates += 1,
                 None => {
-                    ctx.stats.relm_buffered += 1;
+                    ctx.stats.relm.buffered += 1;
                     chain.ooo.insert(
                         chain.pos + d,
                         Held {
@@ -127,12 +129,12 @@ impl Relm {
             chain.pos += 1;
             chain.delivered = h.uid;
             delivered += 1;
-            ctx.event(Event::RelmDelivered {
+            ctx.event(Event::Relm(RelmEvent::Delivered {
                 src,
                 uid: h.uid,
                 tag: h.tag,
                 payload: h.payload,
-            });
+            }));
             next = chain.ooo.remove(&(chain.pos + 1));
         }
         let mut ask_more = None;
@@ -150,13 +152,13 @@ impl Relm {
         {
             chain.probed = None;
         }
-        ctx.stats.relm_delivered += delivered as u64;
+        ctx.stats.relm.delivered += delivered as u64;
         let w = chain.delivered;
         self.route_mark(ctx, MarkKind::Ack, (src, me), w);
         // A long backlog of unacknowledged deliveries is acknowledged at once, so a sender's
         // window never waits on the coalescing delay.
         self.unflushed += delivered;
-        if self.unflushed >= (ctx.cfg.relm_window / 4).max(1) {
+        if self.unflushed >= (ctx.cfg.relm.window / 4).max(1) {
             self.flush_marks(ctx);
         }
         if let Some(hi) = ask_more {
@@ -168,7 +170,7 @@ impl Relm {
     pub(super) fn dest_probe(&mut self, ctx: &mut Ctx<'_>, src: Rank, hi: Uid) {
         let me = ctx.me();
         if !ctx.tree.is_alive(src) {
-            ctx.stats.relm_stale += 1;
+            ctx.stats.relm.stale += 1;
             return;
         }
         let first = self.first;
@@ -185,14 +187,14 @@ impl Relm {
         }
         let chain = self.inbound.get_mut(&src).expect("inserted above");
         let span = w.dist(hi);
-        if span > ctx.cfg.relm_window as u64 {
-            ctx.stats.relm_out_of_window += 1;
+        if span > ctx.cfg.relm.window as u64 {
+            ctx.stats.relm.out_of_window += 1;
             return;
         }
         chain.probed = Some(chain.probed.map_or(hi, |p| p.later(hi)));
         let now = ctx.now;
         if chain.requested.is_some_and(|(_, at)| {
-            now < at + Duration::from_nanos(ctx.cfg.relm_retry.as_nanos() / 2)
+            now < at + Duration::from_nanos(ctx.cfg.relm.retry.as_nanos() / 2)
         }) {
             return;
         }
@@ -226,13 +228,13 @@ impl Relm {
         }
         chain.requested = Some((last, now));
         if let Some(next) = Self::next_hop(ctx, src) {
-            ctx.stats.relm_requests += 1;
+            ctx.stats.relm.requests += 1;
             let m = RelmReqMsg {
                 src,
                 dst: me,
                 ranges,
             };
-            Self::send(ctx, next, Message::RelmReq(m));
+            Self::send(ctx, next, Message::Relm(RelmMsg::Req(m)));
         }
     }
 }

@@ -17,11 +17,14 @@
 //!   dropped by a receiver whose view lagged). A backstop timer releases anything still held
 //!   after `relm_gate_timeout`.
 
+use crate::relm::RelmEvent;
+use crate::relm::RelmMsg;
+use crate::relm::RelmTimer;
 use std::collections::BTreeMap;
 
 use super::{marks_per_frame, split_marks, Chain, Relm, Uid};
 use crate::event::Event;
-use crate::node::Ctx;
+use crate::machine::Ctx;
 use crate::timer::{TimerKey, TimerToken};
 use crate::tree::{Rank, Tree, ViewDelta};
 use crate::wire::{ChainMark, Message, RelmLinkMsg};
@@ -56,8 +59,8 @@ impl Relm {
                 acks: Vec::new(),
                 probes: Vec::new(),
             };
-            ctx.stats.relm_link_updates += 1;
-            Self::send(ctx, to, Message::RelmLink(m));
+            ctx.stats.relm.link_updates += 1;
+            Self::send(ctx, to, Message::Relm(RelmMsg::Link(m)));
         };
         let neighbours: Vec<Rank> = view
             .parent()
@@ -110,7 +113,7 @@ impl Relm {
             let chain = self.inbound.remove(&src).expect("listed");
             let discarded = chain.discard();
             if discarded > 0 {
-                ctx.event(Event::RelmSourceLost { src, discarded });
+                ctx.event(Event::Relm(RelmEvent::SourceLost { src, discarded }));
             }
         }
         // A replay request in flight may have died with a relay: ask again on the next probe.
@@ -151,7 +154,7 @@ impl Relm {
             None
         };
         if expected != Some(m.depth) {
-            ctx.stats.relm_link_rejected += 1;
+            ctx.stats.relm.link_rejected += 1;
             return;
         }
         for a in m.acks {
@@ -242,8 +245,8 @@ impl Relm {
                 acks,
                 probes,
             };
-            ctx.stats.relm_link_updates += 1;
-            Self::send(ctx, to, Message::RelmLink(m));
+            ctx.stats.relm.link_updates += 1;
+            Self::send(ctx, to, Message::Relm(RelmMsg::Link(m)));
         }
     }
 
@@ -275,11 +278,11 @@ impl Relm {
         if self.gates.values().all(|g| g.sent) {
             self.gates.clear();
             if self.gate_timer.take().is_some() {
-                ctx.timers.cancel(TimerKey::RelmGate);
+                ctx.timers.cancel(TimerKey::Relm(RelmTimer::Gate));
             }
         } else if self.gate_timer.is_none() {
-            let at = ctx.now + ctx.cfg.relm_gate_timeout;
-            self.gate_timer = Some(ctx.timers.set(TimerKey::RelmGate, at));
+            let at = ctx.now + ctx.cfg.relm.gate_timeout;
+            self.gate_timer = Some(ctx.timers.set(TimerKey::Relm(RelmTimer::Gate), at));
         }
     }
 
@@ -296,7 +299,7 @@ impl Relm {
             .filter(|(_, g)| !g.sent)
             .map(|(&r, _)| r)
             .collect();
-        ctx.stats.relm_gate_timeouts += held.len() as u64;
+        ctx.stats.relm.gate_timeouts += held.len() as u64;
         for r in held {
             self.send_full(ctx, r, false);
         }

@@ -24,24 +24,37 @@
 //! Sub-modules: `origin` (sending side), `dest` (delivery side), `relay` (caches, records,
 //! replays), `link` (purge, link updates, gating).
 
+mod config;
 mod dest;
+mod error;
+mod event;
 mod link;
 mod origin;
 mod relay;
+mod stats;
 #[cfg(test)]
 mod tests;
+mod timer;
 mod uid;
+mod wire;
 
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
 
-use crate::node::Ctx;
+use crate::machine::Ctx;
 use crate::timer::{TimerKey, TimerToken};
 use crate::tree::{Rank, Route};
-use crate::wire::{ChainMark, Message, RelmAckMsg, RelmDataMsg, HEADER_LEN};
+use crate::wire::{Message, HEADER_LEN};
 
+pub use config::{RelmConfig, RelmConfigError, MAX_RELM_WINDOW};
+pub use error::RelmError;
+pub use event::RelmEvent;
+pub use stats::RelmStats;
+pub use timer::RelmTimer;
 pub use uid::{Uid, UID_INVALID, UID_MAX, UID_MODULUS, UID_NONE, UID_UNKNOWN};
+pub(crate) use wire::data_frame_len;
+pub use wire::{ChainMark, RelmAckMsg, RelmDataMsg, RelmLinkMsg, RelmMsg, RelmReqMsg, UidRange};
 
 use dest::InChain;
 use link::Gate;
@@ -128,7 +141,7 @@ impl Relm {
 
     /// Queues a RELM frame to `to` (every RELM frame is counted once here).
     fn send(ctx: &mut Ctx<'_>, to: Rank, m: Message) {
-        ctx.stats.relm_frames_out += 1;
+        ctx.stats.relm.frames_out += 1;
         ctx.send(to, m);
     }
 
@@ -169,8 +182,8 @@ impl Relm {
 
     fn arm_flush(&mut self, ctx: &mut Ctx<'_>) {
         if self.flush.is_none() {
-            let at = ctx.now + ctx.cfg.relm_ack_delay;
-            self.flush = Some(ctx.timers.set(TimerKey::RelmFlush, at));
+            let at = ctx.now + ctx.cfg.relm.ack_delay;
+            self.flush = Some(ctx.timers.set(TimerKey::Relm(RelmTimer::Flush), at));
         }
     }
 
@@ -188,7 +201,7 @@ impl Relm {
     /// exceed `max_frame` or `max_list`).
     fn flush_marks(&mut self, ctx: &mut Ctx<'_>) {
         if self.flush.take().is_some() {
-            ctx.timers.cancel(TimerKey::RelmFlush);
+            ctx.timers.cancel(TimerKey::Relm(RelmTimer::Flush));
         }
         self.unflushed = 0;
         let mut per_hop: BTreeMap<Rank, RelmAckMsg> = BTreeMap::new();
@@ -207,7 +220,11 @@ impl Relm {
         let cap = marks_per_frame(ctx);
         for (to, m) in per_hop {
             for (acks, probes) in split_marks(m.acks, m.probes, cap) {
-                Self::send(ctx, to, Message::RelmAck(RelmAckMsg { acks, probes }));
+                Self::send(
+                    ctx,
+                    to,
+                    Message::Relm(RelmMsg::Ack(RelmAckMsg { acks, probes })),
+                );
             }
         }
     }
@@ -218,7 +235,7 @@ impl Relm {
         if m.dst == me {
             self.dest_data(ctx, m);
         } else if m.src == me {
-            ctx.stats.relm_stale += 1; // my own message came back: views disagree
+            ctx.stats.relm.stale += 1; // my own message came back: views disagree
         } else {
             self.relay_data(ctx, from, m);
         }
@@ -243,7 +260,7 @@ impl Relm {
         if chain.0 == me {
             self.origin_ack(ctx, chain.1, upto);
         } else if chain.1 == me {
-            ctx.stats.relm_stale += 1;
+            ctx.stats.relm.stale += 1;
         } else {
             self.relay_ack(ctx, chain, upto);
         }
@@ -255,7 +272,7 @@ impl Relm {
         if chain.1 == me {
             self.dest_probe(ctx, chain.0, hi);
         } else if chain.0 == me {
-            ctx.stats.relm_stale += 1;
+            ctx.stats.relm.stale += 1;
         } else {
             self.relay_probe(ctx, from, chain, hi);
         }
@@ -275,10 +292,10 @@ impl Relm {
     fn clear(&mut self, ctx: &mut Ctx<'_>) {
         *self = Self::new(self.first.get());
         for k in [
-            TimerKey::RelmFlush,
-            TimerKey::RelmSweep,
-            TimerKey::RelmRetry,
-            TimerKey::RelmGate,
+            TimerKey::Relm(RelmTimer::Flush),
+            TimerKey::Relm(RelmTimer::Sweep),
+            TimerKey::Relm(RelmTimer::Retry),
+            TimerKey::Relm(RelmTimer::Gate),
         ] {
             ctx.timers.cancel(k);
         }
@@ -333,4 +350,38 @@ fn split_marks(
 /// Bytes an application payload is charged against `relm_max_bytes`.
 fn charge(payload: &Bytes) -> usize {
     payload.len()
+}
+
+impl crate::machine::Machine for Relm {
+    type Msg = RelmMsg;
+    type Timer = RelmTimer;
+
+    /// Refuses data from a dead source or from this rank itself (a message from a dead source
+    /// is purged, never delivered; none comes back home) and data to a rank outside the span.
+    fn admits(&self, ctx: &Ctx<'_>, msg: &RelmMsg) -> bool {
+        match msg {
+            RelmMsg::Data(m) => {
+                ctx.tree.is_alive(m.src) && m.src != ctx.me() && ctx.tree.layout().contains(m.dst)
+            }
+            _ => true,
+        }
+    }
+
+    fn on_message(&mut self, ctx: &mut Ctx<'_>, from: Rank, msg: RelmMsg) {
+        match msg {
+            RelmMsg::Data(m) => self.on_data(ctx, from, m),
+            RelmMsg::Ack(m) => self.on_ack_frame(ctx, from, m),
+            RelmMsg::Req(m) => self.on_req(ctx, m),
+            RelmMsg::Link(m) => self.on_link(ctx, from, m),
+        }
+    }
+
+    fn on_timer(&mut self, ctx: &mut Ctx<'_>, timer: RelmTimer, token: TimerToken) {
+        match timer {
+            RelmTimer::Flush => self.on_flush_timer(ctx, token),
+            RelmTimer::Sweep => self.on_sweep_timer(ctx, token),
+            RelmTimer::Retry => self.on_retry_timer(ctx, token),
+            RelmTimer::Gate => self.on_gate_timer(ctx, token),
+        }
+    }
 }

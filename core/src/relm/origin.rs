@@ -1,13 +1,18 @@
 //! The sending side: uid assignment, the per-destination window and byte budget, ACK release,
 //! replays from the origin's copy, and the retry probe.
 
+use crate::relm::RelmError;
+use crate::relm::RelmEvent;
+use crate::relm::RelmMsg;
+use crate::relm::RelmTimer;
 use std::collections::VecDeque;
 
 use bytes::Bytes;
 
 use super::{charge, MarkKind, Relm, Uid};
+use crate::error::CommandError;
 use crate::event::Event;
-use crate::node::{CommandError, Ctx};
+use crate::machine::Ctx;
 use crate::time::Instant;
 use crate::timer::TimerKey;
 use crate::tree::{Rank, Route};
@@ -66,28 +71,28 @@ impl Relm {
         });
         let bytes = charge(&payload);
         if next.is_some()
-            && (chain.unacked.len() >= ctx.cfg.relm_window
-                || self.out_bytes + bytes > ctx.cfg.relm_max_bytes)
+            && (chain.unacked.len() >= ctx.cfg.relm.window
+                || self.out_bytes + bytes > ctx.cfg.relm.max_bytes)
         {
-            return Err(CommandError::RelmBackpressure {
+            return Err(CommandError::Relm(RelmError::Backpressure {
                 dst,
                 inflight: chain.unacked.len(),
                 bytes: self.out_bytes,
-            });
+            }));
         }
         let uid = chain.next;
         chain.next = uid.next();
-        ctx.stats.relm_sent += 1;
+        ctx.stats.relm.sent += 1;
         let Some(next) = next else {
-            ctx.stats.relm_delivered += 1;
-            ctx.stats.relm_acked += 1;
-            ctx.event(Event::RelmDelivered {
+            ctx.stats.relm.delivered += 1;
+            ctx.stats.relm.acked += 1;
+            ctx.event(Event::Relm(RelmEvent::Delivered {
                 src: me,
                 uid,
                 tag,
                 payload,
-            });
-            ctx.event(Event::RelmAcked { dst, upto: uid });
+            }));
+            ctx.event(Event::Relm(RelmEvent::Acked { dst, upto: uid }));
             return Ok(uid);
         };
         if chain.unacked.is_empty() {
@@ -106,30 +111,30 @@ impl Relm {
             tag,
             payload,
         };
-        Self::send(ctx, next, Message::RelmData(m));
+        Self::send(ctx, next, Message::Relm(RelmMsg::Data(m)));
         self.arm_retry(ctx);
         Ok(uid)
     }
 
     pub(super) fn arm_retry(&mut self, ctx: &mut Ctx<'_>) {
         if self.retry.is_none() {
-            let at = ctx.now + ctx.cfg.relm_retry;
-            self.retry = Some(ctx.timers.set(TimerKey::RelmRetry, at));
+            let at = ctx.now + ctx.cfg.relm.retry;
+            self.retry = Some(ctx.timers.set(TimerKey::Relm(RelmTimer::Retry), at));
         }
     }
 
     /// A cumulative ACK for my chain to `dst`.
     pub(super) fn origin_ack(&mut self, ctx: &mut Ctx<'_>, dst: Rank, upto: Uid) {
         let Some(chain) = self.out.get_mut(&dst) else {
-            ctx.stats.relm_stale += 1;
+            ctx.stats.relm.stale += 1;
             return;
         };
         let Some(front) = chain.unacked.front() else {
-            ctx.stats.relm_stale += 1; // a repeated ACK: everything is confirmed already
+            ctx.stats.relm.stale += 1; // a repeated ACK: everything is confirmed already
             return;
         };
         if upto.after(chain.last_sent()) || !upto.after(front.uid.prev()) {
-            ctx.stats.relm_stale += 1; // beyond anything sent, or old news
+            ctx.stats.relm.stale += 1; // beyond anything sent, or old news
             return;
         }
         let mut released = 0u64;
@@ -142,14 +147,14 @@ impl Relm {
             released += 1;
         }
         chain.progress = ctx.now;
-        ctx.stats.relm_acked += released;
-        ctx.event(Event::RelmAcked { dst, upto });
+        ctx.stats.relm.acked += released;
+        ctx.event(Event::Relm(RelmEvent::Acked { dst, upto }));
     }
 
     /// A replay request reached the origin: re-send every requested message still held.
     pub(super) fn origin_replay(&mut self, ctx: &mut Ctx<'_>, dst: Rank, ranges: &[UidRange]) {
         let Some(chain) = self.out.get(&dst) else {
-            ctx.stats.relm_stale += 1;
+            ctx.stats.relm.stale += 1;
             return;
         };
         let held = chain.unacked.iter().map(|m| (m.uid, m.tag, &m.payload));
@@ -168,13 +173,13 @@ impl Relm {
                 continue;
             }
             any = true;
-            if chain.progress + ctx.cfg.relm_retry <= now {
+            if chain.progress + ctx.cfg.relm.retry <= now {
                 chain.progress = now;
                 stalled.push((dst, chain.last_sent()));
             }
         }
         for (dst, hi) in stalled {
-            ctx.stats.relm_retry_probes += 1;
+            ctx.stats.relm.retry_probes += 1;
             self.route_mark(ctx, MarkKind::Probe, (me, dst), hi);
         }
         if any {
@@ -192,12 +197,12 @@ impl Relm {
             for m in &chain.unacked {
                 self.out_bytes -= charge(&m.payload);
             }
-            ctx.stats.relm_failed += count as u64;
-            ctx.event(Event::RelmFailed {
+            ctx.stats.relm.failed += count as u64;
+            ctx.event(Event::Relm(RelmEvent::Failed {
                 dst,
                 first: front.uid,
                 count,
-            });
+            }));
         }
     }
 }

@@ -6,13 +6,16 @@
 //! or when `relm_cache_max` newer copies arrive; a record goes when an ACK covers everything it
 //! saw sent, when the path no longer crosses this rank, or after idling twice `relm_retry`.
 
+use crate::relm::RelmEvent;
+use crate::relm::RelmMsg;
+use crate::relm::RelmTimer;
 use std::collections::{BTreeMap, VecDeque};
 
 use bytes::Bytes;
 
 use super::{Chain, MarkKind, Relm, Uid};
 use crate::event::Event;
-use crate::node::Ctx;
+use crate::machine::Ctx;
 use crate::time::{Duration, Instant};
 use crate::timer::{TimerKey, TimerToken};
 use crate::tree::Rank;
@@ -79,11 +82,11 @@ impl Relm {
     /// A message passing through: forward it toward its destination, keeping a copy.
     pub(super) fn relay_data(&mut self, ctx: &mut Ctx<'_>, from: Rank, m: RelmDataMsg) {
         let Some(next) = Self::next_hop(ctx, m.dst) else {
-            ctx.stats.relm_stale += 1; // destination dead or cut off: its origin is told
+            ctx.stats.relm.stale += 1; // destination dead or cut off: its origin is told
             return;
         };
         if next == from {
-            ctx.stats.relm_stale += 1; // views disagree; the origin's probe will sort it out
+            ctx.stats.relm.stale += 1; // views disagree; the origin's probe will sort it out
             return;
         }
         let chain = (m.src, m.dst);
@@ -95,7 +98,7 @@ impl Relm {
             return;
         }
         rec.sent_hi = Some(rec.sent_hi.map_or(m.uid, |s| s.later(m.uid)));
-        if ctx.cfg.relm_cache_max > 0 {
+        if ctx.cfg.relm.cache_max > 0 {
             let in_order = rec.cache.back().is_none_or(|c| m.uid.after(c.uid));
             let existing = if in_order {
                 None
@@ -104,12 +107,12 @@ impl Relm {
             };
             match existing {
                 Some(c) if c.tag != m.tag || c.payload != m.payload => {
-                    ctx.stats.relm_collisions += 1;
-                    ctx.event(Event::RelmCollision {
+                    ctx.stats.relm.collisions += 1;
+                    ctx.event(Event::Relm(RelmEvent::Collision {
                         src: m.src,
                         dst: m.dst,
                         uid: m.uid,
-                    });
+                    }));
                     return;
                 }
                 Some(_) => {}
@@ -126,15 +129,15 @@ impl Relm {
                     rec.cache.push_back(c);
                     self.fifo.order.push_back((ctx.now, chain, seq));
                     self.fifo.cached += 1;
-                    if self.fifo.cached > ctx.cfg.relm_cache_max {
+                    if self.fifo.cached > ctx.cfg.relm.cache_max {
                         self.evict_oldest(ctx);
                     }
                 }
             }
         }
         self.arm_sweep(ctx);
-        ctx.stats.relm_forwarded += 1;
-        Self::send(ctx, next, Message::RelmData(m));
+        ctx.stats.relm.forwarded += 1;
+        Self::send(ctx, next, Message::Relm(RelmMsg::Data(m)));
     }
 
     /// An ACK passing through toward the source: release copies it covers, pass it on once.
@@ -153,7 +156,7 @@ impl Relm {
             // An ACK that frees a quarter of a window goes on at once (after the frame that
             // carried it), so a fast sender never waits on every hop's coalescing delay.
             let freed = acked_before.map_or(released as u64, |a| a.dist(upto));
-            if freed >= (ctx.cfg.relm_window as u64 / 4).max(1) {
+            if freed >= (ctx.cfg.relm.window as u64 / 4).max(1) {
                 self.urgent = true;
             }
             if rec.settled() {
@@ -170,7 +173,7 @@ impl Relm {
         match Self::next_hop(ctx, chain.1) {
             Some(n) if n != from => {}
             _ => {
-                ctx.stats.relm_stale += 1;
+                ctx.stats.relm.stale += 1;
                 return;
             }
         }
@@ -196,7 +199,7 @@ impl Relm {
             return;
         }
         if m.dst == me {
-            ctx.stats.relm_stale += 1;
+            ctx.stats.relm.stale += 1;
             return;
         }
         let chain = (m.src, m.dst);
@@ -222,7 +225,7 @@ impl Relm {
                 dst: m.dst,
                 ranges: rest,
             };
-            Self::send(ctx, up, Message::RelmReq(fwd));
+            Self::send(ctx, up, Message::Relm(RelmMsg::Req(fwd)));
         }
     }
 
@@ -241,15 +244,15 @@ impl Relm {
         let mut uids = Vec::new();
         for (uid, tag, payload) in held.filter(|(u, _, _)| ranges.iter().any(|r| r.contains(*u))) {
             uids.push(uid);
-            frames.push(Message::RelmData(RelmDataMsg {
+            frames.push(Message::Relm(RelmMsg::Data(RelmDataMsg {
                 src,
                 dst,
                 uid,
                 tag,
                 payload: payload.clone(),
-            }));
+            })));
         }
-        ctx.stats.relm_replays += frames.len() as u64;
+        ctx.stats.relm.replays += frames.len() as u64;
         for f in frames {
             Self::send(ctx, next, f);
         }
@@ -258,8 +261,11 @@ impl Relm {
 
     fn arm_sweep(&mut self, ctx: &mut Ctx<'_>) {
         if self.sweep.is_none() {
-            let half = Duration::from_nanos((ctx.cfg.relm_cache_ttl.as_nanos() / 2).max(1_000_000));
-            self.sweep = Some(ctx.timers.set(TimerKey::RelmSweep, ctx.now + half));
+            let half = Duration::from_nanos((ctx.cfg.relm.cache_ttl.as_nanos() / 2).max(1_000_000));
+            self.sweep = Some(
+                ctx.timers
+                    .set(TimerKey::Relm(RelmTimer::Sweep), ctx.now + half),
+            );
         }
     }
 
@@ -271,21 +277,21 @@ impl Relm {
         }
         self.sweep = None;
         let now = ctx.now;
-        let ttl = ctx.cfg.relm_cache_ttl;
+        let ttl = ctx.cfg.relm.cache_ttl;
         while let Some(&(at, _, _)) = self.fifo.order.front() {
             if at + ttl > now {
                 break;
             }
             self.evict_oldest(ctx);
         }
-        let idle = ctx.cfg.relm_retry + ctx.cfg.relm_retry;
+        let idle = ctx.cfg.relm.retry + ctx.cfg.relm.retry;
         let mut expired = 0;
         self.relayed.retain(|_, r| {
             let keep = !r.cache.is_empty() || r.touched + idle > now;
             expired += u64::from(!keep);
             keep
         });
-        ctx.stats.relm_records_expired += expired;
+        ctx.stats.relm.records_expired += expired;
         if !self.relayed.is_empty() {
             self.arm_sweep(ctx);
         }
@@ -302,7 +308,7 @@ impl Relm {
             };
             rec.cache.remove(i);
             self.fifo.cached -= 1;
-            ctx.stats.relm_cache_evicted += 1;
+            ctx.stats.relm.cache_evicted += 1;
             if rec.settled() {
                 self.relayed.remove(&chain);
             }

@@ -1,6 +1,9 @@
 //! Unit tests of RELM through the node's public surface, driving a few nodes by hand; the
 //! destination's ordering is checked against a reference model with proptest.
 
+use crate::relm::RelmError;
+use crate::relm::RelmEvent;
+use crate::relm::RelmMsg;
 use bytes::Bytes;
 use proptest::prelude::*;
 
@@ -59,13 +62,13 @@ fn run_to(ns: &mut [Node], from: Instant, until: Instant) -> Vec<(u32, Event)> {
 }
 
 fn data(src: u32, dst: u32, uid: u32, payload: &'static [u8]) -> Bytes {
-    Message::RelmData(RelmDataMsg {
+    Message::Relm(RelmMsg::Data(RelmDataMsg {
         src: Rank(src),
         dst: Rank(dst),
         uid: Uid::new(uid).expect("valid"),
         tag: 16,
         payload: Bytes::from_static(payload),
-    })
+    }))
     .encode()
 }
 
@@ -76,8 +79,8 @@ fn at_ms(ms: u64) -> Instant {
 #[test]
 fn window_and_byte_budget_push_back_until_acked() {
     let mut ns = nodes(2, 2, |c| {
-        c.relm_window = 4;
-        c.relm_max_bytes = 1000;
+        c.relm.window = 4;
+        c.relm.max_bytes = 1000;
     });
     let p = Bytes::from_static(b"0123456789");
     for i in 0..4 {
@@ -88,26 +91,26 @@ fn window_and_byte_budget_push_back_until_acked() {
     }
     assert_eq!(
         ns[0].relm_send(at_ms(0), Rank(1), 16, p.clone()),
-        Err(CommandError::RelmBackpressure {
+        Err(CommandError::Relm(RelmError::Backpressure {
             dst: Rank(1),
             inflight: 4,
             bytes: 40
-        })
+        }))
     );
     // Delivered, then acknowledged after the coalescing delay: the window opens again.
     let ev = run_to(&mut ns, at_ms(0), at_ms(2));
     assert_eq!(
         ev.iter()
-            .filter(|e| matches!(e.1, Event::RelmDelivered { .. }))
+            .filter(|e| matches!(e.1, Event::Relm(RelmEvent::Delivered { .. })))
             .count(),
         4
     );
     assert!(ev.contains(&(
         0,
-        Event::RelmAcked {
+        Event::Relm(RelmEvent::Acked {
             dst: Rank(1),
             upto: Uid::new(3).unwrap()
-        }
+        })
     )));
     assert_eq!(ns[0].relm_unacked_bytes(), 0);
     assert!(ns[0].relm_send(at_ms(2), Rank(1), 16, p.clone()).is_ok());
@@ -115,9 +118,12 @@ fn window_and_byte_budget_push_back_until_acked() {
     let big = Bytes::from(vec![0u8; 991]);
     assert!(matches!(
         ns[0].relm_send(at_ms(2), Rank(1), 16, big),
-        Err(CommandError::RelmBackpressure { bytes: 10, .. })
+        Err(CommandError::Relm(RelmError::Backpressure {
+            bytes: 10,
+            ..
+        }))
     ));
-    assert_eq!(ns[0].stats().relm_sent, 5, "a refused send changes nothing");
+    assert_eq!(ns[0].stats().relm.sent, 5, "a refused send changes nothing");
 }
 
 #[test]
@@ -146,19 +152,19 @@ fn refusals_and_self_sends() {
     assert!(ns[2].poll_transmit().is_none());
     assert_eq!(
         ns[2].poll_event(),
-        Some(Event::RelmDelivered {
+        Some(Event::Relm(RelmEvent::Delivered {
             src: Rank(2),
             uid,
             tag: 7,
             payload: p
-        })
+        }))
     );
     assert_eq!(
         ns[2].poll_event(),
-        Some(Event::RelmAcked {
+        Some(Event::Relm(RelmEvent::Acked {
             dst: Rank(2),
             upto: uid
-        })
+        }))
     );
     assert_eq!(ns[2].relm_held(), 0);
 }
@@ -167,8 +173,8 @@ fn refusals_and_self_sends() {
 fn relay_cache_is_bounded_by_count_and_time() {
     // 0 -> {1, 2}: 1 relays 3 -> 2 (3 is 1's child).
     let mut ns = nodes(4, 2, |c| {
-        c.relm_cache_max = 3;
-        c.relm_cache_ttl = Duration::from_millis(10);
+        c.relm.cache_max = 3;
+        c.relm.cache_ttl = Duration::from_millis(10);
     });
     assert_eq!(
         ns[1].tree().route(Rank(2)),
@@ -177,13 +183,13 @@ fn relay_cache_is_bounded_by_count_and_time() {
     for i in 0..10 {
         ns[1].handle_frame(at_ms(0), Rank(3), data(3, 2, i, b"abc"));
     }
-    assert_eq!(ns[1].stats().relm_forwarded, 10);
-    assert_eq!(ns[1].stats().relm_cache_evicted, 7);
+    assert_eq!(ns[1].stats().relm.forwarded, 10);
+    assert_eq!(ns[1].stats().relm.cache_evicted, 7);
     assert_eq!(ns[1].relm_held(), 1 + 3, "one record and three copies");
     while ns[1].poll_transmit().is_some() {}
     // Time: the copies go after the TTL, the record after idling twice relm_retry.
     ns[1].handle_timeout(at_ms(20));
-    assert_eq!(ns[1].stats().relm_cache_evicted, 10);
+    assert_eq!(ns[1].stats().relm.cache_evicted, 10);
     assert_eq!(ns[1].relm_held(), 1);
     let mut t = 20;
     while ns[1].relm_held() > 0 && t < 10_000 {
@@ -191,7 +197,7 @@ fn relay_cache_is_bounded_by_count_and_time() {
         ns[1].handle_timeout(at_ms(t));
     }
     assert_eq!(ns[1].relm_held(), 0);
-    assert_eq!(ns[1].stats().relm_records_expired, 1);
+    assert_eq!(ns[1].stats().relm.records_expired, 1);
     assert!(ns[1].poll_timeout().is_none(), "no timer left armed");
 }
 
@@ -206,12 +212,14 @@ fn an_ack_releases_the_relay_and_the_origin() {
     pump(&mut ns, at_ms(0));
     assert!(ns[1].relm_held() > 0, "1 relays and caches");
     let ev = run_to(&mut ns, at_ms(0), at_ms(5));
-    assert!(ev.iter().any(|e| matches!(e.1, Event::RelmAcked { .. })));
+    assert!(ev
+        .iter()
+        .any(|e| matches!(e.1, Event::Relm(RelmEvent::Acked { .. }))));
     for n in &ns {
         assert_eq!(n.relm_held(), 0, "rank {}", n.me());
     }
     // One coalesced ACK frame per hop for the five messages, plus the data.
-    let frames: u64 = ns.iter().map(|n| n.stats().relm_frames_out).sum();
+    let frames: u64 = ns.iter().map(|n| n.stats().relm.frames_out).sum();
     assert_eq!(frames, 5 * 3 + 3);
 }
 
@@ -219,7 +227,7 @@ fn an_ack_releases_the_relay_and_the_origin() {
 fn acks_that_free_much_of_a_window_skip_the_coalescing_delay() {
     // 3 -> 1 -> 0 -> 2: with a window of 8, eight messages delivered at once are acknowledged
     // at once by the destination and passed on at once by each relay: no timer needed.
-    let mut ns = nodes(4, 2, |c| c.relm_window = 8);
+    let mut ns = nodes(4, 2, |c| c.relm.window = 8);
     for _ in 0..8 {
         ns[3]
             .relm_send(at_ms(0), Rank(2), 16, Bytes::from_static(b"w"))
@@ -228,10 +236,10 @@ fn acks_that_free_much_of_a_window_skip_the_coalescing_delay() {
     let ev = pump(&mut ns, at_ms(0));
     assert!(ev.contains(&(
         3,
-        Event::RelmAcked {
+        Event::Relm(RelmEvent::Acked {
             dst: Rank(2),
             upto: Uid::new(7).unwrap()
-        }
+        })
     )));
     assert!(ns[3]
         .relm_send(at_ms(0), Rank(2), 16, Bytes::from_static(b"w"))
@@ -249,22 +257,22 @@ proptest! {
         base_near_top in any::<bool>(),
     ) {
         let first = if base_near_top { UID_MAX - 5 } else { 0 };
-        let mut ns = nodes(2, 2, |c| c.relm_first_uid = first);
+        let mut ns = nodes(2, 2, |c| c.relm.first_uid = first);
         let base = Uid::new(first).unwrap();
         let payloads: Vec<Bytes> = (0..24).map(|i| Bytes::from(format!("m{i}"))).collect();
         for &k in &arrivals {
-            let m = Message::RelmData(RelmDataMsg {
+            let m = Message::Relm(RelmMsg::Data(RelmDataMsg {
                 src: Rank(0),
                 dst: Rank(1),
                 uid: base.plus(k as u64),
                 tag: 16,
                 payload: payloads[k as usize].clone(),
-            });
+            }));
             ns[1].handle_frame(at_ms(0), Rank(0), m.encode());
         }
         let mut got = Vec::new();
         while let Some(e) = ns[1].poll_event() {
-            if let Event::RelmDelivered { src, uid, payload, .. } = e {
+            if let Event::Relm(RelmEvent::Delivered { src, uid, payload, .. }) = e {
                 prop_assert_eq!(src, Rank(0));
                 got.push((uid, payload));
             }

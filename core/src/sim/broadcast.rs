@@ -1,6 +1,7 @@
 //! The xcast scenario: a stream of broadcasts from varying origins while ranks crash, checked by
 //! invariant checkers after every step and at the end.
 
+use crate::xcast::XcastEvent;
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
@@ -93,9 +94,9 @@ impl XcastObserver {
 impl Observer for XcastObserver {
     fn on_event(&mut self, w: &World, rank: Rank, e: &Event) {
         match e {
-            Event::XcastDelivered {
+            Event::Xcast(XcastEvent::Delivered {
                 op, origin, seq, ..
-            } => {
+            }) => {
                 if self.last_op.len() <= rank.index() {
                     self.last_op.resize(rank.index() + 1, 0);
                 }
@@ -114,7 +115,7 @@ impl Observer for XcastObserver {
                 }
                 d.push((rank, w.now()));
             }
-            Event::XcastCompleted { seq, .. } => {
+            Event::Xcast(XcastEvent::Completed { seq, .. }) => {
                 let c = self.completions.entry((rank, *seq)).or_default();
                 c.push(w.now());
                 if c.len() > 1 && self.violations.len() < 8 {
@@ -296,7 +297,7 @@ pub fn run_xcast(p: &XcastParams, hooks: XcastHooks) -> Result<XcastReport, SimF
     }
     for &r in &survivors {
         let n = w.node(r).expect("survivor");
-        if n.stats().xcast_conflicts != 0 {
+        if n.stats().xcast.conflicts != 0 {
             return Err(sim.failure(format!("rank {r} saw two ops under one id")));
         }
         if n.tree().dead() != &crashed {

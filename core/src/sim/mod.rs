@@ -565,7 +565,7 @@ impl<O: Observer> Sim<O> {
                     },
                 ),
                 SlotState::Live => {
-                    self.command(r, |n, now| n.handle_grow(now, new_span));
+                    self.command(r, |n, now| n.grow(now, new_span));
                 }
             }
         }
@@ -766,7 +766,7 @@ impl<O: Observer> Sim<O> {
                     _ => false,
                 };
                 if !held {
-                    self.command(Rank(rank), |n, now| n.handle_grow(now, span));
+                    self.command(Rank(rank), |n, now| n.grow(now, span));
                 }
             }
         }

@@ -2,6 +2,8 @@
 //! message by message against the application's view (what was sent, delivered, acknowledged
 //! and reported failed) and for leaks once traffic settles.
 
+use crate::relm::RelmError;
+use crate::relm::RelmEvent;
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
@@ -118,7 +120,7 @@ impl Observer for RelmObserver {
     fn on_event(&mut self, _w: &World, rank: Rank, e: &Event) {
         let first = self.first.expect("set before the run");
         match e {
-            Event::RelmDelivered { src, uid, .. } => {
+            Event::Relm(RelmEvent::Delivered { src, uid, .. }) => {
                 let d = self.delivered.entry((*src, rank)).or_default();
                 let expect = d.last().map_or(first, |u| u.next());
                 let dup = d.contains(uid);
@@ -135,7 +137,7 @@ impl Observer for RelmObserver {
                     }
                 }
             }
-            Event::RelmAcked { dst, upto } => {
+            Event::Relm(RelmEvent::Acked { dst, upto }) => {
                 let chain = (rank, *dst);
                 let prev = self.acked.get(&chain).copied().unwrap_or(first.prev());
                 if !upto.after(prev) {
@@ -143,13 +145,13 @@ impl Observer for RelmObserver {
                 }
                 self.acked.insert(chain, *upto);
             }
-            Event::RelmFailed { dst, first, count } => {
+            Event::Relm(RelmEvent::Failed { dst, first, count }) => {
                 self.failed
                     .entry((rank, *dst))
                     .or_default()
                     .push((*first, *count));
             }
-            Event::RelmCollision { .. } => self.collisions += 1,
+            Event::Relm(RelmEvent::Collision { .. }) => self.collisions += 1,
             _ => {}
         }
     }
@@ -199,7 +201,7 @@ pub fn run_relm(p: &RelmParams, hooks: RelmHooks) -> Result<RelmReport, SimFailu
         return Err(fail("RELM needs at least 2 ranks".into()));
     }
     let cfg = SimConfig::new(p.ranks, p.radix, p.seed);
-    let first = Uid::new(cfg.node.relm_first_uid).expect("validated");
+    let first = Uid::new(cfg.node.relm.first_uid).expect("validated");
     let obs = RelmObserver {
         first: Some(first),
         ..Default::default()
@@ -297,7 +299,7 @@ pub fn run_relm(p: &RelmParams, hooks: RelmHooks) -> Result<RelmReport, SimFailu
                 sent.push((src, dst, uid));
                 *path_hops.entry((src, dst)).or_default() = h;
             }
-            Some(Err(CommandError::RelmBackpressure { .. })) => {
+            Some(Err(CommandError::Relm(RelmError::Backpressure { .. }))) => {
                 sim.run_until(sim.world().now() + Duration::from_micros(100))?;
             }
             Some(Err(CommandError::PeerDead(_) | CommandError::Unreachable(_))) => {}
@@ -385,10 +387,10 @@ pub fn run_relm(p: &RelmParams, hooks: RelmHooks) -> Result<RelmReport, SimFailu
     for r in 0..w.span() {
         let Some(n) = w.node(Rank(r)) else { continue };
         let st = n.stats();
-        frames += st.relm_frames_out;
-        replays += st.relm_replays;
-        retry_probes += st.relm_retry_probes;
-        gate_timeouts += st.relm_gate_timeouts;
+        frames += st.relm.frames_out;
+        replays += st.relm.replays;
+        retry_probes += st.relm.retry_probes;
+        gate_timeouts += st.relm.gate_timeouts;
         if !crashed.contains(Rank(r)) {
             leaked += n.relm_held() as u64;
             if n.relm_unacked_bytes() != 0 {

@@ -1,5 +1,6 @@
 //! Ready-made scenarios shared by the tests, the CLI (`lifeline sim flood`) and the scale bench.
 
+use crate::flood::FloodEvent;
 use bytes::Bytes;
 
 use super::{Fault, Observer, Sim, SimConfig, SimFailure, World};
@@ -78,7 +79,7 @@ impl FloodObserver {
 
 impl Observer for FloodObserver {
     fn on_event(&mut self, _world: &World, rank: Rank, event: &Event) {
-        if let Event::FloodDelivered { origin, id, .. } = event {
+        if let Event::Flood(FloodEvent::Delivered { origin, id, .. }) = event {
             self.total += 1;
             let key = (*origin, *id);
             let set = match self.delivered.iter().position(|(k, _)| *k == key) {
@@ -130,7 +131,7 @@ pub fn run_flood(p: &FloodParams, hooks: RunHooks) -> Result<FloodReport, SimFai
         // root reaches every survivor.
         let dead = sim.world().crashed();
         for r in sim.world().live_ranks().collect::<Vec<_>>() {
-            sim.command(r, |n, now| n.handle_dead(now, &dead));
+            sim.command(r, |n, now| n.declare_dead(now, &dead));
         }
     }
     let root = sim.world().live_ranks().find(|&r| {

@@ -166,7 +166,7 @@ fn join_grows_the_span_around_holes() {
     s.run_until(ms(5)).unwrap();
     let dead: RankSet = [Rank(2)].into_iter().collect();
     for r in [0, 1, 3] {
-        s.command(Rank(r), |n, now| n.handle_dead(now, &dead).unwrap());
+        s.command(Rank(r), |n, now| n.declare_dead(now, &dead).unwrap());
     }
     s.join(5).unwrap();
     let v4 = s

@@ -1,5 +1,12 @@
 //! One-line descriptions of frames and events for the trace.
 
+use crate::flood::FloodEvent;
+use crate::membership::MembershipEvent;
+use crate::membership::MembershipMsg;
+use crate::relm::RelmEvent;
+use crate::relm::RelmMsg;
+use crate::xcast::XcastEvent;
+use crate::xcast::XcastMsg;
 use bytes::Bytes;
 
 use crate::event::Event;
@@ -19,32 +26,34 @@ pub fn describe(frame: &Bytes) -> String {
                 m.origin, m.id, m.hops
             )
         }
-        Ok(Message::Relay(m)) => format!(
+        Ok(Message::Xcast(XcastMsg::Relay(m))) => format!(
             "Relay origin={} seq={} tag={} ({len}B)",
             m.origin, m.seq, m.tag
         ),
-        Ok(Message::Forward(m)) => format!(
+        Ok(Message::Xcast(XcastMsg::Forward(m))) => format!(
             "Forward op={} round={} done={} gdone={} origin={} seq={} tag={} ({len}B)",
             m.op, m.round, m.done, m.global_done, m.origin, m.seq, m.tag
         ),
-        Ok(Message::Adopt(m)) => format!("Adopt lineage={:?}", ranks(&m.lineage)),
-        Ok(Message::Lineage(m)) => format!(
+        Ok(Message::Membership(MembershipMsg::Adopt(m))) => {
+            format!("Adopt lineage={:?}", ranks(&m.lineage))
+        }
+        Ok(Message::Membership(MembershipMsg::Lineage(m))) => format!(
             "Lineage lineage={:?} failed={:?}",
             ranks(&m.lineage),
             ranks(&m.failed)
         ),
-        Ok(Message::RelmData(m)) => format!(
+        Ok(Message::Relm(RelmMsg::Data(m))) => format!(
             "RelmData src={} dst={} uid={} tag={} ({len}B)",
             m.src, m.dst, m.uid, m.tag
         ),
-        Ok(Message::RelmAck(m)) => {
+        Ok(Message::Relm(RelmMsg::Ack(m))) => {
             format!(
                 "RelmAck acks={} probes={}",
                 marks(&m.acks),
                 marks(&m.probes)
             )
         }
-        Ok(Message::RelmReq(m)) => format!(
+        Ok(Message::Relm(RelmMsg::Req(m))) => format!(
             "RelmReq src={} dst={} ranges={:?}",
             m.src,
             m.dst,
@@ -53,7 +62,7 @@ pub fn describe(frame: &Bytes) -> String {
                 .map(|r| (r.first.get(), r.count))
                 .collect::<Vec<_>>()
         ),
-        Ok(Message::RelmLink(m)) => format!(
+        Ok(Message::Relm(RelmMsg::Link(m))) => format!(
             "RelmLink depth={} full={} want={} acks={} probes={}",
             m.depth,
             m.full,
@@ -61,7 +70,9 @@ pub fn describe(frame: &Bytes) -> String {
             marks(&m.acks),
             marks(&m.probes)
         ),
-        Ok(m) => format!("{m:?}"),
+        // The family's own Debug (`Ack(AckMsg { .. })`): traces read as before the nesting.
+        Ok(Message::Xcast(m)) => format!("{m:?}"),
+
         Err(e) => format!("<undecodable: {e}> ({len}B)"),
     }
 }
@@ -81,24 +92,26 @@ fn ranks(v: &[crate::tree::Rank]) -> Vec<u32> {
 
 pub(super) fn describe_event(e: &Event) -> String {
     match e {
-        Event::FloodDelivered {
+        Event::Flood(FloodEvent::Delivered {
             origin, id, hops, ..
-        } => format!("FloodDelivered origin={origin} id={id} hops={hops}"),
-        Event::XcastDelivered {
+        }) => format!("FloodDelivered origin={origin} id={id} hops={hops}"),
+        Event::Xcast(XcastEvent::Delivered {
             op,
             origin,
             seq,
             tag,
             payload,
-        } => format!(
+        }) => format!(
             "XcastDelivered op={op} origin={origin} seq={seq} tag={tag} ({}B)",
             payload.len()
         ),
-        Event::XcastCompleted { op, seq } => format!("XcastCompleted op={op} seq={seq}"),
-        Event::XcastRootCompleted { op, origin, seq } => {
+        Event::Xcast(XcastEvent::Completed { op, seq }) => {
+            format!("XcastCompleted op={op} seq={seq}")
+        }
+        Event::Xcast(XcastEvent::RootCompleted { op, origin, seq }) => {
             format!("XcastRootCompleted op={op} origin={origin} seq={seq}")
         }
-        Event::FailureConfirmed { epoch, ranks } => {
+        Event::Membership(MembershipEvent::FailureConfirmed { epoch, ranks }) => {
             format!("FailureConfirmed epoch={epoch} ranks={ranks}")
         }
         Event::ViewChanged(d) => format!(
@@ -109,23 +122,23 @@ pub(super) fn describe_event(e: &Event) -> String {
             d.new_parent.map(|r| r.0),
             d.child_changes.len()
         ),
-        Event::RelmDelivered {
+        Event::Relm(RelmEvent::Delivered {
             src,
             uid,
             tag,
             payload,
-        } => format!(
+        }) => format!(
             "RelmDelivered src={src} uid={uid} tag={tag} ({}B)",
             payload.len()
         ),
-        Event::RelmAcked { dst, upto } => format!("RelmAcked dst={dst} upto={upto}"),
-        Event::RelmFailed { dst, first, count } => {
+        Event::Relm(RelmEvent::Acked { dst, upto }) => format!("RelmAcked dst={dst} upto={upto}"),
+        Event::Relm(RelmEvent::Failed { dst, first, count }) => {
             format!("RelmFailed dst={dst} first={first} count={count}")
         }
-        Event::RelmSourceLost { src, discarded } => {
+        Event::Relm(RelmEvent::SourceLost { src, discarded }) => {
             format!("RelmSourceLost src={src} discarded={discarded}")
         }
-        Event::RelmCollision { src, dst, uid } => {
+        Event::Relm(RelmEvent::Collision { src, dst, uid }) => {
             format!("RelmCollision src={src} dst={dst} uid={uid}")
         }
     }

@@ -10,24 +10,24 @@
 //! 6-byte header.
 
 mod bounds;
-mod flood;
 mod reader;
-mod relm;
-mod tree;
-mod xcast;
 
 use bytes::{BufMut, Bytes, BytesMut};
 
 use crate::outbox::Class;
 
-pub use bounds::MAX_COUNTER;
-pub use flood::FloodMsg;
+pub use bounds::{counter, MAX_COUNTER};
 pub use reader::Reader;
-pub use relm::{ChainMark, RelmAckMsg, RelmDataMsg, RelmLinkMsg, RelmReqMsg, UidRange};
-pub use tree::{AdoptMsg, GlobalFailureMsg, LineageMsg};
-pub use xcast::{
+
+// Every machine's messages, re-exported where tools and tests have always found them.
+pub use crate::flood::FloodMsg;
+pub use crate::membership::{AdoptMsg, GlobalFailureMsg, LineageMsg, MembershipMsg};
+pub use crate::relm::{
+    ChainMark, RelmAckMsg, RelmDataMsg, RelmLinkMsg, RelmMsg, RelmReqMsg, UidRange,
+};
+pub use crate::xcast::{
     AckMsg, CompleteMsg, ForwardMsg, NeedMsg, PollMsg, RecoverDoneMsg, RecoverMsg, RecoveredOpMsg,
-    RelayMsg, SyncMsg,
+    RelayMsg, SyncMsg, XcastMsg,
 };
 
 /// The only envelope version this build speaks.
@@ -95,106 +95,227 @@ pub enum DecodeError {
     Invalid(&'static str),
 }
 
-/// Declares the message kinds and the `Message` enum from one list, so the envelope's kind
-/// byte, the variant and its codec can never disagree.
-macro_rules! messages {
-    ($($(#[$doc:meta])* $variant:ident($msg:ty) = $kind:literal, $class:ident;)*) => {
-        /// Message kinds: the envelope's demultiplexing key.
-        #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-        #[repr(u8)]
-        #[non_exhaustive]
-        pub enum Kind {
-            $($(#[$doc])* $variant = $kind,)*
-        }
+/// What the one message table knows about a kind byte: its name and traffic class.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KindInfo {
+    /// The envelope's kind byte.
+    pub byte: u8,
+    /// A short name for traces and tools (`"relm_ack"`).
+    pub name: &'static str,
+    /// The traffic class frames of this kind travel on.
+    pub class: Class,
+}
 
-        impl Kind {
-            /// The kind for a kind byte, if any.
-            pub fn from_u8(b: u8) -> Option<Self> {
-                match b {
-                    $($kind => Some(Self::$variant),)*
-                    _ => None,
-                }
-            }
+/// A message kind: the envelope's demultiplexing key. Only bytes some machine's message family
+/// owns are kinds ([`Kind::from_u8`]); each family also names its kinds as associated
+/// constants (`Kind::Flood`, `Kind::RelmAck`, ...).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Kind(u8);
 
-            /// The traffic class frames of this kind travel on.
-            pub fn class(self) -> Class {
-                match self {
-                    $(Self::$variant => Class::$class,)*
-                }
-            }
-        }
+impl Kind {
+    /// The kind for a kind byte, if a message family owns it.
+    pub fn from_u8(b: u8) -> Option<Self> {
+        info(b).map(|_| Self(b))
+    }
 
-        /// Every message Lifeline puts on the wire.
+    /// The kind byte.
+    pub fn byte(self) -> u8 {
+        self.0
+    }
+
+    /// The kind's short name.
+    pub fn name(self) -> &'static str {
+        info(self.0).map_or("?", |i| i.name)
+    }
+
+    /// The traffic class frames of this kind travel on.
+    pub fn class(self) -> Class {
+        info(self.0).map_or(Class::Control, |i| i.class)
+    }
+
+    /// Every kind, in kind-byte order (the malformed sweep and the fuzz targets iterate this).
+    pub fn all() -> impl Iterator<Item = Self> {
+        (0..=u8::MAX).filter_map(Self::from_u8)
+    }
+
+    /// A kind constant for a family's table (used by [`message_family!`]).
+    #[doc(hidden)]
+    pub const fn new_unchecked(b: u8) -> Self {
+        Self(b)
+    }
+}
+
+/// A machine's message family: the kind bytes it owns and a codec per kind. Declared with
+/// [`message_family!`] (or by hand for a single message) and registered by one line in
+/// [`Message`]'s table.
+pub trait Family: Sized {
+    /// The kinds this family owns.
+    const KINDS: &'static [KindInfo];
+    /// This message's kind byte.
+    fn kind_byte(&self) -> u8;
+    /// Body length in bytes.
+    fn body_len(&self) -> usize;
+    /// Writes the body.
+    fn encode_body(&self, b: &mut BytesMut);
+    /// Reads the body of a frame of kind byte `kind` (one of [`Self::KINDS`]).
+    fn decode_body(kind: u8, r: &mut Reader, limits: &Limits) -> Result<Self, DecodeError>;
+    /// Whole-message checks after decoding (plausible counters, ...).
+    fn check(&self) -> Result<(), DecodeError> {
+        Ok(())
+    }
+    /// Whether `b` is one of this family's kind bytes.
+    fn owns(b: u8) -> bool {
+        Self::KINDS.iter().any(|k| k.byte == b)
+    }
+}
+
+/// Declares a machine's message family: an enum with one variant per message, its kind bytes,
+/// classes and kind constants, and `From` conversions into the family and into [`Message`]
+/// (whose variant for the family is named first).
+#[macro_export]
+#[doc(hidden)]
+macro_rules! message_family {
+    ($top:ident => $(#[$fdoc:meta])* $vis:vis enum $family:ident {
+        $($(#[$doc:meta])* $variant:ident($msg:ty) = $kind:literal, $class:ident, $kconst:ident, $name:literal;)*
+    }) => {
+        $(#[$fdoc])*
         #[derive(Clone, Debug, PartialEq, Eq)]
         #[non_exhaustive]
-        pub enum Message {
+        $vis enum $family {
             $($(#[$doc])* $variant($msg),)*
         }
 
-        impl Message {
-            /// The envelope kind.
-            pub fn kind(&self) -> Kind {
+        #[allow(non_upper_case_globals)]
+        impl $crate::wire::Kind {
+            $($(#[$doc])* pub const $kconst: $crate::wire::Kind = $crate::wire::Kind::new_unchecked($kind);)*
+        }
+
+        impl $crate::wire::Family for $family {
+            const KINDS: &'static [$crate::wire::KindInfo] = &[
+                $($crate::wire::KindInfo { byte: $kind, name: $name, class: $crate::Class::$class },)*
+            ];
+
+            fn kind_byte(&self) -> u8 {
                 match self {
-                    $(Self::$variant(_) => Kind::$variant,)*
+                    $(Self::$variant(_) => $kind,)*
                 }
             }
 
             fn body_len(&self) -> usize {
                 match self {
-                    $(Self::$variant(m) => m.encoded_len(),)*
+                    $(Self::$variant(m) => $crate::wire::Codec::encoded_len(m),)*
+                }
+            }
+
+            fn encode_body(&self, b: &mut ::bytes::BytesMut) {
+                match self {
+                    $(Self::$variant(m) => $crate::wire::Codec::encode(m, b),)*
+                }
+            }
+
+            fn decode_body(
+                kind: u8,
+                r: &mut $crate::wire::Reader,
+                limits: &$crate::wire::Limits,
+            ) -> Result<Self, $crate::wire::DecodeError> {
+                match kind {
+                    $($kind => Ok(Self::$variant(<$msg as $crate::wire::Codec>::decode(r, limits)?)),)*
+                    other => Err($crate::wire::DecodeError::UnknownKind(other)),
+                }
+            }
+
+            fn check(&self) -> Result<(), $crate::wire::DecodeError> {
+                self.check_fields()
+            }
+        }
+
+        $(
+            impl From<$msg> for $family {
+                fn from(m: $msg) -> Self {
+                    Self::$variant(m)
+                }
+            }
+
+            impl From<$msg> for $crate::wire::Message {
+                fn from(m: $msg) -> Self {
+                    Self::$top($family::$variant(m))
+                }
+            }
+        )*
+    };
+}
+
+/// Declares [`Message`] from the one table of message families: one line per machine.
+macro_rules! messages {
+    ($($(#[$doc:meta])* $variant:ident($family:ty);)*) => {
+        /// Every message Lifeline puts on the wire, by machine.
+        #[derive(Clone, Debug, PartialEq, Eq)]
+        #[non_exhaustive]
+        pub enum Message {
+            $($(#[$doc])* $variant($family),)*
+        }
+
+        $(
+            impl From<$family> for Message {
+                fn from(m: $family) -> Self {
+                    Self::$variant(m)
+                }
+            }
+        )*
+
+        fn info(b: u8) -> Option<&'static KindInfo> {
+            None$(.or_else(|| <$family as Family>::KINDS.iter().find(|k| k.byte == b)))*
+        }
+
+        impl Message {
+            /// The envelope kind.
+            pub fn kind(&self) -> Kind {
+                Kind(match self {
+                    $(Self::$variant(m) => m.kind_byte(),)*
+                })
+            }
+
+            fn body_len(&self) -> usize {
+                match self {
+                    $(Self::$variant(m) => m.body_len(),)*
                 }
             }
 
             fn encode_body(&self, b: &mut BytesMut) {
                 match self {
-                    $(Self::$variant(m) => m.encode(b),)*
+                    $(Self::$variant(m) => m.encode_body(b),)*
+                }
+            }
+
+            fn check(&self) -> Result<(), DecodeError> {
+                match self {
+                    $(Self::$variant(m) => m.check(),)*
                 }
             }
 
             fn decode_body(kind: Kind, r: &mut Reader, limits: &Limits) -> Result<Self, DecodeError> {
-                Ok(match kind {
-                    $(Kind::$variant => Self::$variant(<$msg>::decode(r, limits)?),)*
-                })
+                $(
+                    if <$family as Family>::owns(kind.0) {
+                        return Ok(Self::$variant(<$family>::decode_body(kind.0, r, limits)?));
+                    }
+                )*
+                Err(DecodeError::UnknownKind(kind.0))
             }
         }
     };
 }
 
+// The message table: one line per machine. Kind ranges: 1 flood, 2–3 membership, 10–19 xcast,
+// 20–23 RELM; next free: 30–39 detector, 40–49 agreement, 50–59 revoke, 60–69 elastic.
 messages! {
-    /// The skeleton's test protocol: a tree flood ([`FloodMsg`]).
-    Flood(FloodMsg) = 1, Data;
-    /// Adoption notice, parent to new child ([`AdoptMsg`]).
-    Adopt(AdoptMsg) = 2, Control;
-    /// Failure notice with lineage, child to parent ([`LineageMsg`]).
-    Lineage(LineageMsg) = 3, Control;
-    /// Xcast relay, origin to root ([`RelayMsg`]).
-    Relay(RelayMsg) = 10, Data;
-    /// Xcast forward or replay, parent to child ([`ForwardMsg`]).
-    Forward(ForwardMsg) = 11, Data;
-    /// Xcast ACK, child to parent ([`AckMsg`]).
-    Ack(AckMsg) = 12, Control;
-    /// Xcast re-poll, parent to child ([`PollMsg`]).
-    Poll(PollMsg) = 13, Control;
-    /// Xcast payload request, child to parent ([`NeedMsg`]).
-    Need(NeedMsg) = 14, Control;
-    /// Xcast watermarks, parent to child ([`SyncMsg`]).
-    Sync(SyncMsg) = 15, Control;
-    /// Xcast completion report or query, routed ([`CompleteMsg`]).
-    Complete(CompleteMsg) = 16, Control;
-    /// Root-failover recovery request, passed down ([`RecoverMsg`]).
-    Recover(RecoverMsg) = 17, Control;
-    /// An op reported up during recovery ([`RecoveredOpMsg`]).
-    RecoveredOp(RecoveredOpMsg) = 18, Data;
-    /// A subtree finished reporting ([`RecoverDoneMsg`]).
-    RecoverDone(RecoverDoneMsg) = 19, Control;
-    /// RELM message, hop by hop toward its destination ([`RelmDataMsg`]).
-    RelmData(RelmDataMsg) = 20, Data;
-    /// RELM cumulative ACKs and probes for the next hop ([`RelmAckMsg`]).
-    RelmAck(RelmAckMsg) = 21, Control;
-    /// RELM replay request, hop by hop toward the source ([`RelmReqMsg`]).
-    RelmReq(RelmReqMsg) = 22, Control;
-    /// RELM link update between new tree neighbours ([`RelmLinkMsg`]).
-    RelmLink(RelmLinkMsg) = 23, Control;
+    /// The test flood (kind 1).
+    Flood(crate::flood::FloodMsg);
+    /// Failure knowledge: adoption and lineage notices (kinds 2–3).
+    Membership(crate::membership::MembershipMsg);
+    /// Reliable broadcast (kinds 10–19).
+    Xcast(crate::xcast::XcastMsg);
+    /// Reliable messaging (kinds 20–23).
+    Relm(crate::relm::RelmMsg);
 }
 
 /// A hand-written codec for one message body.
@@ -218,7 +339,7 @@ impl Message {
         let body = self.body_len();
         let mut b = BytesMut::with_capacity(HEADER_LEN + body);
         b.put_u8(VERSION);
-        b.put_u8(self.kind() as u8);
+        b.put_u8(self.kind().0);
         b.put_u32(body as u32);
         self.encode_body(&mut b);
         b.freeze()
@@ -238,7 +359,7 @@ impl Message {
         let mut r = Reader::new(frame.slice(HEADER_LEN..));
         let msg = Self::decode_body(kind, &mut r, limits)?;
         r.finish()?;
-        msg.check_counters()?;
+        msg.check()?;
         Ok(msg)
     }
 }
@@ -283,7 +404,7 @@ mod tests {
     use proptest::prelude::*;
 
     fn flood(payload: Vec<u8>) -> Message {
-        Message::Flood(FloodMsg {
+        Message::from(FloodMsg {
             origin: Rank(3),
             id: 9,
             hops: 2,
@@ -326,7 +447,7 @@ mod tests {
         #[test]
         fn flood_round_trips(origin in any::<u32>(), id in any::<u64>(), hops in any::<u16>(),
                              payload in prop::collection::vec(any::<u8>(), 0..512)) {
-            let m = Message::Flood(FloodMsg { origin: Rank(origin), id, hops, payload: payload.into() });
+            let m = Message::from(FloodMsg { origin: Rank(origin), id, hops, payload: payload.into() });
             let f = m.encode();
             prop_assert_eq!(f.len(), m.frame_len());
             prop_assert_eq!(Message::decode(f, &Limits::default()).unwrap(), m);

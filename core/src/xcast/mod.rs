@@ -50,14 +50,31 @@ use std::collections::BTreeMap;
 use bytes::Bytes;
 use smallvec::SmallVec;
 
+use crate::error::CommandError;
 use crate::event::Event;
-use crate::node::{CommandError, Ctx};
+use crate::machine::Ctx;
 use crate::timer::{TimerKey, TimerToken};
 use crate::tree::{Rank, Route, ViewDelta};
-use crate::wire::{AckMsg, CompleteMsg, ForwardMsg, Message, NeedMsg, PollMsg, RelayMsg, SyncMsg};
+use crate::wire::Message;
 
+mod config;
+mod error;
+mod event;
 mod opmap;
 mod recovery;
+mod stats;
+mod timer;
+mod wire;
+
+pub use config::XcastConfig;
+pub use error::XcastError;
+pub use event::XcastEvent;
+pub use stats::XcastStats;
+pub use timer::XcastTimer;
+pub use wire::{
+    AckMsg, CompleteMsg, ForwardMsg, NeedMsg, PollMsg, RecoverDoneMsg, RecoverMsg, RecoveredOpMsg,
+    RelayMsg, SyncMsg, XcastMsg,
+};
 #[cfg(test)]
 mod tests;
 
@@ -205,13 +222,13 @@ impl Xcast {
                 max: ctx.cfg.max_frame,
             });
         }
-        if self.pending.len() >= ctx.cfg.xcast_max_inflight
-            || self.pending_bytes + payload.len() > ctx.cfg.xcast_max_bytes
+        if self.pending.len() >= ctx.cfg.xcast.max_inflight
+            || self.pending_bytes + payload.len() > ctx.cfg.xcast.max_bytes
         {
-            return Err(CommandError::Backpressure {
+            return Err(CommandError::Xcast(XcastError::Backpressure {
                 ops: self.pending.len(),
                 bytes: self.pending_bytes,
-            });
+            }));
         }
         self.my_seq += 1;
         let seq = self.my_seq;
@@ -257,10 +274,10 @@ impl Xcast {
 
     fn arm_retry(&mut self, ctx: &mut Ctx<'_>) {
         if self.retry.is_none() && !self.pending.is_empty() {
-            self.retry = Some(
-                ctx.timers
-                    .set(TimerKey::XcastRetry, ctx.now + ctx.cfg.xcast_retry),
-            );
+            self.retry = Some(ctx.timers.set(
+                TimerKey::Xcast(XcastTimer::Retry),
+                ctx.now + ctx.cfg.xcast.retry,
+            ));
         }
     }
 
@@ -271,7 +288,7 @@ impl Xcast {
             return;
         }
         self.retry = None;
-        ctx.stats.xcast_retries += self.pending.len() as u64;
+        ctx.stats.xcast.retries += self.pending.len() as u64;
         self.resend_relays(ctx);
         let me = ctx.me();
         let queries: Vec<CompleteMsg> = self
@@ -315,17 +332,17 @@ impl Xcast {
     pub(crate) fn relay(&mut self, ctx: &mut Ctx<'_>, m: RelayMsg) {
         let Some(view) = ctx.tree.view() else { return };
         if let Some(parent) = view.parent() {
-            ctx.send(parent, Message::Relay(m));
+            ctx.send(parent, Message::Xcast(XcastMsg::Relay(m)));
             return;
         }
         if m.seq == 0 {
-            ctx.stats.xcast_stale += 1; // seq 0 is the root's own notices, never relayed
+            ctx.stats.xcast.stale += 1; // seq 0 is the root's own notices, never relayed
             return;
         }
         // Root: number it.
         let last = self.assigned_seq.get(&m.origin).copied().unwrap_or(0);
         if m.seq <= last {
-            ctx.stats.xcast_duplicate_relays += 1;
+            ctx.stats.xcast.duplicate_relays += 1;
             if self
                 .completed_seq
                 .get(&m.origin)
@@ -336,11 +353,11 @@ impl Xcast {
             return;
         }
         if m.seq != last + 1
-            || self.max_seen.saturating_sub(self.done) >= ctx.cfg.xcast_max_inflight as u64
+            || self.max_seen.saturating_sub(self.done) >= ctx.cfg.xcast.max_inflight as u64
             || self.root_recovering(ctx)
         {
             // A gap (an earlier seq is still on its way) or a full window: the origin retries.
-            ctx.stats.xcast_deferred_relays += 1;
+            ctx.stats.xcast.deferred_relays += 1;
             return;
         }
         self.assigned_seq.insert(m.origin, m.seq);
@@ -389,7 +406,7 @@ impl Xcast {
                 tag: op.tag,
                 payload: op.payload.clone(),
             };
-            ctx.send(c, Message::Forward(m));
+            ctx.send(c, Message::Xcast(XcastMsg::Forward(m)));
         }
     }
 
@@ -416,7 +433,7 @@ impl Xcast {
             tag: op.tag,
             payload: op.payload.clone(),
         };
-        ctx.send(child, Message::Forward(m));
+        ctx.send(child, Message::Xcast(XcastMsg::Forward(m)));
     }
 
     /// Adopts the parent's watermarks (from a forward, poll or sync).
@@ -427,7 +444,7 @@ impl Xcast {
         if self.joiner && self.delivered == 0 && self.unsynced {
             // A late joiner: everything up to the parent's watermark completed without it.
             self.delivered = parent_done;
-            ctx.stats.xcast_adopted_as_done += parent_done;
+            ctx.stats.xcast.adopted_as_done += parent_done;
         }
         if parent_done > self.done {
             self.done = parent_done;
@@ -454,10 +471,10 @@ impl Xcast {
     /// root never runs more than `xcast_max_inflight` ops ahead of the watermarks, so an id far
     /// beyond them is a corrupt or hostile frame (refused before it can cost memory or time).
     pub(super) fn in_window(&self, ctx: &mut Ctx<'_>, id: u64) -> bool {
-        let w = ctx.cfg.xcast_max_inflight as u64;
+        let w = ctx.cfg.xcast.max_inflight as u64;
         let ok = id > 0 && id <= self.done.max(self.global_done).saturating_add(4 * w + 16);
         if !ok {
-            ctx.stats.xcast_out_of_window += 1;
+            ctx.stats.xcast.out_of_window += 1;
         }
         ok
     }
@@ -475,7 +492,7 @@ impl Xcast {
             if (op.origin, op.seq, op.tag) != (m.origin, m.seq, m.tag) {
                 // Two ops under one id: a broken invariant, never expected. Counted so the
                 // simulator's checkers can fail on it.
-                ctx.stats.xcast_conflicts += 1;
+                ctx.stats.xcast.conflicts += 1;
             }
             op.ack = Some(m.round);
             let replay = !op.forwarded && !done && (op.processed || !is_process_first(op.tag));
@@ -485,7 +502,7 @@ impl Xcast {
                 self.forward(ctx, m.op);
             }
         } else if m.op <= self.done {
-            ctx.stats.xcast_duplicate_forwards += 1;
+            ctx.stats.xcast.duplicate_forwards += 1;
             self.ack(ctx, m.op, m.round);
         } else {
             let mut op = Op::new(m.origin, m.seq, m.tag, m.payload, m.op <= self.delivered);
@@ -517,7 +534,7 @@ impl Xcast {
                 }
             }
             None if m.op <= self.done => self.ack(ctx, m.op, m.round),
-            None => ctx.send(from, Message::Need(NeedMsg { op: m.op })),
+            None => ctx.send(from, Message::Xcast(XcastMsg::Need(NeedMsg { op: m.op }))),
         }
         self.settle(ctx);
     }
@@ -538,20 +555,20 @@ impl Xcast {
         if owed {
             self.forward_to(ctx, m.op, from);
         } else {
-            ctx.stats.xcast_stale += 1;
+            ctx.stats.xcast.stale += 1;
         }
     }
 
     /// An ACK from a child: counts only if `(child, round)` is expected.
     pub(crate) fn on_ack(&mut self, ctx: &mut Ctx<'_>, from: Rank, m: AckMsg) {
         let Some(op) = self.ops.get_mut(&m.op) else {
-            ctx.stats.xcast_stale += 1;
+            ctx.stats.xcast.stale += 1;
             return;
         };
         let before = op.expected.len();
         op.expected.retain(|e| *e != (from, m.round));
         if op.expected.len() == before {
-            ctx.stats.xcast_stale += 1;
+            ctx.stats.xcast.stale += 1;
             return;
         }
         self.settle(ctx);
@@ -568,7 +585,7 @@ impl Xcast {
         if self.unsynced {
             return; // the child hears from us once our own parent has synced us
         }
-        ctx.send(child, Message::Sync(sync));
+        ctx.send(child, Message::Xcast(XcastMsg::Sync(sync)));
         let owed: Vec<u64> = self
             .ops
             .iter()
@@ -586,12 +603,12 @@ impl Xcast {
             }
             ctx.send(
                 child,
-                Message::Poll(PollMsg {
+                Message::Xcast(XcastMsg::Poll(PollMsg {
                     op: id,
                     round,
                     done: self.done,
                     global_done: self.global_done,
-                }),
+                })),
             );
         }
     }
@@ -659,7 +676,7 @@ impl Xcast {
     pub(super) fn check_parent(&self, ctx: &mut Ctx<'_>, from: Rank) -> bool {
         let ok = ctx.tree.view().and_then(|v| v.parent()) == Some(from);
         if !ok {
-            ctx.stats.xcast_stale += 1;
+            ctx.stats.xcast.stale += 1;
         }
         ok
     }
@@ -674,7 +691,7 @@ impl Xcast {
 
     fn ack(&mut self, ctx: &mut Ctx<'_>, op: u64, round: u32) {
         if let Some(parent) = ctx.tree.view().and_then(|v| v.parent()) {
-            ctx.send(parent, Message::Ack(AckMsg { op, round }));
+            ctx.send(parent, Message::Xcast(XcastMsg::Ack(AckMsg { op, round })));
         }
     }
 
@@ -696,7 +713,7 @@ impl Xcast {
             if op.seq != 0 {
                 let seen = self.delivered_seq.get(&op.origin).copied().unwrap_or(0);
                 if op.seq <= seen {
-                    ctx.stats.xcast_duplicate_ops += 1;
+                    ctx.stats.xcast.duplicate_ops += 1;
                     continue;
                 }
                 self.delivered_seq.insert(op.origin, op.seq);
@@ -776,11 +793,11 @@ impl Xcast {
         *c = (*c).max(seq);
         let tag = self.ops.get(&id).map_or(TAG_FAILURE_NOTICE, |o| o.tag);
         if tag >= FIRST_APP_TAG || tag == TAG_WIREUP {
-            ctx.event(Event::XcastRootCompleted {
+            ctx.event(Event::Xcast(XcastEvent::RootCompleted {
                 op: id,
                 origin,
                 seq,
-            });
+            }));
             self.report_completion(ctx, origin, seq, id);
         }
     }
@@ -802,7 +819,7 @@ impl Xcast {
         let me = ctx.me();
         if m.query {
             match view.parent() {
-                Some(p) => ctx.send(p, Message::Complete(m)),
+                Some(p) => ctx.send(p, Message::Xcast(XcastMsg::Complete(m))),
                 None => {
                     if self
                         .completed_seq
@@ -817,8 +834,8 @@ impl Xcast {
         }
         if m.origin != me {
             match ctx.tree.route(m.origin) {
-                Route::Next(hop) => ctx.send(hop, Message::Complete(m)),
-                _ => ctx.stats.xcast_stale += 1,
+                Route::Next(hop) => ctx.send(hop, Message::Xcast(XcastMsg::Complete(m))),
+                _ => ctx.stats.xcast.stale += 1,
             }
             return;
         }
@@ -826,9 +843,53 @@ impl Xcast {
             Some(p) => {
                 self.pending_bytes -= p.payload.len();
                 let op = if m.op != 0 { m.op } else { p.op.unwrap_or(0) };
-                ctx.event(Event::XcastCompleted { op, seq: m.seq });
+                ctx.event(Event::Xcast(XcastEvent::Completed { op, seq: m.seq }));
             }
-            None => ctx.stats.xcast_duplicate_completions += 1,
+            None => ctx.stats.xcast.duplicate_completions += 1,
+        }
+    }
+}
+
+impl crate::machine::Machine for Xcast {
+    type Msg = XcastMsg;
+    type Timer = XcastTimer;
+
+    /// Refuses a relay from a dead origin or from this rank (none comes back to its origin), a
+    /// relay of a tag only the root broadcasts (a forged global failure notice would make the
+    /// root evict anyone, itself included), and any origin outside the span.
+    fn admits(&self, ctx: &Ctx<'_>, msg: &XcastMsg) -> bool {
+        let in_span = |r: Rank| ctx.tree.layout().contains(r);
+        match msg {
+            XcastMsg::Relay(m) => {
+                ctx.tree.is_alive(m.origin)
+                    && m.origin != ctx.me()
+                    && (m.tag == TAG_WIREUP || m.tag >= FIRST_APP_TAG)
+            }
+            XcastMsg::Forward(m) => in_span(m.origin),
+            XcastMsg::RecoveredOp(m) => in_span(m.origin),
+            XcastMsg::Complete(m) => in_span(m.origin),
+            _ => true,
+        }
+    }
+
+    fn on_message(&mut self, ctx: &mut Ctx<'_>, from: Rank, msg: XcastMsg) {
+        match msg {
+            XcastMsg::Relay(m) => self.relay(ctx, m),
+            XcastMsg::Forward(m) => self.on_forward(ctx, from, m),
+            XcastMsg::Ack(m) => self.on_ack(ctx, from, m),
+            XcastMsg::Poll(m) => self.on_poll(ctx, from, m),
+            XcastMsg::Need(m) => self.on_need(ctx, from, m),
+            XcastMsg::Sync(m) => self.on_sync(ctx, from, m),
+            XcastMsg::Complete(m) => self.on_complete(ctx, from, m),
+            XcastMsg::Recover(m) => self.on_recover(ctx, from, m),
+            XcastMsg::RecoveredOp(m) => self.on_recovered_op(ctx, from, m),
+            XcastMsg::RecoverDone(m) => self.on_recover_done(ctx, from, m),
+        }
+    }
+
+    fn on_timer(&mut self, ctx: &mut Ctx<'_>, timer: XcastTimer, token: TimerToken) {
+        match timer {
+            XcastTimer::Retry => self.on_retry(ctx, token),
         }
     }
 }

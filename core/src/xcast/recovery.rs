@@ -9,10 +9,11 @@
 //! highest id recovered. A view change during recovery updates the set of children waited for;
 //! a root failover during recovery starts a new round with a higher `gen`.
 
+use crate::xcast::XcastMsg;
 use smallvec::SmallVec;
 
 use super::{is_process_first, Op, Xcast, TAG_NOOP};
-use crate::node::Ctx;
+use crate::machine::Ctx;
 use crate::tree::Rank;
 use crate::wire::{Message, RecoverDoneMsg, RecoverMsg, RecoveredOpMsg};
 
@@ -45,7 +46,10 @@ impl Xcast {
         };
         let base = self.global_done;
         for &c in &children {
-            ctx.send(c, Message::Recover(RecoverMsg { gen, base }));
+            ctx.send(
+                c,
+                Message::Xcast(XcastMsg::Recover(RecoverMsg { gen, base })),
+            );
         }
         self.recovery = Some(Recovery {
             gen,
@@ -73,7 +77,7 @@ impl Xcast {
             })
             .collect();
         for r in held {
-            ctx.send(from, Message::RecoveredOp(r));
+            ctx.send(from, Message::Xcast(XcastMsg::RecoveredOp(r)));
         }
         self.start_round(ctx, m.gen);
     }
@@ -81,7 +85,7 @@ impl Xcast {
     /// An op reported by a child: keep it if new, and pass it up.
     pub(crate) fn on_recovered_op(&mut self, ctx: &mut Ctx<'_>, from: Rank, m: RecoveredOpMsg) {
         if !self.waiting_on(from, m.gen) {
-            ctx.stats.xcast_stale += 1;
+            ctx.stats.xcast.stale += 1;
             return;
         }
         if !self.in_window(ctx, m.op) {
@@ -102,16 +106,16 @@ impl Xcast {
                 m.op <= self.delivered,
             ),
         );
-        ctx.stats.xcast_recovered_ops += 1;
+        ctx.stats.xcast.recovered_ops += 1;
         if let Some(parent) = ctx.tree.view().and_then(|v| v.parent()) {
-            ctx.send(parent, Message::RecoveredOp(m));
+            ctx.send(parent, Message::Xcast(XcastMsg::RecoveredOp(m)));
         }
     }
 
     /// A child's subtree has reported.
     pub(crate) fn on_recover_done(&mut self, ctx: &mut Ctx<'_>, from: Rank, m: RecoverDoneMsg) {
         if !self.waiting_on(from, m.gen) {
-            ctx.stats.xcast_stale += 1;
+            ctx.stats.xcast.stale += 1;
             return;
         }
         if let Some(r) = self.recovery.as_mut() {
@@ -132,7 +136,7 @@ impl Xcast {
                 gen: r.gen,
                 base: self.global_done,
             };
-            ctx.send(child, Message::Recover(m));
+            ctx.send(child, Message::Xcast(XcastMsg::Recover(m)));
         }
     }
 
@@ -169,7 +173,10 @@ impl Xcast {
             if let Some(r) = self.recovery.as_mut() {
                 r.waiting.push(c);
             }
-            ctx.send(c, Message::Recover(RecoverMsg { gen, base }));
+            ctx.send(
+                c,
+                Message::Xcast(XcastMsg::Recover(RecoverMsg { gen, base })),
+            );
         }
         self.maybe_finish(ctx);
     }
@@ -184,14 +191,17 @@ impl Xcast {
         let gen = r.gen;
         self.recovery = None;
         match ctx.tree.view().and_then(|v| v.parent()) {
-            Some(parent) => ctx.send(parent, Message::RecoverDone(RecoverDoneMsg { gen })),
+            Some(parent) => ctx.send(
+                parent,
+                Message::Xcast(XcastMsg::RecoverDone(RecoverDoneMsg { gen })),
+            ),
             None => self.finish_root_recovery(ctx),
         }
     }
 
     /// Root: fill holes with no-ops, re-drive everything above the watermark, resume numbering.
     fn finish_root_recovery(&mut self, ctx: &mut Ctx<'_>) {
-        let w = ctx.cfg.xcast_max_inflight as u64;
+        let w = ctx.cfg.xcast.max_inflight as u64;
         let top = self
             .ops
             .last_key_value()
@@ -201,7 +211,7 @@ impl Xcast {
         let me = ctx.me();
         for id in self.done + 1..=top {
             self.ops.get_or_insert_with(id, || {
-                ctx.stats.xcast_noop_fills += 1;
+                ctx.stats.xcast.noop_fills += 1;
                 Op::new(me, 0, TAG_NOOP, bytes::Bytes::new(), false)
             });
         }

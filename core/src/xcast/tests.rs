@@ -1,5 +1,7 @@
 //! Xcast through real nodes in the simulator: the basic contract.
 
+use crate::xcast::XcastError;
+use crate::xcast::XcastEvent;
 use bytes::Bytes;
 
 use crate::event::Event;
@@ -20,11 +22,15 @@ struct Log {
 impl Observer for Log {
     fn on_event(&mut self, _w: &World, rank: Rank, e: &Event) {
         match e {
-            Event::XcastDelivered {
+            Event::Xcast(XcastEvent::Delivered {
                 op, origin, seq, ..
-            } => self.delivered.push((rank.0, *op, origin.0, *seq)),
-            Event::XcastCompleted { op, seq } => self.completed.push((rank.0, *op, *seq)),
-            Event::XcastRootCompleted { op, .. } => self.root_completed.push((rank.0, *op)),
+            }) => self.delivered.push((rank.0, *op, origin.0, *seq)),
+            Event::Xcast(XcastEvent::Completed { op, seq }) => {
+                self.completed.push((rank.0, *op, *seq))
+            }
+            Event::Xcast(XcastEvent::RootCompleted { op, .. }) => {
+                self.root_completed.push((rank.0, *op))
+            }
             _ => {}
         }
     }
@@ -122,9 +128,12 @@ fn reserved_tags_and_backpressure_are_errors() {
     let r = s
         .command(Rank(1), |n, now| n.xcast(now, 0, Bytes::new()))
         .unwrap();
-    assert!(matches!(r, Err(crate::CommandError::ReservedTag(0))));
+    assert!(matches!(
+        r,
+        Err(crate::CommandError::Xcast(XcastError::ReservedTag(0)))
+    ));
     let mut cfg = SimConfig::new(3, 2, 3);
-    cfg.node.xcast_max_inflight = 2;
+    cfg.node.xcast.max_inflight = 2;
     let mut s = Sim::new(cfg, Log::default()).unwrap();
     xcast(&mut s, 1, 16);
     xcast(&mut s, 1, 16);
@@ -133,7 +142,10 @@ fn reserved_tags_and_backpressure_are_errors() {
         .unwrap();
     assert!(matches!(
         r,
-        Err(crate::CommandError::Backpressure { ops: 2, .. })
+        Err(crate::CommandError::Xcast(XcastError::Backpressure {
+            ops: 2,
+            ..
+        }))
     ));
     s.run_until_quiet(10_000).unwrap();
     assert!(s

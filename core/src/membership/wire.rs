@@ -3,8 +3,8 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 
-use super::{Codec, DecodeError, Limits, Reader};
 use crate::tree::Rank;
+use crate::wire::{Codec, DecodeError, Limits, Reader};
 
 fn put_ranks(buf: &mut impl BufMut, v: &[Rank]) {
     buf.put_u32(v.len() as u32);
@@ -114,8 +114,23 @@ impl Codec for GlobalFailureMsg {
     }
     fn decode(r: &mut Reader, limits: &Limits) -> Result<Self, DecodeError> {
         Ok(Self {
-            epoch: super::bounds::counter(r.u64()?)?,
+            epoch: crate::wire::counter(r.u64()?)?,
             failed: get_ranks(r, limits)?,
         })
+    }
+}
+crate::message_family! { Membership =>
+    /// Failure-knowledge messages (kinds 2–3).
+    pub enum MembershipMsg {
+        /// Adoption notice, parent to new child ([`AdoptMsg`]).
+        Adopt(AdoptMsg) = 2, Control, Adopt, "adopt";
+        /// Failure notice with lineage, child to parent ([`LineageMsg`]).
+        Lineage(LineageMsg) = 3, Control, Lineage, "lineage";
+    }
+}
+
+impl MembershipMsg {
+    fn check_fields(&self) -> Result<(), DecodeError> {
+        Ok(())
     }
 }

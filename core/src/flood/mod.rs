@@ -12,12 +12,24 @@ use bytes::Bytes;
 use smallvec::SmallVec;
 
 use crate::event::Event;
-use crate::node::Ctx;
+use crate::machine::Ctx;
 use crate::outbox::Class;
 use crate::time::Instant;
 use crate::timer::{TimerKey, TimerToken};
 use crate::tree::Rank;
-use crate::wire::{FloodMsg, Message};
+use crate::wire::Message;
+
+mod config;
+mod event;
+mod stats;
+mod timer;
+mod wire;
+
+pub use config::FloodConfig;
+pub use event::FloodEvent;
+pub use stats::FloodStats;
+pub use timer::FloodTimer;
+pub use wire::FloodMsg;
 
 /// Flood state of one node: ids seen recently, oldest first.
 #[derive(Debug, Default)]
@@ -50,7 +62,7 @@ impl Flood {
     pub(crate) fn handle(&mut self, ctx: &mut Ctx<'_>, from: Rank, msg: FloodMsg) {
         // One search: the id is recorded here if it is new.
         if !self.index.insert((msg.origin, msg.id)) {
-            ctx.stats.flood_duplicates += 1;
+            ctx.stats.flood.duplicates += 1;
             return;
         }
         self.accept(ctx, Some(from), msg);
@@ -58,15 +70,18 @@ impl Flood {
 
     /// Remembers and delivers a new flood (already in `index`) and forwards it.
     fn accept(&mut self, ctx: &mut Ctx<'_>, from: Option<Rank>, msg: FloodMsg) {
-        if self.seen.len() >= ctx.cfg.max_floods {
+        if self.seen.len() >= ctx.cfg.flood.max {
             self.forget_oldest();
-            ctx.stats.flood_forgotten += 1;
+            ctx.stats.flood.forgotten += 1;
         }
-        let forget_at = ctx.now + ctx.cfg.flood_linger;
+        let forget_at = ctx.now + ctx.cfg.flood.linger;
         self.seen.push_back((msg.origin, msg.id, forget_at));
         debug_assert_eq!(self.index.len(), self.seen.len());
         if self.sweep.is_none() {
-            self.sweep = Some(ctx.timers.set(TimerKey::FloodSweep, forget_at));
+            self.sweep = Some(
+                ctx.timers
+                    .set(TimerKey::Flood(FloodTimer::Sweep), forget_at),
+            );
         }
         // Every tree link but the one it came on; inline up to radix 8 (no allocation per frame).
         let to: SmallVec<[Rank; 8]> = match ctx.tree.view() {
@@ -88,12 +103,12 @@ impl Flood {
                 ctx.send_frame(n, Class::Data, frame.clone());
             }
         }
-        ctx.event(Event::FloodDelivered {
+        ctx.event(Event::Flood(FloodEvent::Delivered {
             origin: msg.origin,
             id: msg.id,
             hops: msg.hops,
             payload: msg.payload,
-        });
+        }));
     }
 
     /// The sweep timer fired: forget expired ids and re-arm for the next one.
@@ -109,7 +124,7 @@ impl Flood {
         if self.seen.is_empty() {
             self.seen = VecDeque::new();
         } else if let Some(&(_, _, at)) = self.seen.front() {
-            self.sweep = Some(ctx.timers.set(TimerKey::FloodSweep, at));
+            self.sweep = Some(ctx.timers.set(TimerKey::Flood(FloodTimer::Sweep), at));
         }
     }
 
@@ -123,5 +138,25 @@ impl Flood {
     /// Remembered ids (for tests and memory accounting).
     pub(crate) fn remembered(&self) -> usize {
         self.seen.len()
+    }
+}
+
+impl crate::machine::Machine for Flood {
+    type Msg = FloodMsg;
+    type Timer = FloodTimer;
+
+    /// Refuses a flood from a dead origin or from this rank (none comes back to its origin).
+    fn admits(&self, ctx: &Ctx<'_>, msg: &FloodMsg) -> bool {
+        ctx.tree.is_alive(msg.origin) && msg.origin != ctx.me()
+    }
+
+    fn on_message(&mut self, ctx: &mut Ctx<'_>, from: Rank, msg: FloodMsg) {
+        self.handle(ctx, from, msg);
+    }
+
+    fn on_timer(&mut self, ctx: &mut Ctx<'_>, timer: FloodTimer, token: TimerToken) {
+        match timer {
+            FloodTimer::Sweep => self.on_timeout(ctx, token),
+        }
     }
 }

@@ -2,8 +2,8 @@
 
 use bytes::{BufMut, Bytes};
 
-use super::{Codec, DecodeError, Limits, Reader};
 use crate::tree::Rank;
+use crate::wire::{Codec, DecodeError, Limits, Reader};
 
 /// Origin to root, hop by hop up the tree: "please broadcast this". The root assigns the op id;
 /// `(origin, seq)` lets it drop duplicates from retries.
@@ -70,7 +70,7 @@ pub struct NeedMsg {
     pub op: u64,
 }
 
-/// Parent to a child that said hello (a [`LineageMsg`](super::LineageMsg)): the parent's
+/// Parent to a child that said hello (a [`LineageMsg`](crate::wire::LineageMsg)): the parent's
 /// watermarks, so a promoted or joining child learns what is already done.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SyncMsg {
@@ -312,5 +312,58 @@ impl Codec for RecoveredOpMsg {
             tag,
             payload,
         })
+    }
+}
+
+crate::message_family! { Xcast =>
+    /// Reliable broadcast messages (kinds 10–19).
+    pub enum XcastMsg {
+        /// Relay, origin to root ([`RelayMsg`]).
+        Relay(RelayMsg) = 10, Data, Relay, "relay";
+        /// Forward or replay, parent to child ([`ForwardMsg`]).
+        Forward(ForwardMsg) = 11, Data, Forward, "forward";
+        /// ACK, child to parent ([`AckMsg`]).
+        Ack(AckMsg) = 12, Control, Ack, "ack";
+        /// Re-poll, parent to child ([`PollMsg`]).
+        Poll(PollMsg) = 13, Control, Poll, "poll";
+        /// Payload request, child to parent ([`NeedMsg`]).
+        Need(NeedMsg) = 14, Control, Need, "need";
+        /// Watermarks, parent to child ([`SyncMsg`]).
+        Sync(SyncMsg) = 15, Control, Sync, "sync";
+        /// Completion report or query, routed ([`CompleteMsg`]).
+        Complete(CompleteMsg) = 16, Control, Complete, "complete";
+        /// Root-failover recovery request, passed down ([`RecoverMsg`]).
+        Recover(RecoverMsg) = 17, Control, Recover, "recover";
+        /// An op reported up during recovery ([`RecoveredOpMsg`]).
+        RecoveredOp(RecoveredOpMsg) = 18, Data, RecoveredOp, "recovered_op";
+        /// A subtree finished reporting ([`RecoverDoneMsg`]).
+        RecoverDone(RecoverDoneMsg) = 19, Control, RecoverDone, "recover_done";
+    }
+}
+
+impl XcastMsg {
+    /// Checks a decoded message's counters (flood ids are opaque and unchecked).
+    fn check_fields(&self) -> Result<(), DecodeError> {
+        let (counters, watermarks): (&[u64], Option<(u64, u64)>) = match self {
+            Self::Relay(m) => (&[m.seq], None),
+            Self::Forward(m) => (&[m.op, m.seq, m.done], Some((m.done, m.global_done))),
+            Self::Ack(m) => (&[m.op], None),
+            Self::Poll(m) => (&[m.op, m.done], Some((m.done, m.global_done))),
+            Self::Need(m) => (&[m.op], None),
+            Self::Sync(m) => (&[m.done], Some((m.done, m.global_done))),
+            Self::Complete(m) => (&[m.seq, m.op], None),
+            Self::Recover(m) => (&[m.gen, m.base], None),
+            Self::RecoveredOp(m) => (&[m.gen, m.op, m.seq], None),
+            Self::RecoverDone(m) => (&[m.gen], None),
+        };
+        for &c in counters {
+            crate::wire::counter(c)?;
+        }
+        match watermarks {
+            Some((done, global_done)) if global_done > done => {
+                Err(DecodeError::Invalid("global watermark above done"))
+            }
+            _ => Ok(()),
+        }
     }
 }

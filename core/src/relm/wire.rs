@@ -4,9 +4,9 @@
 
 use bytes::{BufMut, Bytes};
 
-use super::{Codec, DecodeError, Limits, Reader};
-use crate::relm::Uid;
+use super::Uid;
 use crate::tree::Rank;
+use crate::wire::{Codec, DecodeError, Limits, Reader};
 
 fn uid(r: &mut Reader) -> Result<Uid, DecodeError> {
     Uid::new(r.u32()?).ok_or(DecodeError::Invalid("reserved uid sentinel"))
@@ -28,6 +28,11 @@ pub struct RelmDataMsg {
 }
 
 const DATA_LEN: usize = 4 + 4 + 4 + 2 + 4;
+
+/// Whole frame length (envelope included) of a [`RelmDataMsg`] carrying `payload` bytes.
+pub(crate) fn data_frame_len(payload: usize) -> usize {
+    crate::wire::HEADER_LEN + DATA_LEN + payload
+}
 
 impl Codec for RelmDataMsg {
     fn encoded_len(&self) -> usize {
@@ -219,6 +224,26 @@ impl Codec for RelmLinkMsg {
     }
 }
 
+crate::message_family! { Relm =>
+    /// Reliable messaging messages (kinds 20–23).
+    pub enum RelmMsg {
+        /// A message, hop by hop toward its destination ([`RelmDataMsg`]).
+        Data(RelmDataMsg) = 20, Data, RelmData, "relm_data";
+        /// Cumulative ACKs and probes for the next hop ([`RelmAckMsg`]).
+        Ack(RelmAckMsg) = 21, Control, RelmAck, "relm_ack";
+        /// Replay request, hop by hop toward the source ([`RelmReqMsg`]).
+        Req(RelmReqMsg) = 22, Control, RelmReq, "relm_req";
+        /// Link update between new tree neighbours ([`RelmLinkMsg`]).
+        Link(RelmLinkMsg) = 23, Control, RelmLink, "relm_link";
+    }
+}
+
+impl RelmMsg {
+    fn check_fields(&self) -> Result<(), DecodeError> {
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -236,32 +261,32 @@ mod tests {
     fn round_trips_and_refusals() {
         let l = Limits::default();
         let msgs = [
-            Message::RelmData(RelmDataMsg {
+            Message::Relm(RelmMsg::Data(RelmDataMsg {
                 src: Rank(1),
                 dst: Rank(7),
                 uid: Uid::new(crate::relm::UID_MAX).unwrap(),
                 tag: 9,
                 payload: Bytes::from_static(b"hello"),
-            }),
-            Message::RelmAck(RelmAckMsg {
+            })),
+            Message::Relm(RelmMsg::Ack(RelmAckMsg {
                 acks: vec![mark(1, 2, 3)],
                 probes: vec![mark(4, 5, 6), mark(7, 8, 0)],
-            }),
-            Message::RelmReq(RelmReqMsg {
+            })),
+            Message::Relm(RelmMsg::Req(RelmReqMsg {
                 src: Rank(3),
                 dst: Rank(4),
                 ranges: vec![UidRange {
                     first: Uid::new(5).unwrap(),
                     count: 2,
                 }],
-            }),
-            Message::RelmLink(RelmLinkMsg {
+            })),
+            Message::Relm(RelmMsg::Link(RelmLinkMsg {
                 depth: 3,
                 full: true,
                 want: false,
                 acks: vec![],
                 probes: vec![mark(0, 9, 12)],
-            }),
+            })),
         ];
         for m in msgs {
             let f = m.encode();
@@ -269,10 +294,10 @@ mod tests {
             assert_eq!(Message::decode(f, &l).unwrap(), m);
         }
         // A sentinel uid is refused wherever it appears.
-        let mut f = Message::RelmAck(RelmAckMsg {
+        let mut f = Message::Relm(RelmMsg::Ack(RelmAckMsg {
             acks: vec![mark(1, 2, 3)],
             probes: vec![],
-        })
+        }))
         .encode()
         .to_vec();
         let at = f.len() - 8;

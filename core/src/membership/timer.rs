@@ -1,0 +1,9 @@
+//! The failure-knowledge machine's timer keys.
+
+/// Failure-knowledge timers, nested in [`TimerKey::Membership`](crate::TimerKey::Membership).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
+pub enum MembershipTimer {
+    /// Root: announce the deaths gathered since the first unannounced one.
+    Announce,
+}

@@ -1,0 +1,147 @@
+//! Translation between machines, in one place and one order.
+//!
+//! Machines never call each other; they push [`Effect`]s, applied here depth-first in push
+//! order (an effect's own consequences before the next effect). The fixed order:
+//!
+//! 1. **Deaths** ([`Effect::Deaths`], a lost tree link, a declared death): the tree marks them
+//!    and recomputes the view once (a batched repair).
+//! 2. **Tree**: queued frames to the newly dead are dropped; the node's link set forgets them.
+//! 3. **`ViewDelta` fan-out**, in this order: membership (adoption notices, then the hello to a
+//!    new parent, so both precede replays on each link), xcast (replays, re-polls, recovery),
+//!    RELM (purges, link updates), then the application's [`Event::ViewChanged`]. Deaths that
+//!    leave the view alone still purge RELM chains to and from them.
+//! 4. **Reports**: deaths learned locally go up (the root schedules its announcement).
+//! 5. **Deliveries** ([`Node::drive_xcast`], after every input): each xcast op next in order is
+//!    a global failure notice (to membership, which pushes its deaths and then its
+//!    confirmation event), a no-op, or an application event.
+
+use bytes::Bytes;
+
+use super::{ctx, run, Node};
+use crate::event::Event;
+use crate::machine::{Ctx, Effect};
+use crate::tree::{Rank, Scope, ViewDelta};
+use crate::xcast;
+use crate::xcast::XcastEvent;
+use crate::CommandError;
+
+impl Node {
+    /// Applies the effects the last machine call pushed, depth-first in push order.
+    pub(super) fn apply_effects(&mut self) {
+        if self.effects.is_empty() {
+            return;
+        }
+        let effects = std::mem::take(&mut self.effects);
+        for e in effects {
+            self.apply(e);
+        }
+    }
+
+    fn apply(&mut self, e: Effect) {
+        match e {
+            Effect::Deaths { ranks, scope } => self.learn_deaths(&ranks, scope),
+            Effect::ChildHello { from } => {
+                let is_child = self
+                    .tree
+                    .view()
+                    .is_some_and(|v| v.live_children().any(|c| c == from));
+                if is_child {
+                    run!(self, xcast.on_child_hello(from));
+                }
+            }
+            Effect::RootBroadcast { tag, payload } => {
+                run!(self, xcast.root_broadcast(tag, payload));
+            }
+            Effect::Event(e) => ctx!(self).event(e),
+        }
+    }
+
+    /// Marks `ranks` dead (ignoring ones already known), repairs once, and spreads the news.
+    pub(super) fn learn_deaths(&mut self, ranks: &[Rank], scope: Scope) {
+        let fresh: Vec<Rank> = ranks
+            .iter()
+            .copied()
+            .filter(|&r| self.tree.is_alive(r))
+            .collect();
+        let delta = match self.tree.mark_dead(ranks, scope) {
+            Ok(d) => d,
+            Err(_) => {
+                self.stats.dropped_unknown_peer += 1;
+                return;
+            }
+        };
+        let hello_sent = self.fan_out(delta, &fresh);
+        // Deaths the root confirmed need no report; locally learned ones go up (the root
+        // announces them).
+        if scope == Scope::Local && !fresh.is_empty() && !hello_sent {
+            run!(self, membership.report_deaths());
+        }
+    }
+
+    /// Steps 2 and 3 of the order above. Returns whether a lineage notice went to the parent.
+    fn fan_out(&mut self, delta: Option<ViewDelta>, fresh: &[Rank]) -> bool {
+        let Some(d) = delta else {
+            // Deaths that leave this rank's view alone still end chains to and from them.
+            if !fresh.is_empty() {
+                run!(self, relm.purge());
+            }
+            return false;
+        };
+        // Frames queued to the newly dead are dropped here, and counted like any other.
+        let tree = &self.tree;
+        let mut suppressed = 0;
+        self.out.retain_transmits(|t| {
+            let keep = tree.is_alive(t.to);
+            suppressed += u64::from(!keep);
+            keep
+        });
+        self.stats.suppressed_to_dead += suppressed;
+        self.links.retain(|r| !self.tree.dead().contains(*r));
+        let hello = run!(self, membership.on_view_change(&d));
+        run!(self, xcast.on_view_change(&d));
+        run!(self, relm.on_view_change(&d));
+        ctx!(self).event(Event::ViewChanged(d));
+        hello
+    }
+
+    /// Grows the tree's span and fans the change out; after a real change every neighbour gets
+    /// this rank's lineage anew (notices in flight from before the grow carry the old span and
+    /// are dropped by their receivers).
+    pub(super) fn grow_span(&mut self, new_span: u32) -> Result<(), CommandError> {
+        let old_span = self.tree.layout().span();
+        let delta = self.tree.grow(new_span)?;
+        let hello_sent = self.fan_out(delta, &[]);
+        if self.tree.layout().span() != old_span {
+            run!(self, membership.adopt_children());
+            if !hello_sent {
+                run!(self, membership.say_hello());
+            }
+        }
+        Ok(())
+    }
+
+    /// Delivers every xcast op that is next in order: internal notices go to membership, the
+    /// rest become application events.
+    pub(super) fn drive_xcast(&mut self) {
+        while let Some(d) = run!(self, xcast.next_delivery()) {
+            if d.tag == xcast::TAG_FAILURE_NOTICE {
+                self.global_notice(d.payload);
+            } else if d.tag == xcast::TAG_NOOP {
+                // A hole filled by a new root: nothing to deliver.
+            } else {
+                ctx!(self).event(XcastEvent::Delivered {
+                    op: d.op,
+                    origin: d.origin,
+                    seq: d.seq,
+                    tag: d.tag,
+                    payload: d.payload,
+                });
+            }
+            run!(self, xcast.processed(d.op));
+        }
+    }
+
+    fn global_notice(&mut self, payload: Bytes) {
+        run!(self, membership.on_global_notice(payload));
+    }
+}
