@@ -49,6 +49,7 @@
 mod config;
 mod event;
 mod flood;
+pub mod link;
 mod node;
 mod outbox;
 pub mod relm;
