@@ -16,6 +16,7 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
+use lifeline_core::link::AttemptId;
 use lifeline_core::tree::Rank;
 use lifeline_core::wire::{self, Limits};
 use lifeline_core::Class;
@@ -78,7 +79,7 @@ pub(crate) enum Report {
     Dialed {
         peer: Rank,
         class: Class,
-        gen: u64,
+        attempt: AttemptId,
         result: Result<TcpStream, HandshakeError>,
     },
 }
@@ -184,9 +185,16 @@ pub(crate) async fn reject(mut stream: TcpStream, v: Verdict) {
     let _ = tokio::time::timeout(Duration::from_secs(1), handshake::finish(&mut stream, v)).await;
 }
 
-/// Connects to `peer` for `class` and runs the dialer's handshake.
-pub(crate) async fn dial(peer: Rank, addr: SocketAddr, class: Class, gen: u64, sh: Shared) {
-    let attempt = async {
+/// Connects to `peer` for `class` and runs the dialer's handshake; reports the result with the
+/// link policy's `attempt`.
+pub(crate) async fn dial(
+    peer: Rank,
+    addr: SocketAddr,
+    class: Class,
+    attempt: AttemptId,
+    sh: Shared,
+) {
+    let dialing = async {
         let mut s = tokio::time::timeout(sh.cfg.connect_timeout, TcpStream::connect(addr))
             .await
             .map_err(|_| HandshakeError::Timeout)??;
@@ -199,13 +207,13 @@ pub(crate) async fn dial(peer: Rank, addr: SocketAddr, class: Class, gen: u64, s
         .map_err(|_| HandshakeError::Timeout)??;
         Ok(s)
     };
-    let result = attempt.await;
+    let result = dialing.await;
     let _ = sh
         .reports
         .send(Report::Dialed {
             peer,
             class,
-            gen,
+            attempt,
             result,
         })
         .await;

@@ -44,14 +44,17 @@
 //!   default, Linux). A killed process on a live host is seen at once (the kernel sends FIN/RST);
 //!   a vanished host or a cut cable within about `link_timeout`. A hung process whose kernel still
 //!   ACKs is *not* detected by TCP: that is the core's heartbeat detector's job.
-//! - **Who dials**: a node dials its tree parent at start and after every repair, and any peer
-//!   the core sends to that it has no connection for. It never dials a rank the core knows
-//!   dead. A failed dial is retried with exponential back-off (`backoff_initial` doubling up to
-//!   `backoff_max`); after `dial_attempts` failures in a row the link is reported down, which is
-//!   how the core learns of a rank that died with its only neighbour (or never started). Once
-//!   the node has run for `startup_grace`, a dial refused outright (`ECONNREFUSED`: the host is
-//!   up and nothing listens, so the process is gone) is given up after `refused_attempts`
-//!   (3: about 150 ms) instead, so a repair that points at another dead rank is not held up.
+//! - **Who dials** is decided by the core's link policy, [`lifeline_core::link`] (shared with
+//!   the other transports); the driver only feeds it socket results and executes its actions,
+//!   with the two classes as its two slots and [`TcpConfig::link_config`] as its configuration.
+//!   A node dials its tree parent at start and after every repair, and any peer the core sends
+//!   to that it has no connection for. It never dials a rank the core knows dead. A failed dial
+//!   is retried with exponential back-off (`backoff_initial` doubling up to `backoff_max`);
+//!   after `dial_attempts` failures in a row the link is reported down, which is how the core
+//!   learns of a rank that died with its only neighbour (or never started). Once the node has
+//!   run for `startup_grace`, a dial refused outright (`ECONNREFUSED`: the host is up and
+//!   nothing listens, so the process is gone) is given up after `refused_attempts` (3: about
+//!   150 ms) instead, so a repair that points at another dead rank is not held up.
 //!   Simultaneous dials between a pair are resolved per class: the connection dialed by the
 //!   lower rank wins and the other is answered "duplicate" (not a failure).
 //! - **Handshake** before any frame: both sides prove the cluster key by MAC over fresh nonces,
