@@ -25,6 +25,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, Semaphore};
+use tracing::Instrument;
 
 use crate::config::{AddressBook, ClusterKey, TcpConfig};
 use crate::handshake::{self, HandshakeError, Verdict};
@@ -137,8 +138,9 @@ pub(crate) async fn listen(listener: TcpListener, sh: Shared) {
     loop {
         let (stream, peer) = match listener.accept().await {
             Ok(x) => x,
-            Err(_) => {
+            Err(e) => {
                 // EMFILE and friends: back off instead of spinning.
+                tracing::debug!(error = %e, "accept failed; backing off 50 ms");
                 tokio::time::sleep(Duration::from_millis(50)).await;
                 continue;
             }
@@ -146,13 +148,17 @@ pub(crate) async fn listen(listener: TcpListener, sh: Shared) {
         Counters::add(&sh.counters.accepted);
         let Ok(permit) = slots.clone().try_acquire_owned() else {
             Counters::add(&sh.counters.handshakes_refused);
+            tracing::debug!(from = %peer, "handshake refused: too many in progress");
             continue; // dropped: closed unanswered
         };
         let sh = sh.clone();
-        tokio::spawn(async move {
-            let _permit = permit;
-            inbound(stream, peer, sh).await;
-        });
+        tokio::spawn(
+            async move {
+                let _permit = permit;
+                inbound(stream, peer, sh).await;
+            }
+            .in_current_span(),
+        );
     }
 }
 
@@ -176,7 +182,14 @@ async fn inbound(mut stream: TcpStream, peer: SocketAddr, sh: Shared) {
                 })
                 .await;
         }
-        Ok(Err(_)) | Err(_) => Counters::add(&sh.counters.handshakes_refused),
+        Ok(Err(e)) => {
+            Counters::add(&sh.counters.handshakes_refused);
+            tracing::debug!(from = %peer, error = %e, "handshake refused");
+        }
+        Err(_) => {
+            Counters::add(&sh.counters.handshakes_refused);
+            tracing::debug!(from = %peer, "handshake refused: timed out");
+        }
     }
 }
 

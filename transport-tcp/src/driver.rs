@@ -31,6 +31,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::{AbortHandle, JoinHandle};
 use tokio::time::Instant as Tick;
+use tracing::Instrument;
 
 use crate::config::{AddressBook, ClusterKey, TcpConfig};
 use crate::conn::{self, Ended, FrameIn, Report, Shared, MAX_BATCH};
@@ -321,7 +322,10 @@ pub fn spawn(
         data_in: data_tx,
     };
     let sh_book = sh.book.clone();
-    let listener = tokio::spawn(conn::listen(listener, sh.clone())).abort_handle();
+    // Every diagnostic of this node (the driver's and the listener's) is in this span.
+    let span = tracing::info_span!("node", rank = me.0);
+    let listener =
+        tokio::spawn(conn::listen(listener, sh.clone()).instrument(span.clone())).abort_handle();
     let frames_per_drain = frames_per_drain(node.config());
     // The driver's clock starts at zero now, which is also the origin of `startup_grace`.
     let links = LinkPolicy::new(me, CLASSES.len(), sh.cfg.link_config(), Instant::ZERO)
@@ -342,7 +346,11 @@ pub fn spawn(
         stopping: false,
         listener,
     };
-    let task = tokio::spawn(driver.run(cmds, reports, control_in, data_in, out_tx));
+    let task = tokio::spawn(
+        driver
+            .run(cmds, reports, control_in, data_in, out_tx)
+            .instrument(span),
+    );
     TcpNode {
         handle: Handle {
             cmds: cmds_tx,
@@ -601,7 +609,13 @@ impl Driver {
                 self.route_staged(to, class);
             }
             while let Some(e) = self.node.poll_event() {
-                if matches!(e, Event::ViewChanged(_)) {
+                if let Event::ViewChanged(d) = &e {
+                    tracing::debug!(
+                        slot = ?d.new_slot.map(|r| r.0),
+                        parent = ?d.new_parent.map(|r| r.0),
+                        promoted = d.promoted,
+                        "view changed"
+                    );
                     self.view_changed = true;
                 }
                 self.emit(Output::Event(e));
@@ -637,6 +651,7 @@ impl Driver {
         Counters::add_n(&self.sh.counters.frames_out, n);
         if queued > hard {
             Counters::add(&self.sh.counters.overflows);
+            tracing::debug!(peer = to.0, ?class, queued, "send queue overflow");
             self.deferred_downs.push((to, DownReason::Overflow));
             return;
         }
@@ -679,9 +694,10 @@ impl Driver {
                     peer,
                     slot,
                     attempt,
-                    ..
-                } => self.dial(peer, slot, attempt),
+                    failures,
+                } => self.dial(peer, slot, attempt, failures),
                 LinkAction::LinkUp { peer } => {
+                    tracing::debug!(peer = peer.0, "link up");
                     Counters::add(&self.sh.counters.link_ups);
                     let now = self.now();
                     self.node.handle_link_up(now, peer);
@@ -700,6 +716,7 @@ impl Driver {
                     reason: LinkDownReason::Dead,
                 } => {
                     // The core knows: close, and tell only the application.
+                    tracing::debug!(peer = peer.0, reason = %DownReason::Dead, "link down");
                     if let Some(mut p) = self.peers.remove(&peer) {
                         p.close();
                     }
@@ -716,7 +733,7 @@ impl Driver {
 
     /// Spawns the dial the link policy asked for. A rank without an address is reported down,
     /// deferred: this may run while the core is being drained.
-    fn dial(&mut self, peer: Rank, slot: usize, attempt: AttemptId) {
+    fn dial(&mut self, peer: Rank, slot: usize, attempt: AttemptId, failures: u32) {
         let Some(&class) = CLASSES.get(slot) else {
             return;
         };
@@ -724,11 +741,20 @@ impl Driver {
             return;
         }
         let Some(addr) = self.sh.addr(peer) else {
+            tracing::debug!(peer = peer.0, ?class, "cannot dial: no address");
             if !self.deferred_downs.iter().any(|(r, _)| *r == peer) {
                 self.deferred_downs.push((peer, DownReason::NoAddress));
             }
             return;
         };
+        tracing::debug!(
+            peer = peer.0,
+            ?class,
+            %addr,
+            attempt = attempt.as_u64(),
+            failures,
+            "dial"
+        );
         Counters::add(&self.sh.counters.dials);
         tokio::spawn(conn::dial(peer, addr, class, attempt, self.sh.clone()));
     }
@@ -762,6 +788,7 @@ impl Driver {
     /// Reports a lost link to the core (an input) and forgets the peer's connections and
     /// queues. The caller drains (directly or through `drain`'s loop).
     fn report_down(&mut self, peer: Rank, reason: DownReason) {
+        tracing::debug!(peer = peer.0, %reason, "link down");
         if let Some(mut p) = self.peers.remove(&peer) {
             p.close();
         }
@@ -798,6 +825,7 @@ impl Driver {
             .get(&peer)
             .and_then(|p| p.conns[i].as_ref())
             .is_some_and(|c| c.id == id);
+        tracing::trace!(peer = peer.0, ?class, ?why, current, "connection ended");
         if !current {
             return; // replaced or already closed by the driver
         }
@@ -826,6 +854,7 @@ impl Driver {
             let now = self.now();
             self.links.handle_accepted(now, peer, i, alive(&self.node))
         };
+        tracing::debug!(peer = peer.0, class = ?CLASSES[i], ?verdict, "inbound connection");
         match verdict {
             AcceptVerdict::Accept => {
                 self.install(peer, i, stream, Some(Verdict::Accept));
@@ -867,8 +896,25 @@ impl Driver {
             &self.sh.counters.dial_failures,
             self.links.stats().dial_failures,
         );
-        if let (true, Ok(stream)) = (run, result) {
-            self.install(peer, i, stream, None);
+        match (run, result) {
+            (true, Ok(stream)) => {
+                tracing::debug!(peer = peer.0, class = ?CLASSES[i], attempt = attempt.as_u64(), "dial connected");
+                self.install(peer, i, stream, None);
+            }
+            (_, Ok(_)) => tracing::trace!(
+                peer = peer.0,
+                class = ?CLASSES[i],
+                attempt = attempt.as_u64(),
+                "dial connected but not current: dropped"
+            ),
+            (_, Err(e)) => tracing::debug!(
+                peer = peer.0,
+                class = ?CLASSES[i],
+                attempt = attempt.as_u64(),
+                ?outcome,
+                error = %e,
+                "dial failed"
+            ),
         }
         self.apply_links();
     }
@@ -940,7 +986,10 @@ impl Driver {
                 self.drain();
                 let _ = reply.send(r);
             }
-            Cmd::Stop => self.stopping = true,
+            Cmd::Stop => {
+                tracing::debug!("stopping");
+                self.stopping = true;
+            }
         }
     }
 

@@ -91,6 +91,17 @@
 //! - **Frames in** travel from socket readers to the driver through bounded channels (one per
 //!   class), so a slow driver slows the readers and TCP flow control pushes back on the peer.
 //!
+//! # Diagnostics
+//!
+//! The adapter emits [`tracing`](https://docs.rs/tracing) events, all inside one
+//! `node{rank = R}` span per node (the driver task and the listener): at `debug`, dials (peer,
+//! class, address, attempt, earlier failures), dial results, inbound connections with the
+//! tie-break's verdict, refused handshakes with the reason, link ups, link downs with their
+//! [`DownReason`], send queue overflows and view changes; at `trace`, every connection's end
+//! and stale dial results. Nothing is recorded unless the embedder installs a subscriber, and
+//! with none installed the events cost next to nothing (the socket tasks that move frames are
+//! not instrumented at all). The core itself does no logging.
+//!
 //! # Time
 //!
 //! The driver's clock is a `tokio::time::Instant` origin taken at [`spawn`]; `now` is the
