@@ -5,7 +5,8 @@
 //!
 //! Ports are picked free by binding port 0; the peers and key files go to a temporary folder
 //! removed at the end. Every child is started with `--exit-on-stdin-eof` and killed on the way
-//! out (also on Ctrl-C or SIGTERM), so no node outlives the command.
+//! out (also on Ctrl-C or SIGTERM), so no node outlives the command. The children share the
+//! command's stderr and environment, so `RUST_LOG` turns on their diagnostics too.
 //!
 //! Measures:
 //! - `detect_ms_max`: per killed rank, the wall time from the SIGKILL to the first survivor's
@@ -39,6 +40,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::mpsc;
 use tokio::time::Instant as Tick;
+use tracing::Instrument;
 
 use crate::node_cmd::wall_ms;
 use crate::{write_stdout, CliError};
@@ -478,11 +480,13 @@ pub(crate) fn run(args: &ClusterArgs) -> Result<(), CliError> {
         ));
     }
     let faults = parse_faults(args)?;
+    crate::init_tracing();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| CliError::Failed(format!("starting the runtime: {e}")))?;
-    rt.block_on(cluster(args, faults))
+    let span = tracing::info_span!("cluster", nodes = args.nodes);
+    rt.block_on(cluster(args, faults).instrument(span))
 }
 
 async fn cluster(args: &ClusterArgs, faults: Vec<Fault>) -> Result<(), CliError> {
@@ -545,6 +549,12 @@ async fn drive(args: &ClusterArgs, faults: Vec<Fault>, procs: &mut Procs) -> Res
             .spawn()
             .map_err(|e| CliError::Failed(format!("starting node {r}: {e}")))?;
         pids.push(child.id().unwrap_or(0));
+        tracing::debug!(
+            rank = r,
+            pid = child.id(),
+            port = ports[r as usize],
+            "node started"
+        );
         let out = child.stdout.take();
         procs.stdins.push(child.stdin.take());
         procs.children.push(child);
@@ -601,6 +611,7 @@ async fn drive(args: &ClusterArgs, faults: Vec<Fault>, procs: &mut Procs) -> Res
             () = &mut interrupted => return Err(CliError::Failed("interrupted".into())),
         }
     }
+    tracing::debug!(link_ends = t.link_ups, "wired up");
     let nodes: Vec<Value> = (0..n)
         .map(|r| json!({"rank": r, "addr": format!("127.0.0.1:{}", ports[r as usize]), "pid": pids[r as usize]}))
         .collect();
@@ -661,6 +672,7 @@ async fn drive(args: &ClusterArgs, faults: Vec<Fault>, procs: &mut Procs) -> Res
                     next += 1;
                     let r = f.rank;
                     let pid = procs.children.get(r as usize).and_then(Child::id);
+                    tracing::debug!(rank = r, pid, action = ?f.action, at_ms = f.at_ms, "fault");
                     match f.action {
                         Action::Kill => {
                             if let Some(c) = procs.children.get_mut(r as usize) {

@@ -3,6 +3,13 @@
 //! Exit status: 0 on success (including a reader closing the pipe early), 2 for bad input (clap
 //! usage errors, the subcommands' own checks, malformed frames given to `decode`), 1 when a
 //! simulation fails or writing the output fails.
+//!
+//! Diagnostics: `lifeline node` and `lifeline cluster` write structured diagnostics (dials,
+//! accepts, refusals, handshake failures, link changes with reasons, view changes, injected
+//! faults) to stderr when `RUST_LOG` asks for them, e.g. `RUST_LOG=debug` or
+//! `RUST_LOG=lifeline_transport_tcp=trace`; each node's lines carry its `node{rank=R}` span, and
+//! the nodes of `lifeline cluster` inherit its `RUST_LOG`. They are off by default and never
+//! touch stdout.
 
 use std::io::{self, BufWriter, Write};
 use std::process::ExitCode;
@@ -61,6 +68,24 @@ fn try_write_stdout(
     match result.and(flushed.map_err(CliError::Io)) {
         Err(CliError::Io(e)) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
         r => r,
+    }
+}
+
+/// Installs the stderr diagnostics subscriber if `RUST_LOG` is set (an invalid filter is
+/// reported and ignored). Without it no subscriber exists, so the transport's diagnostics cost
+/// nothing.
+fn init_tracing() {
+    if std::env::var_os("RUST_LOG").is_none() {
+        return;
+    }
+    match tracing_subscriber::EnvFilter::try_from_default_env() {
+        Ok(filter) => {
+            let _ = tracing_subscriber::fmt()
+                .with_env_filter(filter)
+                .with_writer(io::stderr)
+                .try_init();
+        }
+        Err(e) => eprintln!("lifeline: ignoring RUST_LOG: {e}"),
     }
 }
 

@@ -224,6 +224,7 @@ fn load_key(args: &NodeArgs) -> Result<ClusterKey, CliError> {
 
 /// Runs `lifeline node`.
 pub(crate) fn run(args: &NodeArgs) -> Result<(), CliError> {
+    crate::init_tracing();
     let text = std::fs::read_to_string(&args.peers)
         .map_err(|e| CliError::Usage(format!("reading {}: {e}", args.peers.display())))?;
     let book = AddressBook::parse(&text)
@@ -286,6 +287,7 @@ pub(crate) fn run(args: &NodeArgs) -> Result<(), CliError> {
                             if matches!(&e, Event::ViewChanged(d) if d.new_slot.is_none()) {
                                 // The cluster presumes this rank dead; a departed rank never
                                 // comes back, so it stops.
+                                tracing::debug!(rank = args.rank, "evicted: stopping");
                                 p.line(last_now, "evicted", json!({}));
                                 evicted = true;
                                 break;
@@ -331,6 +333,7 @@ pub(crate) fn run(args: &NodeArgs) -> Result<(), CliError> {
 /// Runs one stdin command; false for `quit`.
 async fn command(h: &Handle, p: &Printer, line: &str) -> bool {
     let line = line.trim();
+    tracing::trace!(rank = p.rank, command = line, "stdin command");
     let (verb, rest) = line.split_once(' ').unwrap_or((line, ""));
     let now = h.inspect(Node::now).await.unwrap_or(Instant::ZERO);
     match verb {

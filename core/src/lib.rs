@@ -50,6 +50,7 @@ mod config;
 mod error;
 mod event;
 pub mod flood;
+pub mod link;
 mod machine;
 pub mod membership;
 mod node;

@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
+use lifeline_core::link::LinkConfig;
 use lifeline_core::tree::Rank;
 
 /// Every rank's listening address: `Rank → SocketAddr`, supplied by the embedder.
@@ -190,18 +191,21 @@ pub struct TcpConfig {
     pub connect_timeout: Duration,
     /// Bound on the whole handshake, on either side; a peer slower than this is refused.
     pub handshake_timeout: Duration,
-    /// Failed dials (per traffic class) before the peer is reported as a lost link.
+    /// Failed dials (per traffic class) before the peer is reported as a lost link
+    /// ([`LinkConfig::dial_attempts`]; 0 is taken as 1).
     pub dial_attempts: u32,
     /// After `startup_grace`, a dial the peer's host refuses outright (nothing listens: the
-    /// process is gone) is given up after this many attempts instead of `dial_attempts`.
+    /// process is gone) is given up after this many attempts instead of `dial_attempts`
+    /// ([`LinkConfig::refused_attempts`]; 0 is taken as 1).
     pub refused_attempts: u32,
     /// How long after start a refused dial is treated like any failure, because peers may
     /// still be starting. An embedder that publishes the address book only after every
-    /// listener is bound (a PMIx fence) can set it to zero.
+    /// listener is bound (a PMIx fence) can set it to zero ([`LinkConfig::startup_grace`]).
     pub startup_grace: Duration,
-    /// Delay before the first re-dial; it doubles per failure up to `backoff_max`.
+    /// Delay before the first re-dial; it doubles per failure up to `backoff_max`
+    /// ([`LinkConfig::backoff_initial`]; a value above `backoff_max` is taken as `backoff_max`).
     pub backoff_initial: Duration,
-    /// Longest delay between re-dials.
+    /// Longest delay between re-dials ([`LinkConfig::backoff_max`]).
     pub backoff_max: Duration,
     /// Back-pressure threshold: while any per-peer send queue holds more bytes than this,
     /// application commands are refused with
@@ -251,12 +255,17 @@ impl Default for TcpConfig {
 }
 
 impl TcpConfig {
-    /// The re-dial delay after `failures` failed attempts (1-based).
-    pub(crate) fn backoff(&self, failures: u32) -> Duration {
-        let shift = failures.saturating_sub(1).min(20);
-        self.backoff_initial
-            .saturating_mul(1 << shift)
-            .min(self.backoff_max)
+    /// The link policy's configuration ([`lifeline_core::link`]): who dials, back-off and
+    /// give-up are decided there from the dial fields above. Always valid: attempt counts of 0
+    /// are taken as 1 and a `backoff_initial` above `backoff_max` as `backoff_max`.
+    pub fn link_config(&self) -> LinkConfig {
+        LinkConfig {
+            dial_attempts: self.dial_attempts.max(1),
+            refused_attempts: self.refused_attempts.max(1),
+            startup_grace: self.startup_grace.into(),
+            backoff_initial: self.backoff_initial.min(self.backoff_max).into(),
+            backoff_max: self.backoff_max.into(),
+        }
     }
 }
 
@@ -284,7 +293,7 @@ mod tests {
     }
 
     #[test]
-    fn keys_and_backoff() {
+    fn keys_and_link_config() {
         assert!(ClusterKey::from_secret(b"").is_err());
         assert_eq!(
             ClusterKey::from_secret(b"s").unwrap(),
@@ -294,9 +303,17 @@ mod tests {
             ClusterKey::from_secret(b"s").unwrap(),
             ClusterKey::from_secret(b"s\n").unwrap()
         );
-        let c = TcpConfig::default();
-        assert_eq!(c.backoff(1), Duration::from_millis(50));
-        assert_eq!(c.backoff(3), Duration::from_millis(200));
-        assert_eq!(c.backoff(30), Duration::from_secs(1));
+        // The defaults are the link policy's.
+        assert_eq!(TcpConfig::default().link_config(), LinkConfig::default());
+        let odd = TcpConfig {
+            dial_attempts: 0,
+            refused_attempts: 0,
+            backoff_initial: Duration::from_secs(5),
+            ..TcpConfig::default()
+        };
+        let l = odd.link_config();
+        assert_eq!(l.validate(), Ok(()));
+        assert_eq!((l.dial_attempts, l.refused_attempts), (1, 1));
+        assert_eq!(l.backoff_initial, l.backoff_max);
     }
 }

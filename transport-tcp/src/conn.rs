@@ -16,6 +16,7 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
+use lifeline_core::link::AttemptId;
 use lifeline_core::tree::Rank;
 use lifeline_core::wire::{self, Limits};
 use lifeline_core::Class;
@@ -24,6 +25,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, Semaphore};
+use tracing::Instrument;
 
 use crate::config::{AddressBook, ClusterKey, TcpConfig};
 use crate::handshake::{self, HandshakeError, Verdict};
@@ -78,7 +80,7 @@ pub(crate) enum Report {
     Dialed {
         peer: Rank,
         class: Class,
-        gen: u64,
+        attempt: AttemptId,
         result: Result<TcpStream, HandshakeError>,
     },
 }
@@ -136,8 +138,9 @@ pub(crate) async fn listen(listener: TcpListener, sh: Shared) {
     loop {
         let (stream, peer) = match listener.accept().await {
             Ok(x) => x,
-            Err(_) => {
+            Err(e) => {
                 // EMFILE and friends: back off instead of spinning.
+                tracing::debug!(error = %e, "accept failed; backing off 50 ms");
                 tokio::time::sleep(Duration::from_millis(50)).await;
                 continue;
             }
@@ -145,13 +148,17 @@ pub(crate) async fn listen(listener: TcpListener, sh: Shared) {
         Counters::add(&sh.counters.accepted);
         let Ok(permit) = slots.clone().try_acquire_owned() else {
             Counters::add(&sh.counters.handshakes_refused);
+            tracing::debug!(from = %peer, "handshake refused: too many in progress");
             continue; // dropped: closed unanswered
         };
         let sh = sh.clone();
-        tokio::spawn(async move {
-            let _permit = permit;
-            inbound(stream, peer, sh).await;
-        });
+        tokio::spawn(
+            async move {
+                let _permit = permit;
+                inbound(stream, peer, sh).await;
+            }
+            .in_current_span(),
+        );
     }
 }
 
@@ -175,7 +182,14 @@ async fn inbound(mut stream: TcpStream, peer: SocketAddr, sh: Shared) {
                 })
                 .await;
         }
-        Ok(Err(_)) | Err(_) => Counters::add(&sh.counters.handshakes_refused),
+        Ok(Err(e)) => {
+            Counters::add(&sh.counters.handshakes_refused);
+            tracing::debug!(from = %peer, error = %e, "handshake refused");
+        }
+        Err(_) => {
+            Counters::add(&sh.counters.handshakes_refused);
+            tracing::debug!(from = %peer, "handshake refused: timed out");
+        }
     }
 }
 
@@ -184,9 +198,16 @@ pub(crate) async fn reject(mut stream: TcpStream, v: Verdict) {
     let _ = tokio::time::timeout(Duration::from_secs(1), handshake::finish(&mut stream, v)).await;
 }
 
-/// Connects to `peer` for `class` and runs the dialer's handshake.
-pub(crate) async fn dial(peer: Rank, addr: SocketAddr, class: Class, gen: u64, sh: Shared) {
-    let attempt = async {
+/// Connects to `peer` for `class` and runs the dialer's handshake; reports the result with the
+/// link policy's `attempt`.
+pub(crate) async fn dial(
+    peer: Rank,
+    addr: SocketAddr,
+    class: Class,
+    attempt: AttemptId,
+    sh: Shared,
+) {
+    let dialing = async {
         let mut s = tokio::time::timeout(sh.cfg.connect_timeout, TcpStream::connect(addr))
             .await
             .map_err(|_| HandshakeError::Timeout)??;
@@ -199,13 +220,13 @@ pub(crate) async fn dial(peer: Rank, addr: SocketAddr, class: Class, gen: u64, s
         .map_err(|_| HandshakeError::Timeout)??;
         Ok(s)
     };
-    let result = attempt.await;
+    let result = dialing.await;
     let _ = sh
         .reports
         .send(Report::Dialed {
             peer,
             class,
-            gen,
+            attempt,
             result,
         })
         .await;

@@ -5,7 +5,11 @@
 //! reports, control frames, commands, data frames, until `max_inputs_per_wake` inputs (a
 //! frame counts as one) were handled. After every input it drains `poll_transmit` into the
 //! per-peer send queues and `poll_event` into the output buffer, and before sleeping it arms
-//! one timer at the earlier of `poll_timeout` and the next re-dial.
+//! one timer at the earlier of `poll_timeout` and the link policy's next re-dial.
+//!
+//! Whom to dial, when to re-dial or give up, and which of two simultaneous connections wins are
+//! the [`LinkPolicy`]'s decisions: the driver feeds it what the sockets report and executes its
+//! [`LinkAction`]s (spawn a dial, report a link up or down).
 //!
 //! A batch of frames (what one socket read produced) is fed with one `now`, and drained after
 //! every [`Driver::frames_per_drain`] frames and at its end rather than after each frame: a
@@ -18,12 +22,16 @@ use std::net::SocketAddr;
 use std::sync::{Arc, RwLock};
 
 use bytes::Bytes;
+use lifeline_core::link::{
+    AcceptVerdict, AttemptId, DialOutcome, LinkAction, LinkDownReason, LinkPolicy,
+};
 use lifeline_core::tree::Rank;
 use lifeline_core::{Class, CommandError, Event, Instant, Node, Transmit};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::{AbortHandle, JoinHandle};
 use tokio::time::Instant as Tick;
+use tracing::Instrument;
 
 use crate::config::{AddressBook, ClusterKey, TcpConfig};
 use crate::conn::{self, Ended, FrameIn, Report, Shared, MAX_BATCH};
@@ -67,7 +75,8 @@ pub enum DownReason {
     Io(io::ErrorKind),
     /// The peer sent a malformed or oversized frame header; its connection was closed.
     Malformed,
-    /// `dial_attempts` dials in a row failed.
+    /// The link policy gave the peer up: `dial_attempts` dials in a row failed (see
+    /// [`lifeline_core::link`]).
     Unreachable,
     /// The peer has no address book entry.
     NoAddress,
@@ -311,16 +320,23 @@ pub fn spawn(
         data_in: data_tx,
     };
     let sh_book = sh.book.clone();
-    let listener = tokio::spawn(conn::listen(listener, sh.clone())).abort_handle();
+    // Every diagnostic of this node (the driver's and the listener's) is in this span.
+    let span = tracing::info_span!("node", rank = me.0);
+    let listener =
+        tokio::spawn(conn::listen(listener, sh.clone()).instrument(span.clone())).abort_handle();
     let frames_per_drain = frames_per_drain(node.config());
+    // The driver's clock starts at zero now, which is also the origin of `startup_grace`.
+    let links = LinkPolicy::new(me, CLASSES.len(), sh.cfg.link_config(), Instant::ZERO)
+        .expect("TcpConfig::link_config is always valid");
     let driver = Driver {
         node,
+        links,
         frames_per_drain,
         staged: Vec::new(),
         origin: Tick::now(),
         sh,
         peers: BTreeMap::new(),
-        next_id: 0,
+        next_conn: 0,
         pending: VecDeque::new(),
         out_closed: false,
         deferred_downs: Vec::new(),
@@ -328,7 +344,11 @@ pub fn spawn(
         stopping: false,
         listener,
     };
-    let task = tokio::spawn(driver.run(cmds, reports, control_in, data_in, out_tx));
+    let task = tokio::spawn(
+        driver
+            .run(cmds, reports, control_in, data_in, out_tx)
+            .instrument(span),
+    );
     TcpNode {
         handle: Handle {
             cmds: cmds_tx,
@@ -342,6 +362,7 @@ pub fn spawn(
     }
 }
 
+/// The link policy's slots: one connection per traffic class, in this order.
 const CLASSES: [Class; 2] = [Class::Control, Class::Data];
 
 /// Frames fed to the core between two drains: a frame makes at most a few transmits per tree
@@ -361,28 +382,24 @@ fn ci(c: Class) -> usize {
     }
 }
 
+/// Which ranks the link policy may link to: not this node, inside the span, not known dead.
+fn alive(node: &Node) -> impl Fn(Rank) -> bool + '_ {
+    let me = node.me();
+    move |r| r != me && node.tree().is_alive(r)
+}
+
 #[derive(Debug)]
 struct Conn {
     id: u64,
-    dialed_by_me: bool,
     task: AbortHandle,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Dial {
-    Idle,
-    InFlight(u64),
-    Waiting(Tick),
-}
-
-/// Everything about one peer: a send queue, a connection and a dial state per class.
+/// The I/O side of one peer: a send queue and a running connection per class. (Its dial state
+/// is the link policy's.)
 #[derive(Debug)]
 struct Peer {
     queues: [Arc<SendQueue>; 2],
     conns: [Option<Conn>; 2],
-    dial: [Dial; 2],
-    failures: [u32; 2],
-    up: bool,
 }
 
 impl Peer {
@@ -390,9 +407,6 @@ impl Peer {
         Self {
             queues: Default::default(),
             conns: [None, None],
-            dial: [Dial::Idle; 2],
-            failures: [0; 2],
-            up: false,
         }
     }
 
@@ -405,6 +419,8 @@ impl Peer {
 
 struct Driver {
     node: Node,
+    /// Dial, re-dial, give-up and tie-break decisions.
+    links: LinkPolicy,
     /// Frames of one batch fed between two drains.
     frames_per_drain: usize,
     /// Frames of consecutive transmits to one peer and class, queued together.
@@ -412,7 +428,9 @@ struct Driver {
     origin: Tick,
     sh: Shared,
     peers: BTreeMap<Rank, Peer>,
-    next_id: u64,
+    /// The last connection id handed out (ids tell a current connection's end from a replaced
+    /// one's).
+    next_conn: u64,
     pending: VecDeque<Output>,
     out_closed: bool,
     deferred_downs: Vec<(Rank, DownReason)>,
@@ -443,7 +461,7 @@ impl Driver {
     }
 
     fn alive(&self, r: Rank) -> bool {
-        r != self.node.me() && self.node.tree().is_alive(r)
+        alive(&self.node)(r)
     }
 
     async fn run(
@@ -511,20 +529,14 @@ impl Driver {
         // Dropping `self` closes every connection and the listener.
     }
 
-    /// The earlier of the core's deadline and the next re-dial.
+    /// The earlier of the core's deadline and the link policy's next re-dial.
     fn next_deadline(&self) -> Tick {
-        let mut t = self.node.poll_timeout().map_or(
-            Tick::now() + std::time::Duration::from_secs(3600),
-            |(at, _)| self.tick_of(at),
-        );
-        for p in self.peers.values() {
-            for d in p.dial {
-                if let Dial::Waiting(w) = d {
-                    t = t.min(w);
-                }
-            }
+        let core = self.node.poll_timeout().map(|(at, _)| at);
+        match (core, self.links.poll_timeout()) {
+            (Some(a), Some(b)) => self.tick_of(a.min(b)),
+            (Some(t), None) | (None, Some(t)) => self.tick_of(t),
+            (None, None) => Tick::now() + std::time::Duration::from_secs(3600),
         }
-        t
     }
 
     fn run_due_timers(&mut self) {
@@ -533,22 +545,10 @@ impl Driver {
             self.node.handle_timeout(now);
             self.drain();
         }
-        let tick = Tick::now();
-        let due: Vec<(Rank, usize)> = self
-            .peers
-            .iter()
-            .flat_map(|(r, p)| {
-                (0..2).filter_map(move |i| match p.dial[i] {
-                    Dial::Waiting(w) if w <= tick => Some((*r, i)),
-                    _ => None,
-                })
-            })
-            .collect();
-        for (r, i) in due {
-            if let Some(p) = self.peers.get_mut(&r) {
-                p.dial[i] = Dial::Idle;
-            }
-            self.ensure_conn(r, i);
+        if self.links.poll_timeout().is_some_and(|at| at <= now) {
+            self.links.handle_timeout(now, alive(&self.node));
+            self.apply_links();
+            self.drain();
         }
     }
 
@@ -607,7 +607,13 @@ impl Driver {
                 self.route_staged(to, class);
             }
             while let Some(e) = self.node.poll_event() {
-                if matches!(e, Event::ViewChanged(_)) {
+                if let Event::ViewChanged(d) = &e {
+                    tracing::debug!(
+                        slot = ?d.new_slot.map(|r| r.0),
+                        parent = ?d.new_parent.map(|r| r.0),
+                        promoted = d.promoted,
+                        "view changed"
+                    );
                     self.view_changed = true;
                 }
                 self.emit(Output::Event(e));
@@ -643,84 +649,118 @@ impl Driver {
         Counters::add_n(&self.sh.counters.frames_out, n);
         if queued > hard {
             Counters::add(&self.sh.counters.overflows);
+            tracing::debug!(peer = to.0, ?class, queued, "send queue overflow");
             self.deferred_downs.push((to, DownReason::Overflow));
             return;
         }
-        self.ensure_conn(to, 0);
-        self.ensure_conn(to, 1);
+        self.want(to);
+    }
+
+    /// Asks the link policy for every connection to `peer` (it dials those it should).
+    fn want(&mut self, peer: Rank) {
+        let now = self.now();
+        for slot in 0..CLASSES.len() {
+            self.links.want(now, peer, slot, alive(&self.node));
+        }
+        self.apply_links();
     }
 
     /// Closes links to ranks the core now knows dead, and dials the (new) parent: children dial
     /// up at wire-up and after every repair, so each tree link exists before traffic needs it
     /// and a lost one is noticed.
     fn on_view_changed(&mut self) {
-        let dead: Vec<Rank> = self
-            .peers
-            .keys()
-            .copied()
-            .filter(|r| !self.alive(*r))
-            .collect();
-        let at = self.now();
-        for r in dead {
-            if let Some(mut p) = self.peers.remove(&r) {
-                p.close();
-                self.emit(Output::LinkDown {
-                    peer: r,
-                    at,
-                    reason: DownReason::Dead,
-                });
-            }
-        }
+        self.links.retain_alive(alive(&self.node));
+        self.apply_links();
         self.wire_up();
     }
 
     fn wire_up(&mut self) {
         if let Some(parent) = self.node.tree().view().and_then(|v| v.parent()) {
-            self.ensure_conn(parent, 0);
-            self.ensure_conn(parent, 1);
+            self.want(parent);
         }
     }
 
     // ---- connections ----
 
-    /// Starts a dial for `peer`'s class `i` unless it is dead, connected, or already dialing
-    /// or waiting to re-dial.
-    fn ensure_conn(&mut self, peer: Rank, i: usize) {
-        if self.stopping || !self.alive(peer) {
-            return;
+    /// Executes the link policy's actions, in order; every policy input is followed by a call to
+    /// this. A link change is an input to the core, drained at once; a drain may route frames
+    /// and so call `want`, whose own call executes the rest of the queue, still in order.
+    fn apply_links(&mut self) {
+        while let Some(a) = self.links.poll_action() {
+            match a {
+                LinkAction::Dial {
+                    peer,
+                    slot,
+                    attempt,
+                    failures,
+                } => self.dial(peer, slot, attempt, failures),
+                LinkAction::LinkUp { peer } => {
+                    tracing::debug!(peer = peer.0, "link up");
+                    Counters::add(&self.sh.counters.link_ups);
+                    let now = self.now();
+                    self.node.handle_link_up(now, peer);
+                    self.emit(Output::LinkUp { peer, at: now });
+                    self.drain();
+                }
+                LinkAction::LinkDown {
+                    peer,
+                    reason: LinkDownReason::Unreachable,
+                } => {
+                    self.report_down(peer, DownReason::Unreachable);
+                    self.drain();
+                }
+                LinkAction::LinkDown {
+                    peer,
+                    reason: LinkDownReason::Dead,
+                } => {
+                    // The core knows: close, and tell only the application.
+                    tracing::debug!(peer = peer.0, reason = %DownReason::Dead, "link down");
+                    if let Some(mut p) = self.peers.remove(&peer) {
+                        p.close();
+                    }
+                    let at = self.now();
+                    self.emit(Output::LinkDown {
+                        peer,
+                        at,
+                        reason: DownReason::Dead,
+                    });
+                }
+            }
         }
-        let p = self.peers.entry(peer).or_insert_with(Peer::new);
-        if p.conns[i].is_some() || p.dial[i] != Dial::Idle {
+    }
+
+    /// Spawns the dial the link policy asked for. A rank without an address is reported down,
+    /// deferred: this may run while the core is being drained.
+    fn dial(&mut self, peer: Rank, slot: usize, attempt: AttemptId, failures: u32) {
+        let Some(&class) = CLASSES.get(slot) else {
+            return;
+        };
+        if self.stopping {
             return;
         }
         let Some(addr) = self.sh.addr(peer) else {
+            tracing::debug!(peer = peer.0, ?class, "cannot dial: no address");
             if !self.deferred_downs.iter().any(|(r, _)| *r == peer) {
                 self.deferred_downs.push((peer, DownReason::NoAddress));
             }
             return;
         };
-        self.next_id += 1;
-        p.dial[i] = Dial::InFlight(self.next_id);
+        tracing::debug!(
+            peer = peer.0,
+            ?class,
+            %addr,
+            attempt = attempt.as_u64(),
+            failures,
+            "dial"
+        );
         Counters::add(&self.sh.counters.dials);
-        tokio::spawn(conn::dial(
-            peer,
-            addr,
-            CLASSES[i],
-            self.next_id,
-            self.sh.clone(),
-        ));
+        tokio::spawn(conn::dial(peer, addr, class, attempt, self.sh.clone()));
     }
 
-    fn install(
-        &mut self,
-        peer: Rank,
-        i: usize,
-        stream: TcpStream,
-        dialed_by_me: bool,
-        verdict: Option<Verdict>,
-    ) {
-        self.next_id += 1;
-        let id = self.next_id;
+    /// Runs `stream` as `peer`'s connection for class `i`, replacing (aborting) any earlier one.
+    fn install(&mut self, peer: Rank, i: usize, stream: TcpStream, verdict: Option<Verdict>) {
+        self.next_conn += 1;
+        let id = self.next_conn;
         let sh = self.sh.clone();
         let p = self.peers.entry(peer).or_insert_with(Peer::new);
         if let Some(old) = p.conns[i].take() {
@@ -730,27 +770,26 @@ impl Driver {
         let task = tokio::spawn(conn::run(stream, peer, CLASSES[i], id, verdict, queue, sh));
         p.conns[i] = Some(Conn {
             id,
-            dialed_by_me,
             task: task.abort_handle(),
         });
-        p.failures[i] = 0;
-        if !p.up && p.conns.iter().all(Option::is_some) {
-            p.up = true;
-            Counters::add(&self.sh.counters.link_ups);
-            let now = self.now();
-            self.node.handle_link_up(now, peer);
-            self.emit(Output::LinkUp { peer, at: now });
-            self.drain();
+    }
+
+    /// Drops a link for a reason of the adapter's own (a send queue overflow, no address): the
+    /// link policy forgets the peer and the loss is reported.
+    fn link_down(&mut self, peer: Rank, reason: DownReason) {
+        let known = self.links.forget(peer);
+        if known || self.peers.contains_key(&peer) {
+            self.report_down(peer, reason);
         }
     }
 
-    /// Reports a lost link to the core (an input) and forgets the peer's connections, queues
-    /// and dial state.
-    fn link_down(&mut self, peer: Rank, reason: DownReason) {
-        let Some(mut p) = self.peers.remove(&peer) else {
-            return;
-        };
-        p.close();
+    /// Reports a lost link to the core (an input) and forgets the peer's connections and
+    /// queues. The caller drains (directly or through `drain`'s loop).
+    fn report_down(&mut self, peer: Rank, reason: DownReason) {
+        tracing::debug!(peer = peer.0, %reason, "link down");
+        if let Some(mut p) = self.peers.remove(&peer) {
+            p.close();
+        }
         Counters::add(&self.sh.counters.link_downs);
         let now = self.now();
         self.node.handle_link_down(now, peer);
@@ -759,7 +798,6 @@ impl Driver {
             at: now,
             reason,
         });
-        // The caller drains (directly or through `drain`'s loop).
     }
 
     fn on_report(&mut self, r: Report) {
@@ -772,9 +810,9 @@ impl Driver {
             Report::Dialed {
                 peer,
                 class,
-                gen,
+                attempt,
                 result,
-            } => self.on_dialed(peer, ci(class), gen, result),
+            } => self.on_dialed(peer, ci(class), attempt, result),
         }
     }
 
@@ -785,6 +823,7 @@ impl Driver {
             .get(&peer)
             .and_then(|p| p.conns[i].as_ref())
             .is_some_and(|c| c.id == id);
+        tracing::trace!(peer = peer.0, ?class, ?why, current, "connection ended");
         if !current {
             return; // replaced or already closed by the driver
         }
@@ -797,85 +836,85 @@ impl Driver {
             Ended::Malformed => DownReason::Malformed,
             Ended::Stopped => return,
         };
-        self.link_down(peer, reason);
+        let now = self.now();
+        if self.links.handle_closed(now, peer, i) {
+            self.report_down(peer, reason);
+        }
+        self.apply_links();
         self.drain();
     }
 
-    /// The tie-break for two connections of one class between the same pair: the connection
-    /// dialed by the lower rank wins; a new dial from a peer whose old connection we hold
-    /// replaces it (the peer lost it).
+    /// An authenticated inbound connection: the link policy's tie-break decides.
     fn on_accepted(&mut self, peer: Rank, i: usize, stream: TcpStream) {
-        if self.stopping || !self.alive(peer) {
-            Counters::add(&self.sh.counters.refused_dead);
-            tokio::spawn(conn::reject(stream, Verdict::Refuse));
-            return;
-        }
-        let me = self.node.me();
-        let p = self.peers.entry(peer).or_insert_with(Peer::new);
-        let accept = match (&p.conns[i], p.dial[i]) {
-            (Some(c), _) if c.dialed_by_me => peer < me,
-            (Some(_), _) => true,
-            (None, Dial::InFlight(_)) => peer < me,
-            (None, _) => true,
+        let verdict = if self.stopping {
+            AcceptVerdict::Refuse
+        } else {
+            let now = self.now();
+            self.links.handle_accepted(now, peer, i, alive(&self.node))
         };
-        if !accept {
-            Counters::add(&self.sh.counters.duplicates);
-            tokio::spawn(conn::reject(stream, Verdict::Duplicate));
-            return;
+        tracing::debug!(peer = peer.0, class = ?CLASSES[i], ?verdict, "inbound connection");
+        match verdict {
+            AcceptVerdict::Accept => {
+                self.install(peer, i, stream, Some(Verdict::Accept));
+                self.apply_links();
+            }
+            AcceptVerdict::Duplicate => {
+                Counters::add(&self.sh.counters.duplicates);
+                tokio::spawn(conn::reject(stream, Verdict::Duplicate));
+            }
+            AcceptVerdict::Refuse => {
+                Counters::add(&self.sh.counters.refused_dead);
+                tokio::spawn(conn::reject(stream, Verdict::Refuse));
+            }
         }
-        if let Dial::Waiting(_) = p.dial[i] {
-            p.dial[i] = Dial::Idle;
-        }
-        self.install(peer, i, stream, false, Some(Verdict::Accept));
     }
 
+    /// A finished dial: the link policy says whether to run the connection, and schedules the
+    /// re-dial or gives the peer up after a failure.
     fn on_dialed(
         &mut self,
         peer: Rank,
         i: usize,
-        gen: u64,
+        attempt: AttemptId,
         result: Result<TcpStream, HandshakeError>,
     ) {
-        let refused = matches!(&result, Err(HandshakeError::Io(e)) if e.kind() == io::ErrorKind::ConnectionRefused);
-        let attempts = if refused && self.origin.elapsed() > self.sh.cfg.startup_grace {
-            self.sh.cfg.refused_attempts.min(self.sh.cfg.dial_attempts)
-        } else {
-            self.sh.cfg.dial_attempts
-        }
-        .max(1);
-        let Some(p) = self.peers.get_mut(&peer) else {
-            return; // the peer was forgotten (link down, dead): drop the stream
+        let outcome = match &result {
+            Ok(_) => DialOutcome::Connected,
+            Err(HandshakeError::Io(e)) if e.kind() == io::ErrorKind::ConnectionRefused => {
+                DialOutcome::Refused
+            }
+            Err(HandshakeError::Duplicate) => DialOutcome::Duplicate,
+            Err(_) => DialOutcome::Failed,
         };
-        if p.dial[i] != Dial::InFlight(gen) {
-            return;
-        }
-        p.dial[i] = Dial::Idle;
-        match result {
-            Ok(stream) => {
-                if self.alive(peer) {
-                    self.install(peer, i, stream, true, None);
-                }
+        let now = self.now();
+        let run = self
+            .links
+            .handle_dial_result(now, peer, i, attempt, outcome, alive(&self.node));
+        Counters::set(
+            &self.sh.counters.dial_failures,
+            self.links.stats().dial_failures,
+        );
+        match (run, result) {
+            (true, Ok(stream)) => {
+                tracing::debug!(peer = peer.0, class = ?CLASSES[i], attempt = attempt.as_u64(), "dial connected");
+                self.install(peer, i, stream, None);
             }
-            Err(e) => {
-                if p.conns[i].is_some() {
-                    return; // the peer's own dial won meanwhile
-                }
-                let delay = if matches!(e, HandshakeError::Duplicate) {
-                    // Counted once, by the acceptor that answered "duplicate".
-                    self.sh.cfg.backoff_initial
-                } else {
-                    Counters::add(&self.sh.counters.dial_failures);
-                    self.sh.cfg.backoff(p.failures[i] + 1)
-                };
-                p.failures[i] += 1;
-                if p.failures[i] >= attempts {
-                    self.link_down(peer, DownReason::Unreachable);
-                    self.drain();
-                } else {
-                    p.dial[i] = Dial::Waiting(Tick::now() + delay);
-                }
-            }
+            (_, Ok(_)) => tracing::trace!(
+                peer = peer.0,
+                class = ?CLASSES[i],
+                attempt = attempt.as_u64(),
+                "dial connected but not current: dropped"
+            ),
+            (_, Err(e)) => tracing::debug!(
+                peer = peer.0,
+                class = ?CLASSES[i],
+                attempt = attempt.as_u64(),
+                ?outcome,
+                error = %e,
+                "dial failed"
+            ),
         }
+        self.apply_links();
     }
 
     /// Feeds a batch of frames (one `now`: they arrived in one read) or a connection's end;
@@ -945,7 +984,10 @@ impl Driver {
                 self.drain();
                 let _ = reply.send(r);
             }
-            Cmd::Stop => self.stopping = true,
+            Cmd::Stop => {
+                tracing::debug!("stopping");
+                self.stopping = true;
+            }
         }
     }
 

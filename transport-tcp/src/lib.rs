@@ -44,14 +44,17 @@
 //!   default, Linux). A killed process on a live host is seen at once (the kernel sends FIN/RST);
 //!   a vanished host or a cut cable within about `link_timeout`. A hung process whose kernel still
 //!   ACKs is *not* detected by TCP: that is the core's heartbeat detector's job.
-//! - **Who dials**: a node dials its tree parent at start and after every repair, and any peer
-//!   the core sends to that it has no connection for. It never dials a rank the core knows
-//!   dead. A failed dial is retried with exponential back-off (`backoff_initial` doubling up to
-//!   `backoff_max`); after `dial_attempts` failures in a row the link is reported down, which is
-//!   how the core learns of a rank that died with its only neighbour (or never started). Once
-//!   the node has run for `startup_grace`, a dial refused outright (`ECONNREFUSED`: the host is
-//!   up and nothing listens, so the process is gone) is given up after `refused_attempts`
-//!   (3: about 150 ms) instead, so a repair that points at another dead rank is not held up.
+//! - **Who dials** is decided by the core's link policy, [`lifeline_core::link`] (shared with
+//!   the other transports); the driver only feeds it socket results and executes its actions,
+//!   with the two classes as its two slots and [`TcpConfig::link_config`] as its configuration.
+//!   A node dials its tree parent at start and after every repair, and any peer the core sends
+//!   to that it has no connection for. It never dials a rank the core knows dead. A failed dial
+//!   is retried with exponential back-off (`backoff_initial` doubling up to `backoff_max`);
+//!   after `dial_attempts` failures in a row the link is reported down, which is how the core
+//!   learns of a rank that died with its only neighbour (or never started). Once the node has
+//!   run for `startup_grace`, a dial refused outright (`ECONNREFUSED`: the host is up and
+//!   nothing listens, so the process is gone) is given up after `refused_attempts` (3: about
+//!   150 ms) instead, so a repair that points at another dead rank is not held up.
 //!   Simultaneous dials between a pair are resolved per class: the connection dialed by the
 //!   lower rank wins and the other is answered "duplicate" (not a failure).
 //! - **Handshake** before any frame: both sides prove the cluster key by MAC over fresh nonces,
@@ -87,6 +90,17 @@
 //!   still run. Past four times `output_buffer`, outputs are dropped and counted.
 //! - **Frames in** travel from socket readers to the driver through bounded channels (one per
 //!   class), so a slow driver slows the readers and TCP flow control pushes back on the peer.
+//!
+//! # Diagnostics
+//!
+//! The adapter emits [`tracing`](https://docs.rs/tracing) events, all inside one
+//! `node{rank = R}` span per node (the driver task and the listener): at `debug`, dials (peer,
+//! class, address, attempt, earlier failures), dial results, inbound connections with the
+//! tie-break's verdict, refused handshakes with the reason, link ups, link downs with their
+//! [`DownReason`], send queue overflows and view changes; at `trace`, every connection's end
+//! and stale dial results. Nothing is recorded unless the embedder installs a subscriber, and
+//! with none installed the events cost next to nothing (the socket tasks that move frames are
+//! not instrumented at all). The core itself does no logging.
 //!
 //! # Time
 //!

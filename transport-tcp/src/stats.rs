@@ -77,4 +77,9 @@ impl Counters {
     pub(crate) fn add_n(c: &AtomicU64, n: usize) {
         c.fetch_add(n as u64, Ordering::Relaxed);
     }
+
+    /// Mirrors a counter kept elsewhere (the link policy's).
+    pub(crate) fn set(c: &AtomicU64, v: u64) {
+        c.store(v, Ordering::Relaxed);
+    }
 }
