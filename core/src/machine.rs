@@ -16,7 +16,7 @@ use crate::outbox::{Class, Outbox, Transmit};
 use crate::stats::Stats;
 use crate::time::Instant;
 use crate::timer::Timers;
-use crate::tree::{Rank, Scope, Tree};
+use crate::tree::{Rank, Scope, Tree, ViewDelta};
 use crate::wire::Message;
 
 /// A request from one machine for work outside it, applied by the node after the machine's
@@ -93,13 +93,29 @@ impl Ctx<'_> {
 
 /// The verbs every protocol machine has. The node's router calls them: a decoded frame of the
 /// machine's family goes to [`Machine::admits`] then [`Machine::on_message`], a due timer of
-/// the machine's keys to [`Machine::on_timer`]. (Reactions to a tree repair are called by the
-/// node's fan-out in its documented order; they differ in what they return.)
+/// the machine's keys to [`Machine::on_timer`], a repaired view to [`Machine::on_view_change`]
+/// (machines in the router table's order).
 pub(crate) trait Machine {
     /// The machine's message family (its part of the one message table).
     type Msg;
     /// The machine's timer keys (its part of the one timer table).
     type Timer;
+
+    /// A fresh machine for rank `me` (the configuration is already validated).
+    fn new(cfg: &Config, me: Rank) -> Self
+    where
+        Self: Sized;
+
+    /// Once, right after the node is built (before any input): arm start-up timers, send
+    /// start-up frames.
+    fn on_start(&mut self, ctx: &mut Ctx<'_>) {
+        let _ = ctx;
+    }
+
+    /// The tree view changed (called in the router's table order, after the repair).
+    fn on_view_change(&mut self, ctx: &mut Ctx<'_>, d: &ViewDelta) {
+        let _ = (ctx, d);
+    }
 
     /// Whether a decoded message is plausible from any peer (an origin it cannot have is
     /// refused and counted in `dropped_bad_origin` before anything changes).

@@ -145,6 +145,10 @@ impl crate::machine::Machine for Flood {
     type Msg = FloodMsg;
     type Timer = FloodTimer;
 
+    fn new(_cfg: &crate::Config, _me: Rank) -> Self {
+        Self::default()
+    }
+
     /// Refuses a flood from a dead origin or from this rank (none comes back to its origin).
     fn admits(&self, ctx: &Ctx<'_>, msg: &FloodMsg) -> bool {
         ctx.tree.is_alive(msg.origin) && msg.origin != ctx.me()

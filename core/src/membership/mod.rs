@@ -46,6 +46,10 @@ pub(crate) struct Membership {
     announced: RankSet,
     /// Root: the pending batch of deaths to announce.
     announce_timer: Option<TimerToken>,
+    /// This rank joined after the start: it adopts its children at start.
+    joiner: bool,
+    /// Whether the last view change sent the parent a lineage notice (read once by the node).
+    hello_sent: bool,
 }
 
 impl Membership {
@@ -54,10 +58,15 @@ impl Membership {
         self.epoch
     }
 
+    /// Whether the last view change sent the parent a lineage notice (and forgets it).
+    pub(crate) fn take_hello_sent(&mut self) -> bool {
+        std::mem::take(&mut self.hello_sent)
+    }
+
     /// Reacts to a view change: adoption notices first (so they precede xcast's replays on each
     /// link), then the hello to a new parent; a root whose slot changed schedules an announce.
     /// Returns whether a lineage notice went to the parent.
-    pub(crate) fn on_view_change(&mut self, ctx: &mut Ctx<'_>, d: &ViewDelta) -> bool {
+    fn view_changed(&mut self, ctx: &mut Ctx<'_>, d: &ViewDelta) -> bool {
         let Some(view) = ctx.tree.view() else {
             return false;
         };
@@ -295,6 +304,24 @@ impl Membership {
 impl Machine for Membership {
     type Msg = MembershipMsg;
     type Timer = MembershipTimer;
+
+    fn new(cfg: &crate::Config, _me: Rank) -> Self {
+        Self {
+            joiner: cfg.joiner,
+            ..Self::default()
+        }
+    }
+
+    /// A joiner adopts its children at once (they may not know it yet).
+    fn on_start(&mut self, ctx: &mut Ctx<'_>) {
+        if self.joiner {
+            self.adopt_children(ctx);
+        }
+    }
+
+    fn on_view_change(&mut self, ctx: &mut Ctx<'_>, d: &ViewDelta) {
+        self.hello_sent = self.view_changed(ctx, d);
+    }
 
     fn on_message(&mut self, ctx: &mut Ctx<'_>, from: Rank, msg: MembershipMsg) {
         match msg {

@@ -1,25 +1,86 @@
-//! The router: every input goes to exactly one machine. One line per machine for its message
-//! family and one for its timer keys; the rest is checks common to all frames.
+//! The router: every input goes to exactly one machine. The machine table below is the one
+//! place a machine is registered with the node: one line names its message family and timer
+//! variant (they share the name), its field and its type; the router, start-up and the
+//! view-change fan-out are generated from it, in table order.
 
 use bytes::Bytes;
 
 use super::{ctx, run, Node};
+use crate::config::Config;
 use crate::machine::{Ctx, Machine};
 use crate::timer::{TimerKey, TimerToken};
-use crate::tree::Rank;
+use crate::tree::{Rank, ViewDelta};
 use crate::wire::{DecodeError, Message};
 
 /// Checks a decoded message with its machine's [`Machine::admits`], counts it, and hands it to
 /// [`Machine::on_message`] (then the node applies the machine's effects).
 macro_rules! deliver {
     ($node:ident, $machine:ident, $from:expr, $msg:expr) => {{
-        if !$node.$machine.admits(&ctx!($node), &$msg) {
+        if !$node.m.$machine.admits(&ctx!($node), &$msg) {
             $node.stats.dropped_bad_origin += 1;
             return;
         }
         $node.stats.frames_in += 1;
         run!($node, $machine.on_message($from, $msg))
     }};
+}
+
+/// Generates the node's machine set and its routing from the machine table.
+macro_rules! machines {
+    ($($(#[$doc:meta])* $variant:ident => $field:ident: $ty:ty,)*) => {
+        /// Every protocol machine of one node, owned by value, in table order.
+        #[derive(Debug)]
+        pub(super) struct Machines {
+            $($(#[$doc])* pub(super) $field: $ty,)*
+        }
+
+        impl Machines {
+            pub(super) fn new(cfg: &Config, me: Rank) -> Self {
+                Self {
+                    $($field: <$ty as Machine>::new(cfg, me),)*
+                }
+            }
+        }
+
+        impl Node {
+            /// A decoded message, to the machine that owns its family.
+            fn dispatch_message(&mut self, from: Rank, msg: Message) {
+                match msg {
+                    $(Message::$variant(m) => deliver!(self, $field, from, m),)*
+                }
+            }
+
+            /// One due timer, to the machine that owns its key.
+            pub(super) fn dispatch_timer(&mut self, key: TimerKey, token: TimerToken) {
+                match key {
+                    $(TimerKey::$variant(t) => run!(self, $field.on_timer(t, token)),)*
+                }
+            }
+
+            /// Every machine's start-up, in table order.
+            pub(super) fn start_machines(&mut self) {
+                $(run!(self, $field.on_start());)*
+            }
+
+            /// A repaired view, to every machine in table order.
+            pub(super) fn view_change_to_machines(&mut self, d: &ViewDelta) {
+                $(run!(self, $field.on_view_change(d));)*
+            }
+        }
+    };
+}
+
+// The machine table. Order matters for the view-change fan-out: membership's adoption notices
+// and hello precede xcast's replays on each link, and RELM's link updates come last.
+machines! {
+    /// The flood test protocol.
+    Flood => flood: crate::flood::Flood,
+    /// Failure knowledge (notices, the root's global failure notice).
+    Membership => membership: crate::membership::Membership,
+    /// Reliable broadcast.
+    Xcast => xcast: crate::xcast::Xcast,
+    /// Reliable messaging.
+    Relm => relm: crate::relm::Relm,
 }
 
 impl Node {
@@ -49,21 +110,6 @@ impl Node {
             self.stats.dropped_self_dead += 1;
             return;
         }
-        match msg {
-            Message::Flood(m) => deliver!(self, flood, from, m),
-            Message::Membership(m) => deliver!(self, membership, from, m),
-            Message::Xcast(m) => deliver!(self, xcast, from, m),
-            Message::Relm(m) => deliver!(self, relm, from, m),
-        }
-    }
-
-    /// One due timer, to the machine that owns its key.
-    pub(super) fn dispatch_timer(&mut self, key: TimerKey, token: TimerToken) {
-        match key {
-            TimerKey::Flood(t) => run!(self, flood.on_timer(t, token)),
-            TimerKey::Membership(t) => run!(self, membership.on_timer(t, token)),
-            TimerKey::Xcast(t) => run!(self, xcast.on_timer(t, token)),
-            TimerKey::Relm(t) => run!(self, relm.on_timer(t, token)),
-        }
+        self.dispatch_message(from, msg);
     }
 }

@@ -13,18 +13,17 @@ use bytes::Bytes;
 use crate::config::{Config, ConfigError};
 use crate::error::CommandError;
 use crate::event::Event;
-use crate::flood::{Flood, FloodMsg};
+use crate::flood::FloodMsg;
 use crate::machine::{Ctx, Effect};
-use crate::membership::Membership;
 use crate::outbox::{Outbox, Transmit};
-use crate::relm::{Relm, Uid};
+use crate::relm::Uid;
 use crate::rng::Rng;
 use crate::stats::Stats;
 use crate::time::Instant;
 use crate::timer::{TimerKey, Timers};
 use crate::tree::{LinkRole, Rank, RankSet, Scope, Tree, TreeError};
 use crate::wire::{Limits, Message};
-use crate::xcast::{self, Xcast, XcastError};
+use crate::xcast::{self, XcastError};
 
 mod dispatch;
 mod route;
@@ -48,7 +47,7 @@ macro_rules! ctx {
 /// (depth-first, in push order: see [`route`]).
 macro_rules! run {
     ($node:ident, $machine:ident . $method:ident ( $($arg:expr),* $(,)? )) => {{
-        let r = $node.$machine.$method(&mut ctx!($node), $($arg),*);
+        let r = $node.m.$machine.$method(&mut ctx!($node), $($arg),*);
         $node.apply_effects();
         r
     }};
@@ -70,10 +69,8 @@ pub struct Node {
     now: Instant,
     rng: Rng,
     tree: Tree,
-    flood: Flood,
-    xcast: Xcast,
-    relm: Relm,
-    membership: Membership,
+    /// Every protocol machine (the table in `dispatch.rs`).
+    m: dispatch::Machines,
     /// Peers whose link the driver reported up (the driver's state, mirrored for inspection).
     links: BTreeSet<Rank>,
     timers: Timers,
@@ -100,28 +97,21 @@ impl Node {
             return Err(ConfigError::MeDead(me));
         }
         let dead = std::mem::take(&mut config.dead);
-        let config_joiner = config.joiner;
-        let first_uid = config.relm.first_uid;
         let tree = Tree::with_dead(layout, dead, me).map_err(|_| ConfigError::MeDead(me))?;
         let mut node = Self {
+            m: dispatch::Machines::new(&config, me),
             limits: config.limits(),
             cfg: config,
             now,
             rng: Rng::new(seed),
             tree,
-            flood: Flood::default(),
-            xcast: Xcast::new(config_joiner),
-            relm: Relm::new(first_uid),
-            membership: Membership::default(),
             links: BTreeSet::new(),
             timers: Timers::default(),
             out: Outbox::default(),
             stats: Stats::default(),
             effects: Vec::new(),
         };
-        if config_joiner {
-            run!(node, membership.adopt_children());
-        }
+        node.start_machines();
         Ok(node)
     }
 
@@ -373,33 +363,33 @@ impl Node {
 
     /// Armed timers and remembered protocol state, for leak checks in tests and the simulator.
     pub fn pending_state(&self) -> usize {
-        self.timers.len() + self.flood.remembered() + self.xcast.held() + self.relm.held()
+        self.timers.len() + self.m.flood.remembered() + self.m.xcast.held() + self.m.relm.held()
     }
 
     /// RELM message-level state held here: unacknowledged and buffered messages, relay records
     /// and cached copies, coalesced marks, link-update gates. Zero once traffic has settled.
     pub fn relm_held(&self) -> usize {
-        self.relm.held()
+        self.m.relm.held()
     }
 
     /// RELM chains with a counter here (per peer pair, not per message): the next uid as a
     /// source, the delivered watermark as a destination. Dropped when the peer dies.
     pub fn relm_chains(&self) -> usize {
-        self.relm.chains()
+        self.m.relm.chains()
     }
 
     /// RELM payload bytes this rank originated that await acknowledgement.
     pub fn relm_unacked_bytes(&self) -> usize {
-        self.relm.out_bytes()
+        self.m.relm.out_bytes()
     }
 
     /// Highest xcast op id delivered here, and the global completion watermark known here.
     pub fn xcast_watermarks(&self) -> (u64, u64) {
-        (self.xcast.delivered(), self.xcast.global_done())
+        (self.m.xcast.delivered(), self.m.xcast.global_done())
     }
 
     /// Highest global failure epoch seen.
     pub fn epoch(&self) -> u64 {
-        self.membership.epoch()
+        self.m.membership.epoch()
     }
 }

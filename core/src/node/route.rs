@@ -97,11 +97,9 @@ impl Node {
         });
         self.stats.suppressed_to_dead += suppressed;
         self.links.retain(|r| !self.tree.dead().contains(*r));
-        let hello = run!(self, membership.on_view_change(&d));
-        run!(self, xcast.on_view_change(&d));
-        run!(self, relm.on_view_change(&d));
+        self.view_change_to_machines(&d);
         ctx!(self).event(Event::ViewChanged(d));
-        hello
+        self.m.membership.take_hello_sent()
     }
 
     /// Grows the tree's span and fans the change out; after a real change every neighbour gets

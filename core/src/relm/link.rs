@@ -45,7 +45,7 @@ pub(super) struct Gate {
 
 impl Relm {
     /// Acts on a view change: purge, then start link updates.
-    pub(crate) fn on_view_change(&mut self, ctx: &mut Ctx<'_>, d: &ViewDelta) {
+    pub(crate) fn view_changed(&mut self, ctx: &mut Ctx<'_>, d: &ViewDelta) {
         self.purge(ctx);
         let Some(view) = ctx.tree.view().cloned() else {
             return;

@@ -356,6 +356,14 @@ impl crate::machine::Machine for Relm {
     type Msg = RelmMsg;
     type Timer = RelmTimer;
 
+    fn new(cfg: &crate::Config, _me: Rank) -> Self {
+        Self::new(cfg.relm.first_uid)
+    }
+
+    fn on_view_change(&mut self, ctx: &mut Ctx<'_>, d: &crate::tree::ViewDelta) {
+        self.view_changed(ctx, d);
+    }
+
     /// Refuses data from a dead source or from this rank itself (a message from a dead source
     /// is purged, never delivered; none comes back home) and data to a rank outside the span.
     fn admits(&self, ctx: &Ctx<'_>, msg: &RelmMsg) -> bool {

@@ -16,7 +16,7 @@
 //! - **Tag classes.** Failure notices and wire-up (tags below [`FIRST_APP_TAG`] except as noted)
 //!   are *process-first*: processed, then forwarded, so children adopted by the processing get
 //!   them. Everything else is *forward-first*, keeping the pipeline moving.
-//! - **Repair in mid-broadcast** (`Xcast::on_view_change`): a new child gets a replay of every
+//! - **Repair in mid-broadcast** (`Xcast::view_changed`): a new child gets a replay of every
 //!   op in flight; a removed child leaves the expected sets; a rank whose parent changed sends
 //!   its new parent a hello (the node's lineage notice) and the parent answers with its
 //!   watermarks and re-polls every op that child owes it under a fresh round (a child that never
@@ -614,7 +614,7 @@ impl Xcast {
     }
 
     /// The tree view changed (after adoption notices were queued, so they precede replays).
-    pub(crate) fn on_view_change(&mut self, ctx: &mut Ctx<'_>, d: &ViewDelta) {
+    pub(crate) fn view_changed(&mut self, ctx: &mut Ctx<'_>, d: &ViewDelta) {
         let Some(view) = ctx.tree.view() else {
             self.ops.clear();
             self.pending.clear();
@@ -853,6 +853,14 @@ impl Xcast {
 impl crate::machine::Machine for Xcast {
     type Msg = XcastMsg;
     type Timer = XcastTimer;
+
+    fn new(cfg: &crate::Config, _me: Rank) -> Self {
+        Self::new(cfg.joiner)
+    }
+
+    fn on_view_change(&mut self, ctx: &mut Ctx<'_>, d: &ViewDelta) {
+        self.view_changed(ctx, d);
+    }
 
     /// Refuses a relay from a dead origin or from this rank (none comes back to its origin), a
     /// relay of a tag only the root broadcasts (a forged global failure notice would make the
