@@ -266,7 +266,7 @@ fn json(msg: &Message) -> String {
         // A kind this printer does not know yet: its name and size.
         other => format!(
             r#"{{"kind":"{}","frame_len":{}}}"#,
-            format!("{:?}", other.kind()).to_lowercase(),
+            other.kind().name(),
             other.frame_len()
         ),
     }

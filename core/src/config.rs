@@ -1,5 +1,6 @@
 //! Validated node configuration.
 
+use crate::detect::DetectConfig;
 use crate::flood::FloodConfig;
 use crate::membership::MembershipConfig;
 use crate::relm::{RelmConfig, RelmConfigError};
@@ -45,6 +46,8 @@ pub struct Config {
     pub xcast: XcastConfig,
     /// Reliable messaging.
     pub relm: RelmConfig,
+    /// Heartbeat failure detector.
+    pub detect: DetectConfig,
 }
 
 impl Config {
@@ -63,6 +66,7 @@ impl Config {
             membership: MembershipConfig::default(),
             xcast: XcastConfig::default(),
             relm: RelmConfig::default(),
+            detect: DetectConfig::default(),
         }
     }
 
@@ -92,6 +96,7 @@ impl Config {
         self.membership.validate()?;
         self.xcast.validate()?;
         self.relm.validate()?;
+        self.detect.validate()?;
         debug_assert!(MIN_FRAME as usize > HEADER_LEN);
         Ok(layout)
     }
@@ -137,6 +142,9 @@ pub enum ConfigError {
     /// The node's own rank is in the dead set (a departed rank never comes back).
     #[error("rank {0} is listed as dead")]
     MeDead(Rank),
+    /// A field holds a value outside its documented range.
+    #[error("invalid configuration: {0}")]
+    Invalid(&'static str),
     /// The RELM section was refused.
     #[error(transparent)]
     Relm(#[from] RelmConfigError),

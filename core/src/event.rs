@@ -1,6 +1,7 @@
 //! What the node tells the application: one variant per machine, plus the node's own view
 //! changes.
 
+use crate::detect::DetectEvent;
 use crate::flood::FloodEvent;
 use crate::membership::MembershipEvent;
 use crate::relm::RelmEvent;
@@ -39,4 +40,6 @@ events! {
     Xcast(XcastEvent);
     /// Reliable messaging.
     Relm(RelmEvent);
+    /// Heartbeat failure detector (advisory).
+    Detect(DetectEvent);
 }

@@ -47,6 +47,7 @@
 #![warn(missing_docs)]
 
 mod config;
+pub mod detect;
 mod error;
 mod event;
 pub mod flood;
@@ -67,6 +68,7 @@ pub mod wire;
 pub mod xcast;
 
 pub use config::{Config, ConfigError, MAX_FRAME, MIN_FRAME};
+pub use detect::{DetectConfig, DetectEvent, DetectStats, DetectTimer};
 pub use error::CommandError;
 pub use event::Event;
 pub use flood::{FloodConfig, FloodEvent, FloodStats, FloodTimer};

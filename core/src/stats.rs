@@ -3,6 +3,7 @@
 //! Node-level counters (frames in and out, drops before a frame reaches a machine, timers) sit
 //! at the top; each machine's own counters are nested (`stats.relm.replays`).
 
+use crate::detect::DetectStats;
 use crate::flood::FloodStats;
 use crate::membership::MembershipStats;
 use crate::relm::RelmStats;
@@ -51,4 +52,6 @@ pub struct Stats {
     pub xcast: XcastStats,
     /// Reliable messaging.
     pub relm: RelmStats,
+    /// Heartbeat failure detector.
+    pub detect: DetectStats,
 }

@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use crate::time::Instant;
 
+use crate::detect::DetectTimer;
 use crate::flood::FloodTimer;
 use crate::membership::MembershipTimer;
 use crate::relm::RelmTimer;
@@ -24,6 +25,8 @@ pub enum TimerKey {
     Xcast(XcastTimer),
     /// Reliable messaging.
     Relm(RelmTimer),
+    /// Heartbeat failure detector.
+    Detect(DetectTimer),
 }
 
 /// The generation a timer was armed with. A machine that keeps the token can tell a current

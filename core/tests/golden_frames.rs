@@ -169,6 +169,23 @@ fn frames() -> Vec<(&'static str, Bytes)> {
             })),
         ),
     ];
+    let detect: Vec<(&'static str, Message)> = vec![
+        (
+            "heartbeat",
+            Message::from(lifeline_core::detect::HeartbeatMsg {
+                incarnation: 2,
+                seq: 1234,
+            }),
+        ),
+        (
+            "suspect",
+            Message::from(lifeline_core::detect::SuspectMsg {
+                subject: Rank(9),
+                incarnation: 2,
+            }),
+        ),
+    ];
+    let msgs: Vec<(&'static str, Message)> = msgs.into_iter().chain(detect).collect();
     let mut out: Vec<(&'static str, Bytes)> =
         msgs.into_iter().map(|(n, m)| (n, m.encode())).collect();
     out.push((

@@ -40,6 +40,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use bytes::Bytes;
+use lifeline_core::detect::{HeartbeatMsg, SuspectMsg};
 use lifeline_core::relm::{Uid, UID_INVALID, UID_MAX, UID_NONE, UID_UNKNOWN};
 use lifeline_core::tree::{Rank, RankSet};
 use lifeline_core::wire::{
@@ -460,6 +461,27 @@ fn samples() -> Vec<Sample> {
             true,
             &[(5, 2, 0), (5, 3, 1), (21, 0, UID_MAX)],
             &[(0, 21, 4), (2, 37, 0), (1, 53, 2)],
+        ),
+        fixed(
+            "heartbeat",
+            Message::from(HeartbeatMsg {
+                incarnation: 3,
+                seq: 7,
+            }),
+        ),
+        fixed(
+            "suspect/of-receiver",
+            Message::from(SuspectMsg {
+                subject: Rank(5),
+                incarnation: 0,
+            }),
+        ),
+        fixed(
+            "suspect/of-another",
+            Message::from(SuspectMsg {
+                subject: Rank(SPAN),
+                incarnation: 9,
+            }),
         ),
         relm_link(
             "relm-link/wrong-depth",

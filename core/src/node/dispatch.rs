@@ -30,8 +30,8 @@ macro_rules! machines {
     ($($(#[$doc:meta])* $variant:ident => $field:ident: $ty:ty,)*) => {
         /// Every protocol machine of one node, owned by value, in table order.
         #[derive(Debug)]
-        pub(super) struct Machines {
-            $($(#[$doc])* pub(super) $field: $ty,)*
+        pub(crate) struct Machines {
+            $($(#[$doc])* pub(crate) $field: $ty,)*
         }
 
         impl Machines {
@@ -81,6 +81,8 @@ machines! {
     Xcast => xcast: crate::xcast::Xcast,
     /// Reliable messaging.
     Relm => relm: crate::relm::Relm,
+    /// Heartbeat failure detector.
+    Detect => detect: crate::detect::Detect,
 }
 
 impl Node {

@@ -70,7 +70,7 @@ pub struct Node {
     rng: Rng,
     tree: Tree,
     /// Every protocol machine (the table in `dispatch.rs`).
-    m: dispatch::Machines,
+    pub(crate) m: dispatch::Machines,
     /// Peers whose link the driver reported up (the driver's state, mirrored for inspection).
     links: BTreeSet<Rank>,
     timers: Timers,
@@ -386,6 +386,12 @@ impl Node {
     /// Highest xcast op id delivered here, and the global completion watermark known here.
     pub fn xcast_watermarks(&self) -> (u64, u64) {
         (self.m.xcast.delivered(), self.m.xcast.global_done())
+    }
+
+    /// The ranks that watch this one with the heartbeat detector (it heartbeats them),
+    /// ascending; empty while the detector is off.
+    pub fn detect_observers(&self) -> impl Iterator<Item = Rank> + '_ {
+        self.m.detect.observers()
     }
 
     /// Highest global failure epoch seen.

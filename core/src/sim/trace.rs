@@ -72,6 +72,9 @@ pub fn describe(frame: &Bytes) -> String {
         ),
         // The family's own Debug (`Ack(AckMsg { .. })`): traces read as before the nesting.
         Ok(Message::Xcast(m)) => format!("{m:?}"),
+        // Every other family (a new machine needs no line here): its Debug.
+        #[allow(unreachable_patterns)]
+        Ok(m) => format!("{m:?}"),
 
         Err(e) => format!("<undecodable: {e}> ({len}B)"),
     }
@@ -141,5 +144,8 @@ pub(super) fn describe_event(e: &Event) -> String {
         Event::Relm(RelmEvent::Collision { src, dst, uid }) => {
             format!("RelmCollision src={src} dst={dst} uid={uid}")
         }
+        // Every other machine's events (a new machine needs no line here): their Debug.
+        #[allow(unreachable_patterns)]
+        e => format!("{e:?}"),
     }
 }

@@ -306,7 +306,7 @@ macro_rules! messages {
 }
 
 // The message table: one line per machine. Kind ranges: 1 flood, 2–3 membership, 10–19 xcast,
-// 20–23 RELM; next free: 30–39 detector, 40–49 agreement, 50–59 revoke, 60–69 elastic.
+// 20–23 RELM, 30–31 detector; next free: 40–49 agreement, 50–59 revoke, 60–69 elastic.
 messages! {
     /// The test flood (kind 1).
     Flood(crate::flood::FloodMsg);
@@ -316,6 +316,8 @@ messages! {
     Xcast(crate::xcast::XcastMsg);
     /// Reliable messaging (kinds 20–23).
     Relm(crate::relm::RelmMsg);
+    /// Heartbeat failure detector (kinds 30–31).
+    Detect(crate::detect::DetectMsg);
 }
 
 /// A hand-written codec for one message body.

@@ -1,0 +1,66 @@
+//! The detector's configuration section.
+
+use crate::config::ConfigError;
+use crate::time::Duration;
+
+/// Most observers per member.
+pub const MAX_OBSERVERS: u32 = 64;
+
+/// Heartbeat failure-detector settings: [`Config::detect`](crate::Config::detect).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DetectConfig {
+    /// Whether the detector runs. Off by default until membership consumes its evidence;
+    /// when off it sends nothing and arms nothing.
+    pub enabled: bool,
+    /// How often a member heartbeats each of its observers.
+    pub period: Duration,
+    /// Silence after which an observer suspects its subject (more than one period).
+    pub timeout: Duration,
+    /// How long a suspected member has to refute (heartbeat with a higher incarnation)
+    /// before its observer reports it unresponsive.
+    pub refute: Duration,
+    /// Observers per member (K, 1..=64); fewer in views too small to have K distinct ones.
+    pub observers: u32,
+    /// Seed of the observer rings. Every rank must use the same value: the rings are a
+    /// cluster-wide function of (seed, live ranks), not of the node's own seed.
+    pub ring_seed: u64,
+}
+
+impl Default for DetectConfig {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            period: Duration::from_millis(100),
+            timeout: Duration::from_millis(300),
+            refute: Duration::from_millis(100),
+            observers: 8,
+            ring_seed: 0x4c49_4645_4c49_4e45,
+        }
+    }
+}
+
+impl DetectConfig {
+    /// Checks every field: positive period and refutation window, a timeout longer than one
+    /// period, 1..=64 observers.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        for (name, v) in [
+            ("detect.period", self.period.as_nanos()),
+            ("detect.refute", self.refute.as_nanos()),
+            ("detect.observers", u64::from(self.observers)),
+        ] {
+            if v == 0 {
+                return Err(ConfigError::Zero(name));
+            }
+        }
+        if self.timeout <= self.period {
+            return Err(ConfigError::Invalid(
+                "detect.timeout must be longer than detect.period",
+            ));
+        }
+        if self.observers > MAX_OBSERVERS {
+            return Err(ConfigError::Invalid("detect.observers is over 64"));
+        }
+        Ok(())
+    }
+}

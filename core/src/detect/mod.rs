@@ -1,0 +1,302 @@
+//! Heartbeat failure detector (SWIM/Lifeguard-style, on the control class).
+//!
+//! Every member is watched by up to K observers chosen on pseudo-random rings ([`rings`]), not
+//! by its tree neighbours, so one observer's view of one link decides nothing. Each member
+//! heartbeats its observers every `detect.period`; each observer keeps one typed timer per
+//! subject (`DetectTimer::Silent(rank)`), re-armed by every heartbeat. A subject silent for
+//! `detect.timeout` is suspected ([`DetectEvent::Suspect`]) and told so ([`SuspectMsg`]); it
+//! refutes by raising its incarnation and heartbeating at once ([`DetectEvent::Refuted`]). A
+//! suspicion that stands for `detect.refute` is soft evidence ([`DetectEvent::Unresponsive`]).
+//!
+//! **Self-freeze guard.** A timer that fires more than one period late means *this* rank was
+//! frozen (SIGSTOP, a long GC, a swapped-out host): its subjects' silence is its own. It
+//! accuses nobody for that stretch: every subject gets a fresh timeout from now.
+//!
+//! Evidence here is advisory: nothing in this machine repairs the tree or evicts anyone.
+//! Membership (alerts to the coordinator, H of K observers, agreed views) consumes it.
+//! Off by default (`detect.enabled`): when off it sends nothing and arms nothing.
+
+use std::collections::BTreeMap;
+
+use crate::machine::{Ctx, Machine};
+use crate::time::Instant;
+use crate::timer::{TimerKey, TimerToken};
+use crate::tree::{Rank, ViewDelta};
+
+mod config;
+mod event;
+pub(crate) mod rings;
+mod stats;
+#[cfg(test)]
+mod tests;
+mod timer;
+mod wire;
+
+pub use config::{DetectConfig, MAX_OBSERVERS};
+pub use event::DetectEvent;
+pub use stats::DetectStats;
+pub use timer::DetectTimer;
+pub use wire::{DetectMsg, HeartbeatMsg, SuspectMsg};
+
+use rings::Rings;
+
+/// What an observer knows of one subject.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Watch {
+    /// Highest incarnation heard from the subject.
+    incarnation: u64,
+    /// When its silence timer is due.
+    deadline: Instant,
+    /// Suspected as this incarnation, since this time.
+    suspected: Option<(u64, Instant)>,
+}
+
+/// Detector state of one rank.
+#[derive(Debug)]
+pub(crate) struct Detect {
+    enabled: bool,
+    /// This rank's incarnation (raised to refute a suspicion).
+    incarnation: u64,
+    seq: u64,
+    rings: Rings,
+    /// Per-subject state, one entry per current subject.
+    watching: BTreeMap<Rank, Watch>,
+    /// When the next heartbeat round was due.
+    beat_due: Option<Instant>,
+}
+
+impl Detect {
+    /// This rank's observers (it heartbeats them), ascending.
+    pub(crate) fn observers(&self) -> impl Iterator<Item = Rank> + '_ {
+        self.rings.observers.iter().copied()
+    }
+
+    fn heartbeat_all(&mut self, ctx: &mut Ctx<'_>) {
+        self.seq += 1;
+        let m = HeartbeatMsg {
+            incarnation: self.incarnation,
+            seq: self.seq,
+        };
+        let observers: Vec<Rank> = self.observers().collect();
+        for o in observers {
+            ctx.stats.detect.heartbeats_out += 1;
+            ctx.send(o, m.clone());
+        }
+    }
+
+    fn arm_beat(&mut self, ctx: &mut Ctx<'_>) {
+        let at = ctx.now + ctx.cfg.detect.period;
+        self.beat_due = Some(at);
+        ctx.timers.set(TimerKey::Detect(DetectTimer::Beat), at);
+    }
+
+    /// Gives `subject` a fresh silence deadline from now (and clears any suspicion).
+    fn rearm(&mut self, ctx: &mut Ctx<'_>, subject: Rank) {
+        let at = ctx.now + ctx.cfg.detect.timeout;
+        if let Some(w) = self.watching.get_mut(&subject) {
+            w.deadline = at;
+            w.suspected = None;
+        }
+        ctx.timers
+            .cancel(TimerKey::Detect(DetectTimer::Refute(subject)));
+        ctx.timers
+            .set(TimerKey::Detect(DetectTimer::Silent(subject)), at);
+    }
+
+    /// Whether a timer due at `due` fired so late that this rank itself was frozen.
+    fn was_frozen(ctx: &Ctx<'_>, due: Instant) -> bool {
+        ctx.now - due > ctx.cfg.detect.period
+    }
+
+    /// Recomputes observers and subjects for the current view; new subjects get a fresh
+    /// deadline, former ones lose their state and timers.
+    fn recompute(&mut self, ctx: &mut Ctx<'_>) {
+        if !self.enabled {
+            return;
+        }
+        if ctx.tree.view().is_none() {
+            // This rank is dead: it watches nobody and heartbeats nobody.
+            self.rings = Rings::default();
+        } else {
+            let cfg = &ctx.cfg.detect;
+            self.rings = Rings::compute(ctx.tree, cfg.ring_seed, cfg.observers);
+        }
+        let gone: Vec<Rank> = self
+            .watching
+            .keys()
+            .copied()
+            .filter(|r| !self.rings.subjects.contains(r))
+            .collect();
+        for r in gone {
+            self.watching.remove(&r);
+            ctx.timers.cancel(TimerKey::Detect(DetectTimer::Silent(r)));
+            ctx.timers.cancel(TimerKey::Detect(DetectTimer::Refute(r)));
+        }
+        let new: Vec<Rank> = self
+            .rings
+            .subjects
+            .iter()
+            .copied()
+            .filter(|r| !self.watching.contains_key(r))
+            .collect();
+        for r in new {
+            self.watching.insert(
+                r,
+                Watch {
+                    incarnation: 0,
+                    deadline: ctx.now,
+                    suspected: None,
+                },
+            );
+            self.rearm(ctx, r);
+        }
+        if self.rings.observers.is_empty() && self.watching.is_empty() {
+            ctx.timers.cancel(TimerKey::Detect(DetectTimer::Beat));
+            self.beat_due = None;
+        } else if self.beat_due.is_none() {
+            self.arm_beat(ctx);
+        }
+    }
+
+    fn on_heartbeat(&mut self, ctx: &mut Ctx<'_>, from: Rank, m: HeartbeatMsg) {
+        let Some(w) = self.watching.get_mut(&from) else {
+            ctx.stats.detect.stale += 1;
+            return;
+        };
+        ctx.stats.detect.heartbeats_in += 1;
+        let suspected = w.suspected;
+        w.incarnation = w.incarnation.max(m.incarnation);
+        match suspected {
+            // Only a higher incarnation refutes: a heartbeat sent before the subject heard of
+            // the suspicion says nothing about whether it is still alive.
+            Some((inc, _)) if m.incarnation <= inc => {}
+            Some(_) => {
+                ctx.stats.detect.refuted += 1;
+                ctx.event(DetectEvent::Refuted {
+                    rank: from,
+                    incarnation: m.incarnation,
+                });
+                self.rearm(ctx, from);
+            }
+            None => self.rearm(ctx, from),
+        }
+    }
+
+    fn on_suspect(&mut self, ctx: &mut Ctx<'_>, m: SuspectMsg) {
+        if m.subject != ctx.me() {
+            ctx.stats.detect.stale += 1;
+            return;
+        }
+        if m.incarnation >= self.incarnation {
+            self.incarnation = m.incarnation + 1;
+            ctx.stats.detect.self_refutations += 1;
+            self.heartbeat_all(ctx);
+        }
+    }
+
+    fn on_silent(&mut self, ctx: &mut Ctx<'_>, subject: Rank) {
+        let Some(w) = self.watching.get(&subject).copied() else {
+            ctx.stats.stale_timers += 1;
+            return;
+        };
+        if Self::was_frozen(ctx, w.deadline) {
+            ctx.stats.detect.self_freeze_skips += 1;
+            self.rearm(ctx, subject);
+            return;
+        }
+        ctx.stats.detect.suspicions += 1;
+        if let Some(w) = self.watching.get_mut(&subject) {
+            w.suspected = Some((w.incarnation, ctx.now));
+        }
+        ctx.event(DetectEvent::Suspect {
+            rank: subject,
+            incarnation: w.incarnation,
+        });
+        ctx.send(
+            subject,
+            SuspectMsg {
+                subject,
+                incarnation: w.incarnation,
+            },
+        );
+        let at = ctx.now + ctx.cfg.detect.refute;
+        ctx.timers
+            .set(TimerKey::Detect(DetectTimer::Refute(subject)), at);
+    }
+
+    fn on_refute_window(&mut self, ctx: &mut Ctx<'_>, subject: Rank) {
+        let Some((inc, since)) = self.watching.get(&subject).and_then(|w| w.suspected) else {
+            ctx.stats.stale_timers += 1;
+            return;
+        };
+        if Self::was_frozen(ctx, since + ctx.cfg.detect.refute) {
+            ctx.stats.detect.self_freeze_skips += 1;
+            self.rearm(ctx, subject);
+            return;
+        }
+        ctx.stats.detect.unresponsive += 1;
+        ctx.event(DetectEvent::Unresponsive {
+            rank: subject,
+            incarnation: inc,
+        });
+    }
+
+    fn on_beat(&mut self, ctx: &mut Ctx<'_>) {
+        let due = self.beat_due.take().unwrap_or(ctx.now);
+        if Self::was_frozen(ctx, due) {
+            // This rank was frozen: everything it watches gets a fresh timeout from now.
+            ctx.stats.detect.self_freeze_skips += 1;
+            let subjects: Vec<Rank> = self.watching.keys().copied().collect();
+            for s in subjects {
+                if self.watching.get(&s).is_some_and(|w| w.suspected.is_none()) {
+                    self.rearm(ctx, s);
+                }
+            }
+        }
+        self.heartbeat_all(ctx);
+        self.arm_beat(ctx);
+    }
+}
+
+impl Machine for Detect {
+    type Msg = DetectMsg;
+    type Timer = DetectTimer;
+
+    fn new(cfg: &crate::Config, _me: Rank) -> Self {
+        Self {
+            enabled: cfg.detect.enabled,
+            incarnation: 0,
+            seq: 0,
+            rings: Rings::default(),
+            watching: BTreeMap::new(),
+            beat_due: None,
+        }
+    }
+
+    fn on_start(&mut self, ctx: &mut Ctx<'_>) {
+        self.recompute(ctx);
+    }
+
+    fn on_view_change(&mut self, ctx: &mut Ctx<'_>, _d: &ViewDelta) {
+        self.recompute(ctx);
+    }
+
+    fn on_message(&mut self, ctx: &mut Ctx<'_>, from: Rank, msg: DetectMsg) {
+        if !self.enabled {
+            ctx.stats.detect.stale += 1;
+            return;
+        }
+        match msg {
+            DetectMsg::Heartbeat(m) => self.on_heartbeat(ctx, from, m),
+            DetectMsg::Suspect(m) => self.on_suspect(ctx, m),
+        }
+    }
+
+    fn on_timer(&mut self, ctx: &mut Ctx<'_>, timer: DetectTimer, _token: TimerToken) {
+        match timer {
+            DetectTimer::Beat => self.on_beat(ctx),
+            DetectTimer::Silent(r) => self.on_silent(ctx, r),
+            DetectTimer::Refute(r) => self.on_refute_window(ctx, r),
+        }
+    }
+}

@@ -1,0 +1,25 @@
+//! Heartbeat failure-detector counters.
+
+/// Heartbeat failure-detector counters. Monotonic; read through
+/// [`Node::stats`](crate::Node::stats).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DetectStats {
+    /// Heartbeats sent to this rank's observers (refutations included).
+    pub heartbeats_out: u64,
+    /// Heartbeats received from this rank's subjects.
+    pub heartbeats_in: u64,
+    /// Subjects this rank began to suspect (silent for `detect.timeout`).
+    pub suspicions: u64,
+    /// Suspicions lifted by a heartbeat with a higher incarnation.
+    pub refuted: u64,
+    /// Suspicions that stood for the whole refutation window (soft evidence).
+    pub unresponsive: u64,
+    /// Accusations withheld because this rank's own timers ran late (it was frozen).
+    pub self_freeze_skips: u64,
+    /// Times this rank raised its incarnation to refute a suspicion of itself.
+    pub self_refutations: u64,
+    /// Heartbeats or suspicion notices from ranks this rank does not watch or is not
+    /// watched by, or about another rank (dropped).
+    pub stale: u64,
+}
