@@ -2,10 +2,25 @@
 //!
 //! Pure, poll-driven state machines for a fault-tolerant control overlay: a radix routing tree
 //! with batched repair ([`tree`]), reliable broadcast ([`xcast`]) and reliable point-to-point
-//! messaging ([`relm`]) over it, a wire codec ([`wire`]), and a [`Node`] composing the protocol
+//! messaging ([`relm`]) over it, failure knowledge ([`membership`]), a heartbeat failure
+//! detector ([`detect`]), a wire codec ([`wire`]), and a [`Node`] composing the protocol
 //! machines behind one driving contract. The core owns no sockets, threads, clocks or OS
 //! randomness: time and a seed are parameters, and adapters (TCP, QUIC, RDMA) or the simulator
-//! (`sim`, behind the `sim` feature) drive it.
+//! (`sim`, behind the `sim` feature) drive it. [`link`] is the adapters' shared, pure link
+//! policy (who dials, back-off, give-up, the simultaneous-dial tie-break).
+//!
+//! # Layout: machines, and a node that routes
+//!
+//! Each protocol is a machine in its own module ([`flood`], [`membership`], [`xcast`],
+//! [`relm`], [`detect`]) owning its state, its message family (kind bytes and codecs), its timer
+//! keys, its stats, its config section, its command errors and its events; [`Stats`],
+//! [`Config`], [`Event`], [`TimerKey`], [`CommandError`] and [`wire::Message`] nest them, one
+//! line per machine. A machine sees only a context (outbox, timers, counters, read-only config
+//! and tree) and never another machine: it asks for work elsewhere with a typed effect (deaths
+//! to repair, a hello for xcast to answer, a root broadcast, an event that must follow a repair).
+//! The [`Node`] routes each input to exactly one machine (one machine table) and applies effects
+//! in one documented order: deaths, then the tree's repair, then the view change to every
+//! machine in table order, then deliveries.
 //!
 //! # The driving contract
 //!
@@ -43,6 +58,61 @@
 //!    [`Node::stats`]. Nothing changes before a frame has decoded completely.
 //! 6. The node never asks to send to a rank it knows is dead, so a driver need not (and must not)
 //!    dial one.
+//!
+//! # A drive loop by hand
+//!
+//! Two nodes, frames carried by a `Vec` instead of a network, time advanced to each deadline:
+//!
+//! ```
+//! use bytes::Bytes;
+//! use lifeline_core::{tree::Rank, Config, Duration, Event, Instant, Node, XcastEvent};
+//!
+//! let cfg = Config::new(2, 2);
+//! let mut nodes = [
+//!     Node::new(cfg.clone(), Rank(0), 1, Instant::ZERO).unwrap(),
+//!     Node::new(cfg, Rank(1), 2, Instant::ZERO).unwrap(),
+//! ];
+//! let mut now = Instant::ZERO;
+//! // The driver (an adapter) reports links when it has connected them.
+//! nodes[0].handle_link_up(now, Rank(1));
+//! nodes[1].handle_link_up(now, Rank(0));
+//!
+//! // A command: rank 1 broadcasts. Then drain, deliver, arm timers, repeat until quiet.
+//! let seq = nodes[1].xcast(now, 16, Bytes::from_static(b"hello")).unwrap();
+//! let mut delivered = Vec::new();
+//! let mut completed = false;
+//! for _round in 0..100 {
+//!     let mut in_flight = Vec::new();
+//!     for (i, n) in nodes.iter_mut().enumerate() {
+//!         while let Some(t) = n.poll_transmit() {
+//!             in_flight.push((Rank(i as u32), t));
+//!         }
+//!         while let Some(e) = n.poll_event() {
+//!             match e {
+//!                 Event::Xcast(XcastEvent::Delivered { payload, .. }) => delivered.push((i, payload)),
+//!                 Event::Xcast(XcastEvent::Completed { seq: s, .. }) => completed |= s == seq,
+//!                 _ => {}
+//!             }
+//!         }
+//!     }
+//!     if in_flight.is_empty() {
+//!         // Nothing to carry: jump to the earliest deadline, or stop when none is armed.
+//!         let Some(at) = nodes.iter().filter_map(|n| n.poll_timeout()).map(|(at, _)| at).min()
+//!         else { break };
+//!         if completed { break }
+//!         now = at.max(now + Duration::from_millis(1));
+//!         for n in &mut nodes {
+//!             n.handle_timeout(now);
+//!         }
+//!         continue;
+//!     }
+//!     for (from, t) in in_flight {
+//!         nodes[t.to.0 as usize].handle_frame(now, from, t.frame);
+//!     }
+//! }
+//! assert_eq!(delivered.len(), 2, "both ranks deliver once");
+//! assert!(completed, "the origin hears completion");
+//! ```
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 

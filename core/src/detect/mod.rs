@@ -1,6 +1,6 @@
 //! Heartbeat failure detector (SWIM/Lifeguard-style, on the control class).
 //!
-//! Every member is watched by up to K observers chosen on pseudo-random rings ([`rings`]), not
+//! Every member is watched by up to K observers chosen on pseudo-random rings (`rings`), not
 //! by its tree neighbours, so one observer's view of one link decides nothing. Each member
 //! heartbeats its observers every `detect.period`; each observer keeps one typed timer per
 //! subject (`DetectTimer::Silent(rank)`), re-armed by every heartbeat. A subject silent for

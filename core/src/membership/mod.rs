@@ -4,13 +4,13 @@
 //! replaces; today it is PRRTE's notice protocol:
 //!
 //! 1. **Local.** A lost tree link, a neighbour's notice or a reconciled lineage marks ranks dead
-//!    (an [`Effect::Deaths`] the node applies as one repair). Children new in one of this rank's
+//!    (an `Effect::Deaths` the node applies as one repair). Children new in one of this rank's
 //!    slots (all children after a promotion) get an adoption notice carrying their expected
 //!    lineage; the parent gets a lineage notice with every death the root has not confirmed
 //!    (after a parent change this doubles as a hello, so a notice lost with a dying parent is
 //!    re-sent to the new one).
 //! 2. **Global.** The root stamps the next epoch and broadcasts the new deaths through xcast as a
-//!    process-first op ([`Effect::RootBroadcast`]), so every survivor applies the same deaths in
+//!    process-first op (`Effect::RootBroadcast`), so every survivor applies the same deaths in
 //!    the same op order and views converge. Duplicate and reordered notices are idempotent: the
 //!    dead set only grows.
 //!

@@ -254,8 +254,8 @@ impl Node {
     }
 
     /// Broadcasts `payload` to every rank (reliable xcast). Returns this rank's sequence number
-    /// for it; every rank (this one included) gets [`Event::Xcast(XcastEvent::Delivered)/*FIXME*/`] exactly once, and
-    /// this rank gets [`Event::Xcast(XcastEvent::Completed)/*FIXME*/`] once every survivor has it. `tag` is
+    /// for it; every rank (this one included) gets [`XcastEvent::Delivered`](crate::xcast::XcastEvent::Delivered) exactly once, and
+    /// this rank gets [`XcastEvent::Completed`](crate::xcast::XcastEvent::Completed) once every survivor has it. `tag` is
     /// [`xcast::TAG_WIREUP`] (process-first) or an application tag from
     /// [`xcast::FIRST_APP_TAG`] up (forward-first).
     pub fn xcast(&mut self, now: Instant, tag: u16, payload: Bytes) -> Result<u64, CommandError> {
@@ -272,13 +272,13 @@ impl Node {
     }
 
     /// Sends `payload` to `dst` reliably (RELM). Returns the message's uid in the (this rank,
-    /// `dst`) chain. While both ranks live, `dst` gets [`Event::Relm(RelmEvent::Delivered)/*FIXME*/`] exactly once,
+    /// `dst`) chain. While both ranks live, `dst` gets [`RelmEvent::Delivered`](crate::relm::RelmEvent::Delivered) exactly once,
     /// in uid order per source, however relays on the path die and the tree is rebuilt; this
-    /// rank gets [`Event::Relm(RelmEvent::Acked)/*FIXME*/`] once it is delivered, or [`Event::Relm(RelmEvent::Failed)/*FIXME*/`] if `dst`
+    /// rank gets [`RelmEvent::Acked`](crate::relm::RelmEvent::Acked) once it is delivered, or [`RelmEvent::Failed`](crate::relm::RelmEvent::Failed) if `dst`
     /// dies first. A send to this rank itself is delivered at once.
     ///
     /// Refused (nothing queued): [`CommandError::PeerDead`] for a rank known dead,
-    /// [`CommandError::Relm(RelmError::Backpressure)/*FIXME*/`] past `relm_window` messages to `dst` or
+    /// [`RelmError::Backpressure`](crate::relm::RelmError::Backpressure) past `relm_window` messages to `dst` or
     /// `relm_max_bytes` in all (retry after a `RelmAcked`), [`CommandError::TooLarge`].
     pub fn relm_send(
         &mut self,

@@ -135,7 +135,7 @@ impl Observer for XcastObserver {
     }
 }
 
-/// Hooks for long runs (the simulator's one [`Hooks`] type).
+/// Hooks for long runs (the simulator's one [`Hooks`](super::Hooks) type).
 pub type XcastHooks = super::Hooks;
 
 /// Runs the xcast scenario and checks every invariant; a violation is a [`SimFailure`] naming the

@@ -164,7 +164,7 @@ impl Observer for RelmObserver {
     }
 }
 
-/// Hooks for long runs (the simulator's one [`Hooks`] type).
+/// Hooks for long runs (the simulator's one [`Hooks`](super::Hooks) type).
 pub type RelmHooks = super::Hooks;
 
 /// Hops from `src` to `dst` along the routes the live nodes hold now.

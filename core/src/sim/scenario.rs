@@ -103,7 +103,7 @@ impl Observer for FloodObserver {
     }
 }
 
-/// Hooks for long runs (the simulator's one [`Hooks`] type).
+/// Hooks for long runs (the simulator's one [`Hooks`](super::Hooks) type).
 pub type RunHooks = super::Hooks;
 
 /// Runs a flood scenario. Fault-free: the lowest rank floods once and every rank must deliver it

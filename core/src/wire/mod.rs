@@ -146,7 +146,7 @@ impl Kind {
 }
 
 /// A machine's message family: the kind bytes it owns and a codec per kind. Declared with
-/// [`message_family!`] (or by hand for a single message) and registered by one line in
+/// [`message_family!`](crate::message_family) (or by hand for a single message) and registered by one line in
 /// [`Message`]'s table.
 pub trait Family: Sized {
     /// The kinds this family owns.
