@@ -32,6 +32,14 @@ pub(crate) enum Effect {
     ChildHello { from: Rank },
     /// Root: broadcast an internal, process-first op (a global failure notice).
     RootBroadcast { tag: u16, payload: Bytes },
+    /// Detector evidence about `subject` (as of `incarnation`), for the coordinator: `down`
+    /// when it stood through the refutation window (re-sent while it stands), `!down` when the
+    /// subject refuted.
+    Alert {
+        subject: Rank,
+        incarnation: u64,
+        down: bool,
+    },
     /// An application event that must follow the effects pushed before it (e.g. a failure
     /// confirmation after the repair it caused).
     Event(Event),
@@ -65,6 +73,25 @@ impl Ctx<'_> {
             .out
             .push_transmit(Transmit { to, class, frame }, self.cfg.max_transmits)
         {
+            self.stats.frames_out += 1;
+        } else {
+            self.stats.dropped_outbox_full += 1;
+        }
+    }
+
+    /// Queues a fencing notice to a removed rank: the one frame ever addressed to a rank known
+    /// dead (the node's dead-rank filters let it through by its kind).
+    pub(crate) fn send_fence(&mut self, to: Rank, m: crate::membership::EvictedMsg) {
+        let m: Message = m.into();
+        let frame = m.encode();
+        if self.out.push_transmit(
+            Transmit {
+                to,
+                class: Class::Control,
+                frame,
+            },
+            self.cfg.max_transmits,
+        ) {
             self.stats.frames_out += 1;
         } else {
             self.stats.dropped_outbox_full += 1;

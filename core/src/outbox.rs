@@ -28,6 +28,14 @@ pub struct Transmit {
     pub frame: Bytes,
 }
 
+impl Transmit {
+    /// Whether this is a fencing notice to a removed rank (the only frame ever addressed to a
+    /// rank known dead; an adapter delivers it if it still can, and drops it otherwise).
+    pub fn is_fence(&self) -> bool {
+        self.frame.get(1) == Some(&crate::wire::Kind::Evicted.byte())
+    }
+}
+
 /// Bounded FIFO queues; pushing past a bound drops and reports `false` so the caller counts it.
 #[derive(Debug, Default)]
 pub(crate) struct Outbox {

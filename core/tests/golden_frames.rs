@@ -185,7 +185,28 @@ fn frames() -> Vec<(&'static str, Bytes)> {
             }),
         ),
     ];
-    let msgs: Vec<(&'static str, Message)> = msgs.into_iter().chain(detect).collect();
+    let membership: Vec<(&'static str, Message)> = vec![
+        (
+            "alert",
+            Message::from(AlertMsg {
+                entries: vec![
+                    AlertEntry {
+                        subject: Rank(9),
+                        incarnation: 2,
+                        down: true,
+                    },
+                    AlertEntry {
+                        subject: Rank(4),
+                        incarnation: 0,
+                        down: false,
+                    },
+                ],
+            }),
+        ),
+        ("evicted", Message::from(EvictedMsg { epoch: 7 })),
+    ];
+    let msgs: Vec<(&'static str, Message)> =
+        msgs.into_iter().chain(detect).chain(membership).collect();
     let mut out: Vec<(&'static str, Bytes)> =
         msgs.into_iter().map(|(n, m)| (n, m.encode())).collect();
     out.push((

@@ -49,6 +49,7 @@ use lifeline_core::wire::{
     RecoverMsg, RecoveredOpMsg, RelayMsg, RelmAckMsg, RelmDataMsg, RelmLinkMsg, RelmReqMsg,
     SyncMsg, UidRange, HEADER_LEN, VERSION,
 };
+use lifeline_core::wire::{AlertEntry, AlertMsg, EvictedMsg};
 use lifeline_core::{
     xcast, CommandError, Config, Duration, Event, Instant, Node, Stats, TimerKey, Transmit,
 };
@@ -483,6 +484,25 @@ fn samples() -> Vec<Sample> {
                 incarnation: 9,
             }),
         ),
+        fixed(
+            "alert/about-a-child",
+            Message::from(AlertMsg {
+                entries: vec![
+                    AlertEntry {
+                        subject: Rank(21),
+                        incarnation: 1,
+                        down: true,
+                    },
+                    AlertEntry {
+                        subject: Rank(SPAN),
+                        incarnation: 0,
+                        down: false,
+                    },
+                ],
+            }),
+        ),
+        fixed("alert/empty", Message::from(AlertMsg { entries: vec![] })),
+        fixed("evicted", Message::from(EvictedMsg { epoch: 3 })),
         relm_link(
             "relm-link/wrong-depth",
             u32::MAX,

@@ -18,7 +18,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::machine::{Ctx, Machine};
+use crate::machine::{Ctx, Effect, Machine};
 use crate::time::Instant;
 use crate::timer::{TimerKey, TimerToken};
 use crate::tree::{Rank, ViewDelta};
@@ -49,6 +49,8 @@ struct Watch {
     deadline: Instant,
     /// Suspected as this incarnation, since this time.
     suspected: Option<(u64, Instant)>,
+    /// The suspicion outlived the refutation window: an alert stands (re-sent every period).
+    alerted: bool,
 }
 
 /// Detector state of one rank.
@@ -96,6 +98,7 @@ impl Detect {
         if let Some(w) = self.watching.get_mut(&subject) {
             w.deadline = at;
             w.suspected = None;
+            w.alerted = false;
         }
         ctx.timers
             .cancel(TimerKey::Detect(DetectTimer::Refute(subject)));
@@ -146,6 +149,7 @@ impl Detect {
                     incarnation: 0,
                     deadline: ctx.now,
                     suspected: None,
+                    alerted: false,
                 },
             );
             self.rearm(ctx, r);
@@ -164,7 +168,7 @@ impl Detect {
             return;
         };
         ctx.stats.detect.heartbeats_in += 1;
-        let suspected = w.suspected;
+        let (suspected, alerted) = (w.suspected, w.alerted);
         w.incarnation = w.incarnation.max(m.incarnation);
         match suspected {
             // Only a higher incarnation refutes: a heartbeat sent before the subject heard of
@@ -176,6 +180,13 @@ impl Detect {
                     rank: from,
                     incarnation: m.incarnation,
                 });
+                if alerted {
+                    ctx.effect(Effect::Alert {
+                        subject: from,
+                        incarnation: m.incarnation,
+                        down: false,
+                    });
+                }
                 self.rearm(ctx, from);
             }
             None => self.rearm(ctx, from),
@@ -224,21 +235,43 @@ impl Detect {
             .set(TimerKey::Detect(DetectTimer::Refute(subject)), at);
     }
 
+    /// The refutation window ended with the suspicion standing: soft evidence, sent to the
+    /// coordinator as an alert and re-sent every period until the subject leaves the view
+    /// (a lost alert, or one held by a coordinator that died, is sent again).
     fn on_refute_window(&mut self, ctx: &mut Ctx<'_>, subject: Rank) {
-        let Some((inc, since)) = self.watching.get(&subject).and_then(|w| w.suspected) else {
+        let Some(w) = self.watching.get(&subject).copied() else {
             ctx.stats.stale_timers += 1;
             return;
         };
-        if Self::was_frozen(ctx, since + ctx.cfg.detect.refute) {
-            ctx.stats.detect.self_freeze_skips += 1;
-            self.rearm(ctx, subject);
+        let Some((inc, since)) = w.suspected else {
+            ctx.stats.stale_timers += 1;
             return;
+        };
+        if !w.alerted {
+            if Self::was_frozen(ctx, since + ctx.cfg.detect.refute) {
+                ctx.stats.detect.self_freeze_skips += 1;
+                self.rearm(ctx, subject);
+                return;
+            }
+            ctx.stats.detect.unresponsive += 1;
+            ctx.event(DetectEvent::Unresponsive {
+                rank: subject,
+                incarnation: inc,
+            });
+            if let Some(w) = self.watching.get_mut(&subject) {
+                w.alerted = true;
+            }
+        } else {
+            ctx.stats.detect.alerts_resent += 1;
         }
-        ctx.stats.detect.unresponsive += 1;
-        ctx.event(DetectEvent::Unresponsive {
-            rank: subject,
+        ctx.effect(Effect::Alert {
+            subject,
             incarnation: inc,
+            down: true,
         });
+        let at = ctx.now + ctx.cfg.detect.period;
+        ctx.timers
+            .set(TimerKey::Detect(DetectTimer::Refute(subject)), at);
     }
 
     fn on_beat(&mut self, ctx: &mut Ctx<'_>) {

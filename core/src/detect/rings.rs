@@ -33,7 +33,11 @@ pub(crate) struct Rings {
 impl Rings {
     /// The rings for `tree.me()` over the live ranks of `tree`. O(k · live ranks).
     pub(crate) fn compute(tree: &Tree, seed: u64, k: u32) -> Self {
-        let me = tree.me();
+        Self::compute_for(tree, tree.me(), seed, k)
+    }
+
+    /// The rings for any live rank `me` (a coordinator computes a subject's expected observers).
+    pub(crate) fn compute_for(tree: &Tree, me: Rank, seed: u64, k: u32) -> Self {
         let live: Vec<Rank> = (0..tree.layout().span())
             .map(Rank)
             .filter(|&r| tree.is_alive(r))

@@ -15,6 +15,8 @@ pub struct DetectStats {
     pub refuted: u64,
     /// Suspicions that stood for the whole refutation window (soft evidence).
     pub unresponsive: u64,
+    /// Standing alerts sent again (every period until the subject's fate is decided).
+    pub alerts_resent: u64,
     /// Accusations withheld because this rank's own timers ran late (it was frozen).
     pub self_freeze_skips: u64,
     /// Times this rank raised its incarnation to refute a suspicion of itself.

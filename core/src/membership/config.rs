@@ -9,19 +9,43 @@ use crate::time::Duration;
 pub struct MembershipConfig {
     /// Root: how long to gather reported deaths into one global failure notice.
     pub notice_batch: Duration,
+    /// Coordinator: observers (of `detect.observers`) whose standing alerts make a subject's
+    /// removal stable (H; scaled down in views with fewer observers, never below 2).
+    pub stable_reports: u32,
+    /// Coordinator: a subject with at least this many reports but fewer than H is in flux;
+    /// no removal is decided while one is, for up to twice `detect.timeout` (L).
+    pub flux_reports: u32,
+    /// Observers: how long alerts wait to be sent together to the coordinator.
+    pub alert_batch: Duration,
+    /// Most fencing notices sent to one removed rank per this interval.
+    pub evicted_interval: Duration,
 }
 
 impl Default for MembershipConfig {
     fn default() -> Self {
         Self {
             notice_batch: Duration::from_millis(2),
+            stable_reports: 6,
+            flux_reports: 2,
+            alert_batch: Duration::from_millis(10),
+            evicted_interval: Duration::from_millis(100),
         }
     }
 }
 
 impl MembershipConfig {
-    /// Checks every field (a zero batch is allowed: announce at once).
+    /// Checks every field (zero batches are allowed: send at once): 2 ≤ L ≤ H.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.stable_reports < 2 {
+            return Err(ConfigError::Invalid(
+                "membership.stable_reports must be at least 2: one observer never evicts",
+            ));
+        }
+        if self.flux_reports == 0 || self.flux_reports > self.stable_reports {
+            return Err(ConfigError::Invalid(
+                "membership.flux_reports must be in 1..=stable_reports",
+            ));
+        }
         Ok(())
     }
 }

@@ -14,4 +14,11 @@ pub enum MembershipEvent {
         /// Newly confirmed dead ranks.
         ranks: RankSet,
     },
+    /// This rank was removed from the cluster (the coordinator decided it, and a member told
+    /// it so). It takes no more commands and processes no more frames; a runtime exits, or
+    /// rejoins later as a new incarnation.
+    Evicted {
+        /// The failure epoch of the member that told it.
+        epoch: u64,
+    },
 }

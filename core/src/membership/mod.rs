@@ -17,9 +17,13 @@
 //! A rank that dies together with its only tree neighbour is discovered when its new parent's
 //! adoption notice cannot be delivered: the driver's bounded dial fails and reports link-down.
 
+use std::collections::{BTreeMap, BTreeSet};
+
 use bytes::Bytes;
 
+use crate::detect::rings::Rings;
 use crate::machine::{Ctx, Effect, Machine};
+use crate::time::Instant;
 use crate::timer::{TimerKey, TimerToken};
 use crate::tree::{Rank, RankSet, Reconcile, Scope, ViewDelta};
 use crate::wire::Limits;
@@ -28,6 +32,8 @@ use crate::xcast;
 mod config;
 mod event;
 mod stats;
+#[cfg(test)]
+mod tests;
 mod timer;
 mod wire;
 
@@ -35,7 +41,20 @@ pub use config::MembershipConfig;
 pub use event::MembershipEvent;
 pub use stats::MembershipStats;
 pub use timer::MembershipTimer;
-pub use wire::{AdoptMsg, GlobalFailureMsg, LineageMsg, MembershipMsg};
+pub use wire::{
+    AdoptMsg, AlertEntry, AlertMsg, EvictedMsg, GlobalFailureMsg, LineageMsg, MembershipMsg,
+};
+
+/// What the coordinator holds about one subject.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Reports {
+    /// The incarnation the reports are about (a higher one resets them).
+    incarnation: u64,
+    /// When the first report arrived.
+    first: Instant,
+    /// Observers whose down alert stands.
+    down: BTreeSet<Rank>,
+}
 
 /// Failure-knowledge state of one rank.
 #[derive(Debug, Default)]
@@ -50,6 +69,16 @@ pub(crate) struct Membership {
     joiner: bool,
     /// Whether the last view change sent the parent a lineage notice (read once by the node).
     hello_sent: bool,
+    /// Observer: alerts waiting for the batch timer, by (coordinator, subject).
+    outgoing: BTreeMap<(Rank, Rank), AlertEntry>,
+    alert_timer: Option<TimerToken>,
+    /// Coordinator: standing evidence per subject.
+    reports: BTreeMap<Rank, Reports>,
+    decide_timer: Option<TimerToken>,
+    /// Removed ranks last told of their removal, and when.
+    fenced: BTreeMap<Rank, Instant>,
+    /// This rank learned it was removed.
+    evicted: bool,
 }
 
 impl Membership {
@@ -206,6 +235,7 @@ impl Membership {
             .filter(|&r| ctx.tree.layout().contains(r))
             .collect();
         let set: RankSet = ranks.iter().copied().collect();
+        let me_removed = set.contains(ctx.me());
         ctx.effect(Effect::Deaths {
             ranks,
             scope: Scope::Global,
@@ -217,6 +247,237 @@ impl Membership {
             }
             .into(),
         ));
+        if me_removed {
+            self.evict(ctx, m.epoch);
+        }
+    }
+
+    /// This rank was removed: say so once (the node stops taking commands and frames once its
+    /// own death is in the tree).
+    fn evict(&mut self, ctx: &mut Ctx<'_>, epoch: u64) {
+        if std::mem::replace(&mut self.evicted, true) {
+            return;
+        }
+        let me = ctx.me();
+        if ctx.tree.is_alive(me) {
+            ctx.effect(Effect::Deaths {
+                ranks: vec![me],
+                scope: Scope::Global,
+            });
+        }
+        ctx.effect(Effect::Event(MembershipEvent::Evicted { epoch }.into()));
+    }
+
+    /// A frame arrived from a rank the root confirmed removed: tell it, at most once per
+    /// `membership.evicted_interval`, so a resumed or healed rank learns its fate. Ranks only
+    /// inferred dead here are not told (the root may not have decided them). Active with the
+    /// detector (evidence-based removal); without it a removed rank was killed, not judged.
+    pub(crate) fn on_frame_from_removed(&mut self, ctx: &mut Ctx<'_>, from: Rank) {
+        if !ctx.cfg.detect.enabled
+            || !ctx.tree.confirmed().contains(from)
+            || ctx.tree.view().is_none()
+        {
+            return;
+        }
+        let due = self
+            .fenced
+            .get(&from)
+            .is_none_or(|&at| ctx.now >= at + ctx.cfg.membership.evicted_interval);
+        if !due {
+            return;
+        }
+        self.fenced.insert(from, ctx.now);
+        ctx.stats.membership.evicted_sent += 1;
+        ctx.send_fence(from, EvictedMsg { epoch: self.epoch });
+    }
+
+    /// Detector evidence from this rank: to the coordinator (the root of the view without the
+    /// subject), batched for `membership.alert_batch`; counted here if this rank is it.
+    pub(crate) fn on_local_alert(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        subject: Rank,
+        incarnation: u64,
+        down: bool,
+    ) {
+        if !ctx.tree.is_alive(subject) || ctx.tree.view().is_none() {
+            return;
+        }
+        let Some(coord) = ctx.tree.root_without(subject) else {
+            return;
+        };
+        let entry = AlertEntry {
+            subject,
+            incarnation,
+            down,
+        };
+        let me = ctx.me();
+        if coord == me {
+            self.tally(ctx, me, entry);
+            self.decide(ctx);
+            return;
+        }
+        self.outgoing.insert((coord, subject), entry);
+        if self.alert_timer.is_none() {
+            let at = ctx.now + ctx.cfg.membership.alert_batch;
+            let key = TimerKey::Membership(MembershipTimer::Alerts);
+            self.alert_timer = Some(ctx.timers.set(key, at));
+        }
+    }
+
+    fn on_alert_timer(&mut self, ctx: &mut Ctx<'_>, token: TimerToken) {
+        if self.alert_timer != Some(token) {
+            ctx.stats.stale_timers += 1;
+            return;
+        }
+        self.alert_timer = None;
+        let mut by_coord: BTreeMap<Rank, Vec<AlertEntry>> = BTreeMap::new();
+        for ((coord, _), e) in std::mem::take(&mut self.outgoing) {
+            by_coord.entry(coord).or_default().push(e);
+        }
+        let max = ctx.cfg.max_list as usize;
+        for (coord, entries) in by_coord {
+            for chunk in entries.chunks(max.max(1)) {
+                ctx.stats.membership.alerts_out += chunk.len() as u64;
+                ctx.send(
+                    coord,
+                    AlertMsg {
+                        entries: chunk.to_vec(),
+                    },
+                );
+            }
+        }
+    }
+
+    fn on_alert_msg(&mut self, ctx: &mut Ctx<'_>, from: Rank, m: AlertMsg) {
+        let me = ctx.me();
+        for e in m.entries {
+            ctx.stats.membership.alerts_in += 1;
+            if ctx.tree.root_without(e.subject) != Some(me) {
+                // Sent under another view; the observer re-sends while its alert stands.
+                ctx.stats.membership.alerts_stale += 1;
+                continue;
+            }
+            self.tally(ctx, from, e);
+        }
+        self.decide(ctx);
+    }
+
+    /// Coordinator: records one observer's evidence about one subject.
+    fn tally(&mut self, ctx: &mut Ctx<'_>, observer: Rank, e: AlertEntry) {
+        if !ctx.tree.is_alive(e.subject) || !ctx.tree.is_alive(observer) {
+            ctx.stats.membership.alerts_stale += 1;
+            return;
+        }
+        if !self.observers_of(ctx, e.subject).contains(&observer) {
+            ctx.stats.membership.alerts_stale += 1;
+            return;
+        }
+        if !e.down {
+            if let Some(r) = self.reports.get_mut(&e.subject) {
+                if e.incarnation >= r.incarnation {
+                    r.down.remove(&observer);
+                }
+                if r.down.is_empty() {
+                    self.reports.remove(&e.subject);
+                }
+            }
+            return;
+        }
+        let r = self.reports.entry(e.subject).or_insert_with(|| Reports {
+            incarnation: e.incarnation,
+            first: ctx.now,
+            down: BTreeSet::new(),
+        });
+        if e.incarnation < r.incarnation {
+            ctx.stats.membership.alerts_stale += 1;
+            return;
+        }
+        if e.incarnation > r.incarnation {
+            r.incarnation = e.incarnation;
+            r.down.clear();
+        }
+        r.down.insert(observer);
+    }
+
+    /// The subject's expected observers in the current view.
+    fn observers_of(&self, ctx: &Ctx<'_>, subject: Rank) -> BTreeSet<Rank> {
+        let d = &ctx.cfg.detect;
+        Rings::compute_for(ctx.tree, subject, d.ring_seed, d.observers).observers
+    }
+
+    /// Coordinator: removes every stable subject in one decision, unless one is in flux (then
+    /// waits, at most until the oldest in flux has stood for twice `detect.timeout`).
+    fn decide(&mut self, ctx: &mut Ctx<'_>) {
+        let k = ctx.cfg.detect.observers.max(1) as usize;
+        let h_cfg = ctx.cfg.membership.stable_reports as usize;
+        let l_cfg = ctx.cfg.membership.flux_reports as usize;
+        let reported: BTreeSet<Rank> = self.reports.keys().copied().collect();
+        let mut stable = Vec::new();
+        let mut oldest_flux: Option<Instant> = None;
+        for (&s, r) in &self.reports {
+            let expected = self.observers_of(ctx, s);
+            let k_eff = expected.len();
+            if k_eff == 0 {
+                continue;
+            }
+            // H scaled to the observers this view has; never one observer alone once three
+            // ranks exist.
+            let h = if k_eff >= k {
+                h_cfg
+            } else {
+                h_cfg.saturating_mul(k_eff).div_ceil(k).max(2)
+            }
+            .min(k_eff);
+            let l = l_cfg.min(h);
+            // Direct reports, plus implicit ones: expected observers that are themselves
+            // reported (they probably failed with the subject).
+            let count = expected
+                .iter()
+                .filter(|o| r.down.contains(o) || reported.contains(o))
+                .count();
+            if count >= h {
+                stable.push(s);
+            } else if count >= l {
+                oldest_flux = Some(oldest_flux.map_or(r.first, |t: Instant| t.min(r.first)));
+            }
+        }
+        if stable.is_empty() {
+            return;
+        }
+        if let Some(first) = oldest_flux {
+            let release = first + ctx.cfg.detect.timeout + ctx.cfg.detect.timeout;
+            if ctx.now < release {
+                ctx.stats.membership.decisions_deferred += 1;
+                if self.decide_timer.is_none() {
+                    let key = TimerKey::Membership(MembershipTimer::Decide);
+                    self.decide_timer = Some(ctx.timers.set(key, release));
+                }
+                return;
+            }
+        }
+        for s in &stable {
+            self.reports.remove(s);
+        }
+        ctx.stats.membership.removed_on_evidence += stable.len() as u64;
+        ctx.effect(Effect::Deaths {
+            ranks: stable,
+            scope: Scope::Local,
+        });
+    }
+
+    fn on_decide_timer(&mut self, ctx: &mut Ctx<'_>, token: TimerToken) {
+        if self.decide_timer != Some(token) {
+            ctx.stats.stale_timers += 1;
+            return;
+        }
+        self.decide_timer = None;
+        self.decide(ctx);
+    }
+
+    fn on_evicted_msg(&mut self, ctx: &mut Ctx<'_>, m: EvictedMsg) {
+        self.epoch = self.epoch.max(m.epoch);
+        self.evict(ctx, m.epoch);
     }
 
     /// An adoption notice from a (new) parent: reconcile the lineage it says I have.
@@ -321,18 +582,27 @@ impl Machine for Membership {
 
     fn on_view_change(&mut self, ctx: &mut Ctx<'_>, d: &ViewDelta) {
         self.hello_sent = self.view_changed(ctx, d);
+        // Evidence about ranks now gone, and alerts for them, are moot.
+        let tree = ctx.tree;
+        self.reports.retain(|s, _| tree.is_alive(*s));
+        self.outgoing
+            .retain(|(c, s), _| tree.is_alive(*c) && tree.is_alive(*s));
     }
 
     fn on_message(&mut self, ctx: &mut Ctx<'_>, from: Rank, msg: MembershipMsg) {
         match msg {
             MembershipMsg::Adopt(m) => self.on_adopt(ctx, from, m),
             MembershipMsg::Lineage(m) => self.on_lineage(ctx, from, m),
+            MembershipMsg::Alert(m) => self.on_alert_msg(ctx, from, m),
+            MembershipMsg::Evicted(m) => self.on_evicted_msg(ctx, m),
         }
     }
 
     fn on_timer(&mut self, ctx: &mut Ctx<'_>, timer: MembershipTimer, token: TimerToken) {
         match timer {
             MembershipTimer::Announce => self.on_announce_timer(ctx, token),
+            MembershipTimer::Alerts => self.on_alert_timer(ctx, token),
+            MembershipTimer::Decide => self.on_decide_timer(ctx, token),
         }
     }
 }

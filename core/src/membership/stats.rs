@@ -9,4 +9,17 @@ pub struct MembershipStats {
     /// Lineage or adoption notices no set of deaths explains, and delivered global failure
     /// notices whose payload does not decode.
     pub inconsistent: u64,
+    /// Alert entries this rank sent to a coordinator.
+    pub alerts_out: u64,
+    /// Alert entries received as coordinator (counted or not).
+    pub alerts_in: u64,
+    /// Alert entries refused: not the coordinator for the subject, a subject already removed,
+    /// a sender that is not one of the subject's observers, or an old incarnation.
+    pub alerts_stale: u64,
+    /// Ranks this coordinator removed on its observers' evidence.
+    pub removed_on_evidence: u64,
+    /// Decisions held back by a subject in flux.
+    pub decisions_deferred: u64,
+    /// Fencing notices sent to removed ranks.
+    pub evicted_sent: u64,
 }

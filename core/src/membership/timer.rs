@@ -6,4 +6,9 @@
 pub enum MembershipTimer {
     /// Root: announce the deaths gathered since the first unannounced one.
     Announce,
+    /// Send the batched alerts to their coordinators.
+    Alerts,
+    /// Coordinator: a subject in flux blocked a decision; decide anyway once it has been stuck
+    /// for twice `detect.timeout`.
+    Decide,
 }

@@ -119,13 +119,84 @@ impl Codec for GlobalFailureMsg {
         })
     }
 }
+/// One observer's evidence about one subject.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct AlertEntry {
+    /// The rank the evidence is about.
+    pub subject: Rank,
+    /// The subject's incarnation the evidence is about.
+    pub incarnation: u64,
+    /// `true`: silent through the refutation window; `false`: it refuted.
+    pub down: bool,
+}
+
+/// Observer to coordinator: detector evidence, batched (the observer is the sender).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AlertMsg {
+    /// The evidence, one entry per subject.
+    pub entries: Vec<AlertEntry>,
+}
+
+impl Codec for AlertMsg {
+    fn encoded_len(&self) -> usize {
+        4 + 13 * self.entries.len()
+    }
+    fn encode(&self, buf: &mut impl BufMut) {
+        buf.put_u32(self.entries.len() as u32);
+        for e in &self.entries {
+            buf.put_u32(e.subject.0);
+            buf.put_u64(e.incarnation);
+            buf.put_u8(u8::from(e.down));
+        }
+    }
+    fn decode(r: &mut Reader, limits: &Limits) -> Result<Self, DecodeError> {
+        let n = r.count(13, limits.max_list)?;
+        let entries = (0..n)
+            .map(|_| {
+                Ok(AlertEntry {
+                    subject: r.rank()?,
+                    incarnation: crate::wire::counter(r.u64()?)?,
+                    down: r.bool()?,
+                })
+            })
+            .collect::<Result<Vec<_>, DecodeError>>()?;
+        Ok(Self { entries })
+    }
+}
+
+/// A member to a rank it knows was removed (a frame arrived from it): "you were removed as of
+/// this epoch". Rate-limited per removed rank; the only frame ever sent to a removed rank.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EvictedMsg {
+    /// The sender's failure epoch.
+    pub epoch: u64,
+}
+
+impl Codec for EvictedMsg {
+    fn encoded_len(&self) -> usize {
+        8
+    }
+    fn encode(&self, buf: &mut impl BufMut) {
+        buf.put_u64(self.epoch);
+    }
+    fn decode(r: &mut Reader, _limits: &Limits) -> Result<Self, DecodeError> {
+        Ok(Self {
+            epoch: crate::wire::counter(r.u64()?)?,
+        })
+    }
+}
+
 crate::message_family! { Membership =>
-    /// Failure-knowledge messages (kinds 2–3).
+    /// Failure-knowledge messages (kinds 2–3, 40–41).
     pub enum MembershipMsg {
         /// Adoption notice, parent to new child ([`AdoptMsg`]).
         Adopt(AdoptMsg) = 2, Control, Adopt, "adopt";
         /// Failure notice with lineage, child to parent ([`LineageMsg`]).
         Lineage(LineageMsg) = 3, Control, Lineage, "lineage";
+        /// Detector evidence, observer to coordinator ([`AlertMsg`]).
+        Alert(AlertMsg) = 40, Control, Alert, "alert";
+        /// Fencing notice to a removed rank ([`EvictedMsg`]).
+        Evicted(EvictedMsg) = 41, Control, Evicted, "evicted";
     }
 }
 

@@ -94,8 +94,17 @@ impl Node {
             return;
         }
         if self.tree.dead().contains(from) {
-            self.stats.dropped_stale_sender += 1;
-            return;
+            // A removed rank's frame: dropped, counted, and (with the detector on: evidence-based
+            // membership) answered with a rate-limited fencing notice. A fencing notice itself
+            // is heard from anyone: this rank may have inferred the teller dead while it was
+            // itself the one cut off.
+            let fence =
+                self.cfg.detect.enabled && frame.get(1) == Some(&crate::wire::Kind::Evicted.byte());
+            if !fence {
+                self.stats.dropped_stale_sender += 1;
+                run!(self, membership.on_frame_from_removed(from));
+                return;
+            }
         }
         let msg = match Message::decode(frame, &self.limits) {
             Ok(m) => m,

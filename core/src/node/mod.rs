@@ -335,7 +335,7 @@ impl Node {
     #[must_use]
     pub fn poll_transmit(&mut self) -> Option<Transmit> {
         while let Some(t) = self.out.pop_transmit() {
-            if self.tree.is_alive(t.to) {
+            if self.tree.is_alive(t.to) || t.is_fence() {
                 return Some(t);
             }
             self.stats.suppressed_to_dead += 1;

@@ -52,6 +52,11 @@ impl Node {
             Effect::RootBroadcast { tag, payload } => {
                 run!(self, xcast.root_broadcast(tag, payload));
             }
+            Effect::Alert {
+                subject,
+                incarnation,
+                down,
+            } => run!(self, membership.on_local_alert(subject, incarnation, down)),
             Effect::Event(e) => ctx!(self).event(e),
         }
     }
@@ -91,7 +96,7 @@ impl Node {
         let tree = &self.tree;
         let mut suppressed = 0;
         self.out.retain_transmits(|t| {
-            let keep = tree.is_alive(t.to);
+            let keep = tree.is_alive(t.to) || t.is_fence();
             suppressed += u64::from(!keep);
             keep
         });

@@ -183,6 +183,14 @@ impl Tree {
         self.layout.contains(r) && !self.dead.contains(r)
     }
 
+    /// The root the tree would have if `without` died too (the root itself when `without` is
+    /// not the root): where evidence against `without` must go. `None` if nobody would be left.
+    pub fn root_without(&self, without: Rank) -> Option<Rank> {
+        view::occupant(&self.layout, &self.dead, self.layout.pos(Rank(0)), |r| {
+            r == without
+        })
+    }
+
     /// The current view; `None` once this rank itself is known dead.
     pub fn view(&self) -> Option<&View> {
         self.view.as_ref()

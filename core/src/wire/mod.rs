@@ -21,7 +21,9 @@ pub use reader::Reader;
 
 // Every machine's messages, re-exported where tools and tests have always found them.
 pub use crate::flood::FloodMsg;
-pub use crate::membership::{AdoptMsg, GlobalFailureMsg, LineageMsg, MembershipMsg};
+pub use crate::membership::{
+    AdoptMsg, AlertEntry, AlertMsg, EvictedMsg, GlobalFailureMsg, LineageMsg, MembershipMsg,
+};
 pub use crate::relm::{
     ChainMark, RelmAckMsg, RelmDataMsg, RelmLinkMsg, RelmMsg, RelmReqMsg, UidRange,
 };
@@ -306,11 +308,11 @@ macro_rules! messages {
 }
 
 // The message table: one line per machine. Kind ranges: 1 flood, 2–3 membership, 10–19 xcast,
-// 20–23 RELM, 30–31 detector; next free: 40–49 agreement, 50–59 revoke, 60–69 elastic.
+// 20–23 RELM, 30–31 detector, 40–41 membership; next free: 42–49 agreement, 50–59 revoke, 60–69 elastic.
 messages! {
     /// The test flood (kind 1).
     Flood(crate::flood::FloodMsg);
-    /// Failure knowledge: adoption and lineage notices (kinds 2–3).
+    /// Failure knowledge: adoption and lineage notices, alerts, eviction (kinds 2–3, 40–41).
     Membership(crate::membership::MembershipMsg);
     /// Reliable broadcast (kinds 10–19).
     Xcast(crate::xcast::XcastMsg);

@@ -1,0 +1,248 @@
+//! Evidence-based removal through real nodes in the simulator (detector on): a silent rank is
+//! removed everywhere within the bound and nobody else is; a short pause removes nobody; a
+//! long-paused rank is removed and, once resumed, learns it was evicted; the root can be
+//! removed; simultaneous losses share a view change.
+
+use std::collections::BTreeMap;
+
+use crate::event::Event;
+use crate::membership::MembershipEvent;
+use crate::sim::{Fault, Observer, Sim, SimConfig, World};
+use crate::time::{Duration, Instant};
+use crate::tree::Rank;
+
+/// Membership events per rank, with their time.
+#[derive(Default)]
+struct Log(BTreeMap<Rank, Vec<(Instant, MembershipEvent)>>);
+
+impl Observer for Log {
+    fn on_event(&mut self, w: &World, rank: Rank, e: &Event) {
+        if let Event::Membership(m) = e {
+            self.0.entry(rank).or_default().push((w.now(), m.clone()));
+        }
+    }
+}
+
+impl Log {
+    fn evicted(&self, r: Rank) -> bool {
+        self.0.get(&r).is_some_and(|v| {
+            v.iter()
+                .any(|(_, e)| matches!(e, MembershipEvent::Evicted { .. }))
+        })
+    }
+
+    /// Distinct epochs of confirmation notices seen anywhere.
+    fn epochs(&self) -> Vec<u64> {
+        let mut v: Vec<u64> = self
+            .0
+            .values()
+            .flatten()
+            .filter_map(|(_, e)| match e {
+                MembershipEvent::FailureConfirmed { epoch, .. } => Some(*epoch),
+                _ => None,
+            })
+            .collect();
+        v.sort_unstable();
+        v.dedup();
+        v
+    }
+}
+
+fn sim(span: u32, radix: u32, seed: u64) -> Sim<Log> {
+    let mut cfg = SimConfig::new(span, radix, seed);
+    cfg.node.detect.enabled = true;
+    Sim::new(cfg, Log::default()).unwrap()
+}
+
+fn ms(x: u64) -> Instant {
+    Instant::ZERO + Duration::from_millis(x)
+}
+
+/// Ranks `at` holds dead.
+fn dead_at(s: &Sim<Log>, at: Rank) -> Vec<u32> {
+    s.world()
+        .node(at)
+        .unwrap()
+        .tree()
+        .dead()
+        .iter()
+        .map(|r| r.0)
+        .collect()
+}
+
+/// Runs in 5 ms steps until every rank in `survivors` holds `victims` dead (and nothing
+/// else); returns when, or panics after `budget`.
+fn until_removed(
+    s: &mut Sim<Log>,
+    survivors: &[Rank],
+    victims: &[u32],
+    budget: Duration,
+) -> Instant {
+    let start = s.world().now();
+    loop {
+        let now = s.world().now();
+        if survivors.iter().all(|&r| dead_at(s, r) == victims) {
+            return now;
+        }
+        assert!(
+            now - start <= budget,
+            "not removed within {budget:?}: {:?}",
+            survivors
+                .iter()
+                .map(|&r| (r.0, dead_at(s, r)))
+                .collect::<Vec<_>>()
+        );
+        s.run_until(now + Duration::from_millis(5)).unwrap();
+    }
+}
+
+fn others(span: u32, except: &[u32]) -> Vec<Rank> {
+    (0..span)
+        .filter(|r| !except.contains(r))
+        .map(Rank)
+        .collect()
+}
+
+#[test]
+fn silent_loss_removed_everywhere_within_bound_and_nobody_else() {
+    for seed in 1..=4 {
+        let mut s = sim(64, 4, seed);
+        // Different victims, lost at different phases of their heartbeat period.
+        s.run_until(ms(500 + 23 * seed)).unwrap();
+        let victim = (10 + 13 * seed as u32) % 64;
+        // A host that vanishes: no reset, no link-down, its frames never answered.
+        s.apply(Fault::Pause(Rank(victim)));
+        let t0 = s.world().now();
+        let at = until_removed(
+            &mut s,
+            &others(64, &[victim]),
+            &[victim],
+            Duration::from_millis(500),
+        );
+        eprintln!("seed {seed}: removed everywhere after {:?}", at - t0);
+        assert!(
+            at - t0 <= Duration::from_millis(500),
+            "seed {seed}: {:?}",
+            at - t0
+        );
+        // Stays that way: nobody else is removed over the next second.
+        s.run_until(at + Duration::from_secs(1)).unwrap();
+        for r in others(64, &[victim]) {
+            assert_eq!(dead_at(&s, r), [victim], "seed {seed} at {r}");
+        }
+        let root = s.world().node(Rank(0)).unwrap();
+        assert_eq!(root.stats().membership.removed_on_evidence, 1);
+    }
+}
+
+#[test]
+fn short_pause_removes_nobody() {
+    let mut s = sim(64, 4, 7);
+    s.run_until(ms(500)).unwrap();
+    for r in [5, 0, 63] {
+        let t = s.world().now();
+        s.apply(Fault::Pause(Rank(r)));
+        s.run_until(t + Duration::from_millis(150)).unwrap();
+        s.apply(Fault::Resume(Rank(r)));
+        s.run_until(t + Duration::from_millis(1_000)).unwrap();
+    }
+    for r in 0..64 {
+        assert!(
+            dead_at(&s, Rank(r)).is_empty(),
+            "{r}: {:?}",
+            dead_at(&s, Rank(r))
+        );
+    }
+    assert!(s.observer().0.is_empty(), "{:?}", s.observer().0);
+}
+
+#[test]
+fn long_paused_rank_is_removed_then_told_it_was_evicted() {
+    let mut s = sim(64, 4, 8);
+    s.run_until(ms(500)).unwrap();
+    let victim = 22;
+    s.apply(Fault::Pause(Rank(victim)));
+    let t0 = s.world().now();
+    let at = until_removed(
+        &mut s,
+        &others(64, &[victim]),
+        &[victim],
+        Duration::from_millis(600),
+    );
+    assert!(at - t0 <= Duration::from_millis(600));
+    s.run_until(t0 + Duration::from_secs(3)).unwrap();
+    assert!(!s.observer().evicted(Rank(victim)));
+    s.apply(Fault::Resume(Rank(victim)));
+    s.run_until(t0 + Duration::from_millis(3_500)).unwrap();
+    assert!(s.observer().evicted(Rank(victim)), "told on resume");
+    let n = s.world().node(Rank(victim)).unwrap();
+    assert!(n.tree().view().is_none(), "it stops");
+    // It takes no commands.
+    let r = s.command(Rank(victim), |n, now| n.xcast(now, 16, bytes::Bytes::new()));
+    assert!(matches!(r, Some(Err(crate::CommandError::Dead))), "{r:?}");
+    // Nobody else was removed, and survivors still broadcast to each other.
+    for r in others(64, &[victim]) {
+        assert_eq!(dead_at(&s, r), [victim]);
+    }
+}
+
+#[test]
+fn paused_root_is_removed_and_the_tree_gets_a_new_root() {
+    let mut s = sim(64, 4, 9);
+    s.run_until(ms(500)).unwrap();
+    s.apply(Fault::Pause(Rank(0)));
+    let t0 = s.world().now();
+    let at = until_removed(&mut s, &others(64, &[0]), &[0], Duration::from_millis(600));
+    assert!(at - t0 <= Duration::from_millis(600));
+    let roots: Vec<u32> = others(64, &[0])
+        .into_iter()
+        .filter(|&r| s.world().node(r).unwrap().tree().view().unwrap().is_root())
+        .map(|r| r.0)
+        .collect();
+    assert_eq!(roots.len(), 1, "{roots:?}");
+}
+
+#[test]
+fn simultaneous_silent_losses_are_removed_together() {
+    let mut s = sim(128, 8, 10);
+    s.run_until(ms(500)).unwrap();
+    let victims = [3, 40, 77, 101];
+    for v in victims {
+        s.apply(Fault::Pause(Rank(v)));
+    }
+    until_removed(
+        &mut s,
+        &others(128, &victims),
+        &victims,
+        Duration::from_millis(800),
+    );
+    assert!(
+        s.observer().epochs().len() <= 2,
+        "{:?}",
+        s.observer().epochs()
+    );
+}
+
+#[test]
+fn one_observer_losing_its_subject_removes_nobody() {
+    let mut s = sim(64, 4, 11);
+    s.run_until(ms(300)).unwrap();
+    // An observer of rank 30 that is not its tree neighbour stops hearing it (one-way cut).
+    let victim = Rank(30);
+    let node = s.world().node(victim).unwrap();
+    let observer = node
+        .detect_observers()
+        .find(|&o| !node.tree().view().unwrap().is_neighbor(o))
+        .expect("a non-neighbour observer");
+    s.apply(Fault::CutOneWay(victim, observer));
+    s.run_until(ms(3_000)).unwrap();
+    for r in 0..64 {
+        assert!(
+            dead_at(&s, Rank(r)).is_empty(),
+            "{r}: {:?}",
+            dead_at(&s, Rank(r))
+        );
+    }
+    let o = s.world().node(observer).unwrap();
+    assert!(o.stats().detect.unresponsive >= 1, "the observer did alert");
+}
