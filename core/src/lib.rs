@@ -36,7 +36,8 @@
 //!    - [`Node::handle_frame`]`(now, from, frame)` for each whole frame received (stream
 //!      transports split frames with [`wire::frame_len`]);
 //!    - [`Node::handle_link_up`] / [`Node::handle_link_down`] when a link to a peer is
-//!      established or lost (reset, timeout, failed reconnect);
+//!      established or lost, with the [`LinkCause`] (refused, another incarnation, reset,
+//!      timed out, closed): the evidence, not a verdict;
 //!    - [`Node::handle_timeout`]`(now)` when the deadline from `poll_timeout` passes;
 //!    - application commands such as [`Node::xcast`], [`Node::relm_send`], [`Node::flood`],
 //!      [`Node::grow`] and [`Node::declare_dead`], which return `Err` only for misuse or
@@ -142,6 +143,7 @@ pub use detect::{DetectConfig, DetectEvent, DetectStats, DetectTimer};
 pub use error::CommandError;
 pub use event::Event;
 pub use flood::{FloodConfig, FloodEvent, FloodStats, FloodTimer};
+pub use link::LinkCause;
 pub use membership::{MembershipConfig, MembershipEvent, MembershipStats, MembershipTimer};
 pub use node::Node;
 pub use outbox::{Class, Transmit};

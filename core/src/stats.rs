@@ -39,6 +39,9 @@ pub struct Stats {
     pub spurious_timeouts: u64,
     /// Link-down reports for non-tree (lateral) peers: never a tree repair.
     pub lateral_link_downs: u64,
+    /// Link-down reports with soft evidence only (reset, timeout, close) while the detector
+    /// runs: never a repair.
+    pub soft_link_downs: u64,
     /// Dropped input: this rank is known dead (evicted) and processes nothing.
     pub dropped_self_dead: u64,
     /// Dropped input: a message names an origin outside the span, dead, or impossible (a flood

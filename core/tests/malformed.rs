@@ -33,6 +33,7 @@ use lifeline_core::wire::MembershipMsg;
 use lifeline_core::wire::RelmMsg;
 use lifeline_core::wire::XcastMsg;
 use lifeline_core::FloodEvent;
+use lifeline_core::LinkCause;
 use lifeline_core::MembershipEvent;
 use lifeline_core::RelmEvent;
 use lifeline_core::XcastEvent;
@@ -2204,7 +2205,7 @@ fn hostile_counters_never_panic() {
             let _ = n.xcast(now, 16, Bytes::from_static(b"a"));
         });
         step(&mut n, "the parent dies", &|n, now| {
-            n.handle_link_down(now, Rank(0))
+            n.handle_link_down(now, Rank(0), LinkCause::Refused)
         });
         for i in 0..3 {
             step(&mut n, "timers", &|n, now| n.handle_timeout(now));
@@ -2758,7 +2759,7 @@ fn hostile_relm_values_never_panic() {
         });
         step(&mut n, "timers", &|n, now| n.handle_timeout(now));
         step(&mut n, "the parent dies", &|n, now| {
-            n.handle_link_down(now, Rank(1))
+            n.handle_link_down(now, Rank(1), LinkCause::Refused)
         });
         for _ in 0..3 {
             step(&mut n, "timers", &|n, now| n.handle_timeout(now));

@@ -7,6 +7,7 @@
 
 use lifeline_core::wire::MembershipMsg;
 use lifeline_core::wire::XcastMsg;
+use lifeline_core::LinkCause;
 use lifeline_core::XcastError;
 use lifeline_core::XcastEvent;
 use lifeline_core::{FloodEvent, FloodTimer};
@@ -722,7 +723,7 @@ fn tree_link_down_repairs_once_with_the_tree_delta() {
     n.handle_link_up(ms(1), Rank(3));
     n.handle_link_up(ms(1), Rank(0));
     assert_eq!(n.links().collect::<Vec<_>>(), [Rank(0), Rank(3)]);
-    n.handle_link_down(ms(2), Rank(3));
+    n.handle_link_down(ms(2), Rank(3), LinkCause::Refused);
     let mut model = Tree::new(9, 2, Rank(1)).unwrap();
     let want = model.mark_dead(&[Rank(3)], Scope::Local).unwrap().unwrap();
     let ev = events(&mut n);
@@ -744,7 +745,7 @@ fn tree_link_down_repairs_once_with_the_tree_delta() {
 
     // The same loss reported again (an echo of the repair) is ignored entirely.
     let before = observe(&n);
-    n.handle_link_down(ms(3), Rank(3));
+    n.handle_link_down(ms(3), Rank(3), LinkCause::Refused);
     let mut want = before;
     want.now = ms(3);
     assert_eq!(observe(&n), want);
@@ -765,7 +766,7 @@ fn tree_link_down_repairs_once_with_the_tree_delta() {
         for p in neighbours {
             let ctx = format!("{me} loses {p}");
             let mut n = node(9, 2, me);
-            n.handle_link_down(ms(1), p);
+            n.handle_link_down(ms(1), p, LinkCause::Refused);
             let mut model = Tree::new(9, 2, Rank(me)).unwrap();
             let delta = model.mark_dead(&[p], Scope::Local).unwrap().unwrap();
             let view = model.view().unwrap();
@@ -841,7 +842,7 @@ fn lateral_link_down_is_counted_and_changes_no_view() {
             n.handle_link_up(ms(1), q);
             assert_eq!(n.links().collect::<Vec<_>>(), [q]);
             let before = observe(&n);
-            n.handle_link_down(ms(1), q);
+            n.handle_link_down(ms(1), q, LinkCause::Refused);
             assert!(events(&mut n).is_empty(), "{me} loses lateral {q}");
             let mut want = before;
             want.stats.lateral_link_downs = 1;
@@ -854,8 +855,8 @@ fn lateral_link_down_is_counted_and_changes_no_view() {
     let mut n = node(9, 2, 1);
     n.handle_link_up(ms(1), Rank(9));
     assert_eq!(n.links().count(), 0);
-    n.handle_link_down(ms(1), Rank(9));
-    n.handle_link_down(ms(1), Rank(u32::MAX));
+    n.handle_link_down(ms(1), Rank(9), LinkCause::Refused);
+    n.handle_link_down(ms(1), Rank(u32::MAX), LinkCause::Refused);
     assert_eq!(n.stats().dropped_unknown_peer, 3);
     assert_eq!(n.stats().dropped_stale_sender, 0);
     assert_eq!(n.stats().lateral_link_downs, 0);
@@ -867,7 +868,7 @@ fn lateral_link_down_is_counted_and_changes_no_view() {
 fn no_transmit_is_ever_addressed_to_a_dead_rank() {
     // After the loss, floods route around 3.
     let mut n = node(9, 2, 1);
-    n.handle_link_down(ms(1), Rank(3));
+    n.handle_link_down(ms(1), Rank(3), LinkCause::Refused);
     events(&mut n);
     let to: Vec<Rank> = transmits(&mut n).iter().map(|t| t.to).collect();
     assert_eq!(
@@ -895,7 +896,7 @@ fn no_transmit_is_ever_addressed_to_a_dead_rank() {
     // before the loss is never handed out, and is counted.
     let mut n = node(9, 2, 1);
     n.flood(ms(1), Bytes::from_static(b"g")).unwrap();
-    n.handle_link_down(ms(2), Rank(3));
+    n.handle_link_down(ms(2), Rank(3), LinkCause::Refused);
     let out = sent(&mut n);
     let to: Vec<(Rank, Kind)> = out.iter().map(|(to, m)| (*to, m.kind())).collect();
     assert_eq!(
@@ -1035,7 +1036,8 @@ fn a_childs_lineage_notice_teaches_the_parent_and_the_root_confirms() {
     // reaches every survivor exactly once.
     let config = Config::new(9, 2);
     let mut net = Net::new(&config, (0..9).filter(|&r| r != 7));
-    net.node(3).handle_link_down(ms(1), Rank(7));
+    net.node(3)
+        .handle_link_down(ms(1), Rank(7), LinkCause::Refused);
     net.run_until(ms(1_000));
     let ups: Vec<(Rank, Rank)> = net
         .log
@@ -1167,7 +1169,8 @@ fn failover_notices_reach_every_survivor() {
     // The inner rank 1 dies: the root adopts 5 into slot 1, 5 infers the death and adopts 3
     // in turn, and the root confirms it everywhere.
     let mut net = Net::new(&config, (0..9).filter(|&r| r != 1));
-    net.node(0).handle_link_down(ms(1), Rank(1));
+    net.node(0)
+        .handle_link_down(ms(1), Rank(1), LinkCause::Refused);
     net.run_until(ms(1_000));
     let adopts: Vec<(Rank, Rank)> = net
         .log
@@ -1181,8 +1184,10 @@ fn failover_notices_reach_every_survivor() {
     // The root dies: its children see the link go; 2 takes the root's slot, gathers what the
     // survivors hold, and confirms 0 dead everywhere. A broadcast afterwards still completes.
     let mut net = Net::new(&config, 1..9);
-    net.node(2).handle_link_down(ms(1), Rank(0));
-    net.node(1).handle_link_down(ms(1), Rank(0));
+    net.node(2)
+        .handle_link_down(ms(1), Rank(0), LinkCause::Refused);
+    net.node(1)
+        .handle_link_down(ms(1), Rank(0), LinkCause::Refused);
     net.run_until(ms(1_000));
     assert!(net.nodes[&Rank(2)].tree().view().unwrap().is_root());
     check(&mut net, 0);
@@ -1344,7 +1349,7 @@ fn run_script(seed: u64) -> Vec<String> {
     record(&mut n, &mut log);
     n.handle_timeout(ms(4));
     record(&mut n, &mut log);
-    n.handle_link_down(ms(5), Rank(3));
+    n.handle_link_down(ms(5), Rank(3), LinkCause::Refused);
     record(&mut n, &mut log);
     n.grow(ms(6), 12).unwrap();
     record(&mut n, &mut log);

@@ -12,6 +12,7 @@
 
 use lifeline_core::wire::MembershipMsg;
 use lifeline_core::wire::XcastMsg;
+use lifeline_core::LinkCause;
 use lifeline_core::MembershipEvent;
 use lifeline_core::XcastEvent;
 use std::cell::RefCell;
@@ -1050,8 +1051,8 @@ fn white_box_queued_forward_to_dead_child() {
     .encode();
     n.handle_frame(t, Rank(0), fwd);
     // Not drained: forwards to 3 and 5 are queued. Now 3's link goes, twice.
-    n.handle_link_down(t, Rank(3));
-    n.handle_link_down(t, Rank(3));
+    n.handle_link_down(t, Rank(3), LinkCause::Refused);
+    n.handle_link_down(t, Rank(3), LinkCause::Refused);
     let out = drain(&mut n);
     assert!(
         out.iter().all(|(to, _)| *to != 3),
@@ -1080,7 +1081,7 @@ fn white_box_queued_forward_to_dead_child() {
     };
     let ack = |round| Message::Xcast(XcastMsg::Ack(AckMsg { op: 1, round })).encode();
     n.handle_frame(us(20), Rank(5), ack(round5));
-    n.handle_link_down(us(20), Rank(3)); // a late echo of the failed forward
+    n.handle_link_down(us(20), Rank(3), LinkCause::Refused); // a late echo of the failed forward
     let out = drain(&mut n);
     assert_eq!(acks_up(&out), 0, "5 alone does not finish the op: {out:?}");
     n.handle_frame(us(30), Rank(7), ack(round7));

@@ -26,6 +26,7 @@ use lifeline_core::sim::relm::{check_report, run_relm, RelmHooks, RelmParams};
 use lifeline_core::time::Duration;
 use lifeline_core::tree::{Rank, RankSet};
 use lifeline_core::wire::{frame_len, Limits, Message, HEADER_LEN, VERSION};
+use lifeline_core::LinkCause;
 use lifeline_core::{Config, Instant, Node};
 
 /// Any bytes as one frame: no panic; a decoded frame re-encodes to the same bytes.
@@ -354,7 +355,7 @@ pub fn node(data: &[u8]) {
             }
             Step::Raw { from, bytes } => n.handle_frame(now, rank(from), Bytes::from(bytes)),
             Step::LinkUp { peer } => n.handle_link_up(now, rank(peer)),
-            Step::LinkDown { peer } => n.handle_link_down(now, rank(peer)),
+            Step::LinkDown { peer } => n.handle_link_down(now, rank(peer), LinkCause::Refused),
             Step::Dead { rank: r } => {
                 let set: RankSet = [rank(r)].into_iter().collect();
                 let _ = n.declare_dead(now, &set);

@@ -16,7 +16,7 @@
 //! bound derived from the node's `max_transmits`, `max_events` and radix, so the core's
 //! bounded outbox cannot fill up between two drains.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::io;
 use std::net::SocketAddr;
 use std::sync::{Arc, RwLock};
@@ -26,7 +26,7 @@ use lifeline_core::link::{
     AcceptVerdict, AttemptId, DialOutcome, LinkAction, LinkDownReason, LinkPolicy,
 };
 use lifeline_core::tree::Rank;
-use lifeline_core::{Class, CommandError, Event, Instant, Node, Transmit};
+use lifeline_core::{Class, CommandError, Event, Instant, LinkCause, Node, Transmit};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::{AbortHandle, JoinHandle};
@@ -54,7 +54,9 @@ pub enum Output {
         at: Instant,
     },
     /// The link to `peer` is gone. For every reason but [`DownReason::Dead`] the core was told
-    /// ([`Node::handle_link_down`]), which presumes a tree neighbour dead.
+    /// ([`Node::handle_link_down`]) with the evidence it is: a give-up after refused dials or
+    /// a missing address is hard ([`LinkCause::Refused`]); a reset, timeout, close or overflow
+    /// is not (with the core's detector off, any loss of a tree link still repairs).
     LinkDown {
         /// The peer.
         peer: Rank,
@@ -340,6 +342,7 @@ pub fn spawn(
         pending: VecDeque::new(),
         out_closed: false,
         deferred_downs: Vec::new(),
+        refused: BTreeSet::new(),
         view_changed: false,
         stopping: false,
         listener,
@@ -434,6 +437,8 @@ struct Driver {
     pending: VecDeque<Output>,
     out_closed: bool,
     deferred_downs: Vec<(Rank, DownReason)>,
+    /// Peers whose last dial was refused outright (so a give-up is hard evidence).
+    refused: BTreeSet<Rank>,
     view_changed: bool,
     stopping: bool,
     listener: AbortHandle,
@@ -783,6 +788,20 @@ impl Driver {
         }
     }
 
+    /// The evidence a lost link is (see [`LinkCause`]): a give-up after refused dials and a
+    /// missing address are hard; resets, timeouts, closes and overflows are not.
+    fn cause(&mut self, peer: Rank, reason: DownReason) -> LinkCause {
+        let refused = self.refused.remove(&peer);
+        match reason {
+            DownReason::Unreachable if refused => LinkCause::Refused,
+            DownReason::NoAddress | DownReason::Dead => LinkCause::Refused,
+            DownReason::Unreachable | DownReason::Overflow => LinkCause::TimedOut,
+            DownReason::Io(io::ErrorKind::TimedOut) => LinkCause::TimedOut,
+            DownReason::Io(_) => LinkCause::Reset,
+            DownReason::Closed | DownReason::Malformed => LinkCause::Closed,
+        }
+    }
+
     /// Reports a lost link to the core (an input) and forgets the peer's connections and
     /// queues. The caller drains (directly or through `drain`'s loop).
     fn report_down(&mut self, peer: Rank, reason: DownReason) {
@@ -792,7 +811,8 @@ impl Driver {
         }
         Counters::add(&self.sh.counters.link_downs);
         let now = self.now();
-        self.node.handle_link_down(now, peer);
+        let cause = self.cause(peer, reason);
+        self.node.handle_link_down(now, peer, cause);
         self.emit(Output::LinkDown {
             peer,
             at: now,
@@ -886,6 +906,11 @@ impl Driver {
             Err(HandshakeError::Duplicate) => DialOutcome::Duplicate,
             Err(_) => DialOutcome::Failed,
         };
+        if outcome == DialOutcome::Refused {
+            self.refused.insert(peer);
+        } else {
+            self.refused.remove(&peer);
+        }
         let now = self.now();
         let run = self
             .links

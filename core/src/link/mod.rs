@@ -42,6 +42,7 @@
 //!
 //! Iteration is over ordered maps, so the same inputs give the same actions, in the same order.
 
+mod cause;
 mod config;
 #[cfg(test)]
 mod tests;
@@ -49,6 +50,7 @@ mod tests;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt;
 
+pub use cause::LinkCause;
 pub use config::{LinkConfig, LinkConfigError};
 
 use crate::time::Instant;

@@ -246,3 +246,41 @@ fn one_observer_losing_its_subject_removes_nobody() {
     let o = s.world().node(observer).unwrap();
     assert!(o.stats().detect.unresponsive >= 1, "the observer did alert");
 }
+
+#[test]
+fn tree_link_cut_for_seconds_evicts_nobody_with_the_detector_on() {
+    for oneway in [false, true] {
+        let mut s = sim(64, 4, 12);
+        s.run_until(ms(300)).unwrap();
+        let child = Rank(5);
+        let parent = s
+            .world()
+            .node(child)
+            .unwrap()
+            .tree()
+            .view()
+            .unwrap()
+            .parent()
+            .unwrap();
+        s.apply(if oneway {
+            Fault::CutOneWay(child, parent)
+        } else {
+            Fault::Cut(child, parent)
+        });
+        // Longer than the link timeout: both ends see the link time out (soft evidence).
+        s.run_until(ms(5_300)).unwrap();
+        s.apply(Fault::Heal);
+        s.run_until(ms(6_500)).unwrap();
+        for r in 0..64 {
+            assert!(
+                dead_at(&s, Rank(r)).is_empty(),
+                "oneway {oneway}, {r}: {:?}",
+                dead_at(&s, Rank(r))
+            );
+        }
+        let soft: u64 = (0..64)
+            .map(|r| s.world().node(Rank(r)).unwrap().stats().soft_link_downs)
+            .sum();
+        assert!(soft >= 1, "oneway {oneway}: the cut timed the link out");
+    }
+}

@@ -14,6 +14,7 @@ use crate::config::{Config, ConfigError};
 use crate::error::CommandError;
 use crate::event::Event;
 use crate::flood::FloodMsg;
+use crate::link::LinkCause;
 use crate::machine::{Ctx, Effect};
 use crate::outbox::{Outbox, Transmit};
 use crate::relm::Uid;
@@ -189,7 +190,13 @@ impl Node {
     /// The driver lost the link to `peer` (reset, timeout, refused reconnect). A lost tree link
     /// means the peer is presumed dead and the tree is repaired at once; a lateral link's loss
     /// never triggers a repair.
-    pub fn handle_link_down(&mut self, now: Instant, peer: Rank) {
+    ///
+    /// What the loss means depends on its `cause`. With the heartbeat detector on
+    /// (`detect.enabled`), only hard evidence ([`LinkCause::is_hard`]: a refused fresh dial,
+    /// another incarnation) repairs the tree at once; a reset, timeout or close is counted in
+    /// `soft_link_downs` and nothing more (the peer's observers and the coordinator decide).
+    /// With the detector off, any loss of a tree link repairs (the link is the only detector).
+    pub fn handle_link_down(&mut self, now: Instant, peer: Rank, cause: LinkCause) {
         self.clamp(now);
         self.links.remove(&peer);
         if !self.tree.layout().contains(peer) {
@@ -198,6 +205,10 @@ impl Node {
         }
         if self.tree.dead().contains(peer) {
             return; // already known: an echo of the repair
+        }
+        if self.cfg.detect.enabled && !cause.is_hard() {
+            self.stats.soft_link_downs += 1;
+            return;
         }
         match self.tree.link_role(peer) {
             LinkRole::Lateral => self.stats.lateral_link_downs += 1,

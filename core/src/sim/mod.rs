@@ -42,6 +42,7 @@ use net::{Net, Stalled};
 
 use crate::config::Config;
 use crate::event::Event;
+use crate::link::LinkCause;
 use crate::node::Node;
 use crate::outbox::Class;
 use crate::rng::Rng;
@@ -197,6 +198,7 @@ enum SimEvent {
     LinkDown {
         rank: u32,
         peer: u32,
+        cause: LinkCause,
     },
     CutTimeout {
         a: u32,
@@ -716,20 +718,20 @@ impl<O: Observer> Sim<O> {
                 }
                 self.drain(r);
             }
-            SimEvent::LinkDown { rank, peer } => {
+            SimEvent::LinkDown { rank, peer, cause } => {
                 let Some(slot) = self.world.slots.get_mut(rank as usize) else {
                     return;
                 };
                 match slot.state {
                     SlotState::Crashed => {}
-                    SlotState::Paused => slot.held.push(SimEvent::LinkDown { rank, peer }),
+                    SlotState::Paused => slot.held.push(SimEvent::LinkDown { rank, peer, cause }),
                     SlotState::Live => {
                         self.world.stats.link_downs += 1;
                         self.world
                             .trace_line(|| format!("linkdown {rank} x {peer}"));
                         let now = self.world.now;
                         if let Some(n) = self.world.slots[rank as usize].node.as_mut() {
-                            n.handle_link_down(now, Rank(peer));
+                            n.handle_link_down(now, Rank(peer), cause);
                         }
                         self.drain(rank);
                     }
@@ -750,10 +752,12 @@ impl<O: Observer> Sim<O> {
                     let now = self.world.now;
                     self.world
                         .trace_line(|| format!("timeout  link {a}-{b} (cut too long)"));
-                    self.world
-                        .push(now, SimEvent::LinkDown { rank: a, peer: b });
-                    self.world
-                        .push(now, SimEvent::LinkDown { rank: b, peer: a });
+                    // TCP's user timeout: soft evidence.
+                    for (rank, peer) in [(a, b), (b, a)] {
+                        let cause = LinkCause::TimedOut;
+                        self.world
+                            .push(now, SimEvent::LinkDown { rank, peer, cause });
+                    }
                 }
             }
             SimEvent::Fault(f) => self.apply(f),
@@ -823,6 +827,7 @@ impl<O: Observer> Sim<O> {
                     SimEvent::LinkDown {
                         rank: from,
                         peer: to,
+                        cause: LinkCause::Refused,
                     },
                 );
                 return;
@@ -869,7 +874,16 @@ impl<O: Observer> Sim<O> {
         let at = self.world.now + self.world.cfg.net.link_down_delay;
         for p in self.world.net.peers(r) {
             self.world.net.unlink(r, p);
-            self.world.push(at, SimEvent::LinkDown { rank: p, peer: r });
+            // A killed process on a live host: reset, and the re-dial is refused (hard).
+            let cause = LinkCause::Refused;
+            self.world.push(
+                at,
+                SimEvent::LinkDown {
+                    rank: p,
+                    peer: r,
+                    cause,
+                },
+            );
         }
     }
 
