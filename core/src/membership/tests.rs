@@ -284,3 +284,60 @@ fn tree_link_cut_for_seconds_evicts_nobody_with_the_detector_on() {
         assert!(soft >= 1, "oneway {oneway}: the cut timed the link out");
     }
 }
+
+/// Counts xcast deliveries per (rank, op).
+#[derive(Default)]
+struct Deliveries(BTreeMap<(Rank, u64), u32>);
+
+impl Observer for Deliveries {
+    fn on_event(&mut self, _w: &World, rank: Rank, e: &Event) {
+        if let Event::Xcast(crate::xcast::XcastEvent::Delivered { op, .. }) = e {
+            *self.0.entry((rank, *op)).or_default() += 1;
+        }
+    }
+}
+
+#[test]
+fn broadcasts_across_a_cut_tree_link_resume_after_the_heal() {
+    for oneway in [false, true] {
+        let mut cfg = SimConfig::new(32, 4, 13);
+        cfg.node.detect.enabled = true;
+        let mut s = Sim::new(cfg, Deliveries::default()).unwrap();
+        s.run_until(ms(300)).unwrap();
+        let child = Rank(6);
+        let parent = s
+            .world()
+            .node(child)
+            .unwrap()
+            .tree()
+            .view()
+            .unwrap()
+            .parent()
+            .unwrap();
+        s.apply(if oneway {
+            Fault::CutOneWay(parent, child)
+        } else {
+            Fault::Cut(child, parent)
+        });
+        let mut t = 300;
+        for i in 0..20u64 {
+            t += 100;
+            s.run_until(ms(t)).unwrap();
+            let from = Rank((i % 32) as u32);
+            s.command(from, |n, now| {
+                n.xcast(now, 16, bytes::Bytes::from_static(b"x"))
+            })
+            .unwrap()
+            .unwrap();
+        }
+        s.run_until(ms(3_000)).unwrap();
+        s.apply(Fault::Heal);
+        s.run_until(ms(5_000)).unwrap();
+        let d = &s.observer().0;
+        for r in 0..32 {
+            let got = d.keys().filter(|(rank, _)| *rank == Rank(r)).count();
+            assert_eq!(got, 20, "oneway {oneway}: rank {r} delivered {got} of 20");
+        }
+        assert!(d.values().all(|&c| c == 1), "exactly once");
+    }
+}

@@ -194,7 +194,8 @@ impl Node {
     /// What the loss means depends on its `cause`. With the heartbeat detector on
     /// (`detect.enabled`), only hard evidence ([`LinkCause::is_hard`]: a refused fresh dial,
     /// another incarnation) repairs the tree at once; a reset, timeout or close is counted in
-    /// `soft_link_downs` and nothing more (the peer's observers and the coordinator decide).
+    /// `soft_link_downs` (the peer's observers and the coordinator decide) and, for the
+    /// parent's link, answered with a hello that re-establishes it and re-syncs this rank.
     /// With the detector off, any loss of a tree link repairs (the link is the only detector).
     pub fn handle_link_down(&mut self, now: Instant, peer: Rank, cause: LinkCause) {
         self.clamp(now);
@@ -208,6 +209,12 @@ impl Node {
         }
         if self.cfg.detect.enabled && !cause.is_hard() {
             self.stats.soft_link_downs += 1;
+            // The link is wanted back: a hello to the parent asks the driver to reconnect, and
+            // once it gets through, the parent re-syncs this rank (watermarks and re-polls), so
+            // broadcasts lost with the connection are delivered after the heal.
+            if self.tree.link_role(peer) == LinkRole::Parent {
+                run!(self, membership.say_hello());
+            }
             return;
         }
         match self.tree.link_role(peer) {
