@@ -40,6 +40,12 @@ pub(crate) enum Effect {
         incarnation: u64,
         down: bool,
     },
+    /// Flood a coordinator's decision to the tree neighbours (after the repair it caused),
+    /// except the one it came from.
+    FloodRemoved {
+        m: crate::membership::RemovedMsg,
+        except: Option<Rank>,
+    },
     /// An application event that must follow the effects pushed before it (e.g. a failure
     /// confirmation after the repair it caused).
     Event(Event),
@@ -142,6 +148,12 @@ pub(crate) trait Machine {
     /// The tree view changed (called in the router's table order, after the repair).
     fn on_view_change(&mut self, ctx: &mut Ctx<'_>, d: &ViewDelta) {
         let _ = (ctx, d);
+    }
+
+    /// The set of live ranks changed (deaths or a grow), whether or not this rank's view did
+    /// (called after any view change, in table order).
+    fn on_members_change(&mut self, ctx: &mut Ctx<'_>) {
+        let _ = ctx;
     }
 
     /// Whether a decoded message is plausible from any peer (an origin it cannot have is

@@ -204,6 +204,14 @@ fn frames() -> Vec<(&'static str, Bytes)> {
             }),
         ),
         ("evicted", Message::from(EvictedMsg { epoch: 7 })),
+        (
+            "removed",
+            Message::from(RemovedMsg {
+                coordinator: Rank(2),
+                seq: 3,
+                ranks: vec![Rank(9), Rank(40)],
+            }),
+        ),
     ];
     let msgs: Vec<(&'static str, Message)> =
         msgs.into_iter().chain(detect).chain(membership).collect();

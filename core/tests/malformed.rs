@@ -50,7 +50,7 @@ use lifeline_core::wire::{
     RecoverMsg, RecoveredOpMsg, RelayMsg, RelmAckMsg, RelmDataMsg, RelmLinkMsg, RelmReqMsg,
     SyncMsg, UidRange, HEADER_LEN, VERSION,
 };
-use lifeline_core::wire::{AlertEntry, AlertMsg, EvictedMsg};
+use lifeline_core::wire::{AlertEntry, AlertMsg, EvictedMsg, RemovedMsg};
 use lifeline_core::{
     xcast, CommandError, Config, Duration, Event, Instant, Node, Stats, TimerKey, Transmit,
 };
@@ -504,6 +504,14 @@ fn samples() -> Vec<Sample> {
         ),
         fixed("alert/empty", Message::from(AlertMsg { entries: vec![] })),
         fixed("evicted", Message::from(EvictedMsg { epoch: 3 })),
+        fixed(
+            "removed/from-parent",
+            Message::from(RemovedMsg {
+                coordinator: Rank(0),
+                seq: 1,
+                ranks: vec![Rank(21), Rank(SPAN)],
+            }),
+        ),
         relm_link(
             "relm-link/wrong-depth",
             u32::MAX,

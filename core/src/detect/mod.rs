@@ -314,6 +314,12 @@ impl Machine for Detect {
         self.recompute(ctx);
     }
 
+    /// The rings are a function of the live set, not of this rank's view: a death far away
+    /// can still change who watches whom here.
+    fn on_members_change(&mut self, ctx: &mut Ctx<'_>) {
+        self.recompute(ctx);
+    }
+
     fn on_message(&mut self, ctx: &mut Ctx<'_>, from: Rank, msg: DetectMsg) {
         if !self.enabled {
             ctx.stats.detect.stale += 1;

@@ -12,9 +12,12 @@ pub struct MembershipConfig {
     /// Coordinator: observers (of `detect.observers`) whose standing alerts make a subject's
     /// removal stable (H; scaled down in views with fewer observers, never below 2).
     pub stable_reports: u32,
-    /// Coordinator: a subject with at least this many reports but fewer than H is in flux;
-    /// no removal is decided while one is, for up to twice `detect.timeout` (L).
+    /// Coordinator: a subject with at least this many reports but fewer than H is in flux (L);
+    /// a removal waits for it, so failures found together go into one view change, but at
+    /// most `flux_hold` after the in-flux subject's first report.
     pub flux_reports: u32,
+    /// Coordinator: the longest a stable removal waits for a subject in flux.
+    pub flux_hold: Duration,
     /// Observers: how long alerts wait to be sent together to the coordinator.
     pub alert_batch: Duration,
     /// Most fencing notices sent to one removed rank per this interval.
@@ -27,6 +30,7 @@ impl Default for MembershipConfig {
             notice_batch: Duration::from_millis(2),
             stable_reports: 6,
             flux_reports: 2,
+            flux_hold: Duration::from_millis(50),
             alert_batch: Duration::from_millis(10),
             evicted_interval: Duration::from_millis(100),
         }

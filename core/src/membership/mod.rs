@@ -43,6 +43,7 @@ pub use stats::MembershipStats;
 pub use timer::MembershipTimer;
 pub use wire::{
     AdoptMsg, AlertEntry, AlertMsg, EvictedMsg, GlobalFailureMsg, LineageMsg, MembershipMsg,
+    RemovedMsg,
 };
 
 /// What the coordinator holds about one subject.
@@ -79,6 +80,10 @@ pub(crate) struct Membership {
     fenced: BTreeMap<Rank, Instant>,
     /// This rank learned it was removed.
     evicted: bool,
+    /// Coordinator: decisions made.
+    decisions: u64,
+    /// Highest decision seen per coordinator (the flood's duplicate filter).
+    seen_decisions: BTreeMap<Rank, u64>,
 }
 
 impl Membership {
@@ -407,14 +412,15 @@ impl Membership {
     }
 
     /// Coordinator: removes every stable subject in one decision, unless one is in flux (then
-    /// waits, at most until the oldest in flux has stood for twice `detect.timeout`).
+    /// waits, at most until the newest in flux has stood for `membership.flux_hold`: its other
+    /// observers' alerts, sent at about the same time, are then in).
     fn decide(&mut self, ctx: &mut Ctx<'_>) {
         let k = ctx.cfg.detect.observers.max(1) as usize;
         let h_cfg = ctx.cfg.membership.stable_reports as usize;
         let l_cfg = ctx.cfg.membership.flux_reports as usize;
         let reported: BTreeSet<Rank> = self.reports.keys().copied().collect();
         let mut stable = Vec::new();
-        let mut oldest_flux: Option<Instant> = None;
+        let mut hold: Option<Instant> = None;
         for (&s, r) in &self.reports {
             let expected = self.observers_of(ctx, s);
             let k_eff = expected.len();
@@ -438,31 +444,88 @@ impl Membership {
                 .count();
             if count >= h {
                 stable.push(s);
-            } else if count >= l {
-                oldest_flux = Some(oldest_flux.map_or(r.first, |t: Instant| t.min(r.first)));
+            } else if count >= l && ctx.now < r.first + ctx.cfg.membership.flux_hold {
+                let until = r.first + ctx.cfg.membership.flux_hold;
+                hold = Some(hold.map_or(until, |t: Instant| t.max(until)));
             }
         }
         if stable.is_empty() {
             return;
         }
-        if let Some(first) = oldest_flux {
-            let release = first + ctx.cfg.detect.timeout + ctx.cfg.detect.timeout;
-            if ctx.now < release {
-                ctx.stats.membership.decisions_deferred += 1;
-                if self.decide_timer.is_none() {
-                    let key = TimerKey::Membership(MembershipTimer::Decide);
-                    self.decide_timer = Some(ctx.timers.set(key, release));
-                }
-                return;
+        if let Some(release) = hold {
+            ctx.stats.membership.decisions_deferred += 1;
+            if self.decide_timer.is_none() {
+                let key = TimerKey::Membership(MembershipTimer::Decide);
+                self.decide_timer = Some(ctx.timers.set(key, release));
             }
+            return;
         }
         for s in &stable {
             self.reports.remove(s);
         }
         ctx.stats.membership.removed_on_evidence += stable.len() as u64;
         ctx.effect(Effect::Deaths {
-            ranks: stable,
+            ranks: stable.clone(),
             scope: Scope::Local,
+        });
+        self.decisions += 1;
+        let m = RemovedMsg {
+            coordinator: ctx.me(),
+            seq: self.decisions,
+            ranks: stable,
+        };
+        self.seen_decisions.insert(m.coordinator, m.seq);
+        ctx.effect(Effect::FloodRemoved { m, except: None });
+    }
+
+    /// Sends a decision to every tree neighbour (of the view after the repair) but `except`.
+    pub(crate) fn flood_removed(&mut self, ctx: &mut Ctx<'_>, m: RemovedMsg, except: Option<Rank>) {
+        let Some(view) = ctx.tree.view() else { return };
+        let to: Vec<Rank> = view
+            .parent()
+            .into_iter()
+            .chain(view.live_children())
+            .filter(|&r| Some(r) != except)
+            .collect();
+        for r in to {
+            ctx.stats.membership.removed_out += 1;
+            ctx.send(r, m.clone());
+        }
+    }
+
+    /// A decision from a tree neighbour: the first copy of each decision is applied (this rank
+    /// itself listed: evicted) and passed on; later copies stop here.
+    fn on_removed(&mut self, ctx: &mut Ctx<'_>, from: Rank, m: RemovedMsg) {
+        let is_neighbour = ctx.tree.view().is_some_and(|v| v.is_neighbor(from));
+        if !is_neighbour || !ctx.tree.layout().contains(m.coordinator) {
+            ctx.stats.membership.stale += 1;
+            return;
+        }
+        let seen = self.seen_decisions.entry(m.coordinator).or_insert(0);
+        if m.seq <= *seen {
+            return;
+        }
+        *seen = m.seq;
+        let me = ctx.me();
+        if m.ranks.contains(&me) {
+            self.evict(ctx, self.epoch);
+            return;
+        }
+        let fresh: Vec<Rank> = m
+            .ranks
+            .iter()
+            .copied()
+            .filter(|&r| ctx.tree.is_alive(r))
+            .collect();
+        if !fresh.is_empty() {
+            ctx.effect(Effect::Deaths {
+                ranks: fresh,
+                scope: Scope::Global,
+            });
+        }
+        ctx.effect(Effect::FloodRemoved {
+            m,
+            except: Some(from),
         });
     }
 
@@ -595,6 +658,7 @@ impl Machine for Membership {
             MembershipMsg::Lineage(m) => self.on_lineage(ctx, from, m),
             MembershipMsg::Alert(m) => self.on_alert_msg(ctx, from, m),
             MembershipMsg::Evicted(m) => self.on_evicted_msg(ctx, m),
+            MembershipMsg::Removed(m) => self.on_removed(ctx, from, m),
         }
     }
 

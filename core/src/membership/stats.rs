@@ -20,6 +20,8 @@ pub struct MembershipStats {
     pub removed_on_evidence: u64,
     /// Decisions held back by a subject in flux.
     pub decisions_deferred: u64,
+    /// Decision frames sent (the coordinator's flood ahead of the ordered notice).
+    pub removed_out: u64,
     /// Fencing notices sent to removed ranks.
     pub evicted_sent: u64,
 }

@@ -8,7 +8,6 @@ pub enum MembershipTimer {
     Announce,
     /// Send the batched alerts to their coordinators.
     Alerts,
-    /// Coordinator: a subject in flux blocked a decision; decide anyway once it has been stuck
-    /// for twice `detect.timeout`.
+    /// Coordinator: a subject in flux held a decision back; decide once `flux_hold` passed.
     Decide,
 }

@@ -186,8 +186,40 @@ impl Codec for EvictedMsg {
     }
 }
 
+/// The coordinator's decision, flooded over the tree ahead of the ordered global notice: these
+/// ranks are removed. Each decision `(coordinator, seq)` is forwarded once, on first receipt,
+/// to every tree neighbour but the sender, so ranks waiting on a removed one (a frozen relay, a
+/// recovery) unblock at once and every rank's observer rings follow the same view.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RemovedMsg {
+    /// The deciding coordinator.
+    pub coordinator: Rank,
+    /// Its decision counter.
+    pub seq: u64,
+    /// The removed ranks, ascending.
+    pub ranks: Vec<Rank>,
+}
+
+impl Codec for RemovedMsg {
+    fn encoded_len(&self) -> usize {
+        4 + 8 + 4 + 4 * self.ranks.len()
+    }
+    fn encode(&self, buf: &mut impl BufMut) {
+        buf.put_u32(self.coordinator.0);
+        buf.put_u64(self.seq);
+        put_ranks(buf, &self.ranks);
+    }
+    fn decode(r: &mut Reader, limits: &Limits) -> Result<Self, DecodeError> {
+        Ok(Self {
+            coordinator: r.rank()?,
+            seq: crate::wire::counter(r.u64()?)?,
+            ranks: get_ranks(r, limits)?,
+        })
+    }
+}
+
 crate::message_family! { Membership =>
-    /// Failure-knowledge messages (kinds 2–3, 40–41).
+    /// Failure-knowledge messages (kinds 2–3, 40–42).
     pub enum MembershipMsg {
         /// Adoption notice, parent to new child ([`AdoptMsg`]).
         Adopt(AdoptMsg) = 2, Control, Adopt, "adopt";
@@ -197,6 +229,8 @@ crate::message_family! { Membership =>
         Alert(AlertMsg) = 40, Control, Alert, "alert";
         /// Fencing notice to a removed rank ([`EvictedMsg`]).
         Evicted(EvictedMsg) = 41, Control, Evicted, "evicted";
+        /// The coordinator's decision, flooded over the tree ([`RemovedMsg`]).
+        Removed(RemovedMsg) = 42, Control, Removed, "removed";
     }
 }
 

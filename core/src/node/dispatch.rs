@@ -62,6 +62,11 @@ macro_rules! machines {
                 $(run!(self, $field.on_start());)*
             }
 
+            /// A change of the live set, to every machine in table order.
+            pub(super) fn members_change_to_machines(&mut self) {
+                $(run!(self, $field.on_members_change());)*
+            }
+
             /// A repaired view, to every machine in table order.
             pub(super) fn view_change_to_machines(&mut self, d: &ViewDelta) {
                 $(run!(self, $field.on_view_change(d));)*

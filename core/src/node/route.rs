@@ -10,8 +10,10 @@
 //!    new parent, so both precede replays on each link), xcast (replays, re-polls, recovery),
 //!    RELM (purges, link updates), then the application's [`Event::ViewChanged`]. Deaths that
 //!    leave the view alone still purge RELM chains to and from them.
-//! 4. **Reports**: deaths learned locally go up (the root schedules its announcement).
-//! 5. **Deliveries** ([`Node::drive_xcast`], after every input): each xcast op next in order is
+//! 4. **Members**: any change of the live set (deaths, with or without a view change; a grow)
+//!    goes to every machine in table order (the detector's rings depend on it).
+//! 5. **Reports**: deaths learned locally go up (the root schedules its announcement).
+//! 6. **Deliveries** ([`Node::drive_xcast`], after every input): each xcast op next in order is
 //!    a global failure notice (to membership, which pushes its deaths and then its
 //!    confirmation event), a no-op, or an application event.
 
@@ -57,6 +59,9 @@ impl Node {
                 incarnation,
                 down,
             } => run!(self, membership.on_local_alert(subject, incarnation, down)),
+            Effect::FloodRemoved { m, except } => {
+                run!(self, membership.flood_removed(m, except));
+            }
             Effect::Event(e) => ctx!(self).event(e),
         }
     }
@@ -76,6 +81,9 @@ impl Node {
             }
         };
         let hello_sent = self.fan_out(delta, &fresh);
+        if !fresh.is_empty() {
+            self.members_change_to_machines();
+        }
         // Deaths the root confirmed need no report; locally learned ones go up (the root
         // announces them).
         if scope == Scope::Local && !fresh.is_empty() && !hello_sent {
@@ -115,6 +123,7 @@ impl Node {
         let delta = self.tree.grow(new_span)?;
         let hello_sent = self.fan_out(delta, &[]);
         if self.tree.layout().span() != old_span {
+            self.members_change_to_machines();
             run!(self, membership.adopt_children());
             if !hello_sent {
                 run!(self, membership.say_hello());

@@ -24,6 +24,7 @@
 //! simulator writes one line per event.
 
 pub mod broadcast;
+pub mod membership;
 mod net;
 pub mod relm;
 pub mod scenario;

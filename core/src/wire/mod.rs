@@ -23,6 +23,7 @@ pub use reader::Reader;
 pub use crate::flood::FloodMsg;
 pub use crate::membership::{
     AdoptMsg, AlertEntry, AlertMsg, EvictedMsg, GlobalFailureMsg, LineageMsg, MembershipMsg,
+    RemovedMsg,
 };
 pub use crate::relm::{
     ChainMark, RelmAckMsg, RelmDataMsg, RelmLinkMsg, RelmMsg, RelmReqMsg, UidRange,
@@ -308,11 +309,12 @@ macro_rules! messages {
 }
 
 // The message table: one line per machine. Kind ranges: 1 flood, 2–3 membership, 10–19 xcast,
-// 20–23 RELM, 30–31 detector, 40–41 membership; next free: 42–49 agreement, 50–59 revoke, 60–69 elastic.
+// 20–23 RELM, 30–31 detector, 40–42 membership; next free: 43–49 agreement, 50–59 revoke, 60–69 elastic.
 messages! {
     /// The test flood (kind 1).
     Flood(crate::flood::FloodMsg);
-    /// Failure knowledge: adoption and lineage notices, alerts, eviction (kinds 2–3, 40–41).
+    /// Failure knowledge: adoption and lineage notices, alerts, eviction, decisions (kinds 2–3,
+    /// 40–42).
     Membership(crate::membership::MembershipMsg);
     /// Reliable broadcast (kinds 10–19).
     Xcast(crate::xcast::XcastMsg);
