@@ -37,12 +37,13 @@ use lifeline_core::LinkCause;
 use lifeline_core::MembershipEvent;
 use lifeline_core::RelmEvent;
 use lifeline_core::XcastEvent;
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use bytes::Bytes;
 use lifeline_core::detect::{HeartbeatMsg, SuspectMsg};
 use lifeline_core::relm::{Uid, UID_INVALID, UID_MAX, UID_NONE, UID_UNKNOWN};
+use lifeline_core::sim::testing::{Frame, Net};
 use lifeline_core::tree::{Rank, RankSet};
 use lifeline_core::wire::{
     self, AckMsg, AdoptMsg, ChainMark, CompleteMsg, DecodeError, FloodMsg, ForwardMsg,
@@ -874,101 +875,25 @@ fn check_transmit(from: Rank, n: &Node, t: &Transmit, limits: &Limits, ctx: &dyn
 // The network around the target
 // ---------------------------------------------------------------------------------------------
 
-/// Every rank of the span, joined by perfect in-order links and driven exactly as the contract
-/// says.
-struct Net {
-    nodes: BTreeMap<Rank, Node>,
-    now: Instant,
-    limits: Limits,
-    in_flight: VecDeque<(Rank, Transmit)>,
-    events: BTreeMap<Rank, Vec<Event>>,
-    /// (from, to, kind) of every frame delivered since the last clear.
-    log: Vec<(Rank, Rank, Kind)>,
+/// Most deliveries and timer firings the network may take at one instant before the sweep
+/// declares that it never settles.
+const NET_STEPS: u64 = 199_999;
+
+/// Every rank of the span in the test harness ([`Net`]): joined by perfect in-order links and
+/// driven exactly as the contract says, every transmit checked as [`check_transmit`] would (to a
+/// live rank other than the sender, decodable, on its kind's class), a panic anywhere named with
+/// the node, the input and the sweep's context, and a livelock refused.
+fn sweep_net(now: Instant) -> Net {
+    let mut net = Net::from_nodes((0..SPAN).map(|r| sweep_node(Rank(r))))
+        .catch_panics(true)
+        .step_bound(NET_STEPS);
+    net.set_now(now);
+    net
 }
 
-impl Net {
-    fn new(now: Instant) -> Self {
-        let nodes = (0..SPAN).map(|r| (Rank(r), sweep_node(Rank(r)))).collect();
-        Self {
-            nodes,
-            now,
-            limits: sweep_config().limits(),
-            in_flight: VecDeque::new(),
-            events: BTreeMap::new(),
-            log: Vec::new(),
-        }
-    }
-
-    fn node(&mut self, r: Rank) -> &mut Node {
-        self.nodes.get_mut(&r).unwrap()
-    }
-
-    fn target(&mut self) -> &mut Node {
-        self.node(ME)
-    }
-
-    /// Drains every node and delivers frames one at a time until the net is quiet.
-    fn pump(&mut self, ctx: &dyn Fn() -> String) {
-        let mut budget = 200_000u32;
-        loop {
-            for (&r, n) in &mut self.nodes {
-                while let Some(t) = n.poll_transmit() {
-                    check_transmit(r, n, &t, &self.limits, ctx);
-                    self.in_flight.push_back((r, t));
-                }
-                let ev = self.events.entry(r).or_default();
-                ev.extend(std::iter::from_fn(|| n.poll_event()));
-            }
-            let Some((from, t)) = self.in_flight.pop_front() else {
-                return;
-            };
-            budget -= 1;
-            assert!(budget > 0, "the network never settles; {}", ctx());
-            let kind = Kind::from_u8(t.frame[1]).unwrap();
-            self.log.push((from, t.to, kind));
-            let now = self.now;
-            let dst = self.nodes.get_mut(&t.to).unwrap();
-            catch_unwind(AssertUnwindSafe(|| dst.handle_frame(now, from, t.frame))).unwrap_or_else(
-                |_| panic!("{} panicked on a {kind:?} from {from}; {}", t.to, ctx()),
-            );
-        }
-    }
-
-    /// Pumps, then advances virtual time to each deadline up to `until` and fires it.
-    fn run_until(&mut self, until: Instant, ctx: &dyn Fn() -> String) {
-        loop {
-            self.pump(ctx);
-            let next = self
-                .nodes
-                .values()
-                .filter_map(|n| n.poll_timeout())
-                .map(|(at, _)| at)
-                .min();
-            match next {
-                Some(at) if at <= until => {
-                    self.now = self.now.max(at);
-                    let now = self.now;
-                    for (r, n) in &mut self.nodes {
-                        if n.poll_timeout().is_some_and(|(d, _)| d <= now) {
-                            catch_unwind(AssertUnwindSafe(|| n.handle_timeout(now)))
-                                .unwrap_or_else(|_| panic!("{r} panicked on a timeout; {}", ctx()));
-                        }
-                    }
-                }
-                _ => break,
-            }
-        }
-        self.now = self.now.max(until);
-    }
-
-    /// Whether any rank has learned a death (the net is then rebuilt).
-    fn deaths_known(&self) -> bool {
-        self.nodes.values().any(|n| !n.tree().dead().is_empty())
-    }
-
-    fn take_events(&mut self, r: Rank) -> Vec<Event> {
-        self.events.remove(&r).unwrap_or_default()
-    }
+/// Whether any rank has learned a death (the net is then rebuilt).
+fn deaths_known(net: &Net) -> bool {
+    net.nodes().any(|(_, n)| !n.tree().dead().is_empty())
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1000,8 +925,8 @@ struct Sweep {
 
 impl Sweep {
     fn new() -> Self {
-        let net = Net::new(Instant::ZERO);
-        let view = net.nodes[&ME].tree().view().unwrap();
+        let net = sweep_net(Instant::ZERO);
+        let view = net.node(ME).tree().view().unwrap();
         let mut n: Vec<Rank> = view
             .parent()
             .into_iter()
@@ -1011,9 +936,9 @@ impl Sweep {
         assert_eq!(n, NEIGHBOURS, "test assumes rank 5's neighbours");
         assert!(n[1..]
             .iter()
-            .all(|&c| net.nodes[&c].tree().view().unwrap().children().is_empty()));
+            .all(|&c| net.node(c).tree().view().unwrap().children().is_empty()));
         Self {
-            limits: net.limits,
+            limits: sweep_config().limits(),
             net,
             now: Instant::ZERO,
             fed: 0,
@@ -1074,8 +999,8 @@ impl Sweep {
 
         // 3. The target: no panic, and exactly the predicted input counter moves.
         let now = self.now;
-        self.net.now = now;
-        let node = self.net.target();
+        self.net.set_now(now);
+        let node = self.net.node_mut(ME);
         assert!(
             node.tree().dead().is_empty(),
             "the sweep runs on a death-free net"
@@ -1210,11 +1135,19 @@ impl Sweep {
         }
 
         // 5. The network answers whatever the target sent, and fires due timers.
-        self.net
-            .in_flight
-            .extend(transmits.into_iter().map(|t| (ME, t)));
-        self.net.run_until(now, &ctx_from);
-        for e in self.net.take_events(ME) {
+        for t in transmits {
+            self.net.send(Frame::new(ME, t));
+        }
+        let context = {
+            let (label, frame) = (label.to_owned(), Bytes::copy_from_slice(frame));
+            move || {
+                let (hex, len) = (hex(&frame), frame.len());
+                format!("{label}: frame {hex} ({len} bytes) from {from}")
+            }
+        };
+        self.net.set_context(context);
+        self.net.run_until(now);
+        for e in self.net.take_events_of(ME) {
             if matches!(
                 e,
                 Event::Membership(MembershipEvent::FailureConfirmed { .. })
@@ -1222,13 +1155,13 @@ impl Sweep {
                 self.confirmed += 1;
             }
         }
-        self.net.events.clear();
-        self.net.log.clear();
-        if self.net.deaths_known() {
+        self.net.clear_events();
+        self.net.clear_log();
+        if deaths_known(&self.net) {
             self.check_target_alone(&ctx_from);
             self.reset();
         } else if self.fresh_ops {
-            let t = self.net.target();
+            let t = self.net.node(ME);
             if t.xcast_watermarks() != (0, 0) || t.relm_chains() != 0 || t.relm_held() != 0 {
                 self.reset();
             }
@@ -1237,7 +1170,7 @@ impl Sweep {
 
     /// A fresh network (the counters of the sweep carry on).
     fn reset(&mut self) {
-        self.net = Net::new(self.now);
+        self.net = sweep_net(self.now);
         self.resets += 1;
     }
 
@@ -1245,7 +1178,7 @@ impl Sweep {
     /// learned its own death, refuses commands and drops every frame).
     fn check_target_alone(&mut self, ctx: &dyn Fn() -> String) {
         let now = self.now;
-        let n = self.net.target();
+        let n = self.net.node_mut(ME);
         assert!(!n.has_output(), "{}", ctx());
         let payload = Bytes::from_static(b"health");
         match n.tree().view().cloned() {
@@ -1298,31 +1231,36 @@ impl Sweep {
     /// The end of a sweep: the target, with everything the sweep left in it, still floods to
     /// every rank exactly once and still completes an xcast it originates.
     fn check_still_works(&mut self) {
-        let ctx = || "the final health check".to_string();
-        assert!(!self.net.deaths_known());
-        self.net.run_until(self.now, &ctx);
-        self.net.events.clear();
-        self.net.log.clear();
+        self.net.set_context(|| "the final health check".to_string());
+        assert!(!deaths_known(&self.net));
+        self.net.run_until(self.now);
+        self.net.clear_events();
+        self.net.clear_log();
 
         let payload = Bytes::from_static(b"after the sweep");
         let now = self.now;
-        let id = self.net.target().flood(now, payload.clone()).unwrap();
-        self.net.pump(&ctx);
-        let floods = self.net.log.iter().filter(|l| l.2 == Kind::Flood).count();
+        let id = self.net.node_mut(ME).flood(now, payload.clone()).unwrap();
+        self.net.pump();
+        let floods = self
+            .net
+            .log()
+            .iter()
+            .filter(|f| f.kind() == Some(Kind::Flood))
+            .count();
         assert_eq!(floods, SPAN as usize - 1, "one frame over every tree edge");
         for r in (0..SPAN).map(Rank) {
             let got = self
                 .net
-                .take_events(r)
+                .take_events_of(r)
                 .into_iter()
                 .filter(|e| matches!(e, Event::Flood(FloodEvent::Delivered { origin, id: i, .. }) if *origin == ME && *i == id))
                 .count();
             assert_eq!(got, 1, "the target's flood at {r}");
         }
 
-        let seq = self.net.target().xcast(now, 16, payload.clone()).unwrap();
-        self.net.run_until(now + Duration::from_secs(10), &ctx);
-        let events = std::mem::take(&mut self.net.events);
+        let seq = self.net.node_mut(ME).xcast(now, 16, payload.clone()).unwrap();
+        self.net.run_until(now + Duration::from_secs(10));
+        let events = self.net.take_events_by_rank();
         let of = |r: Rank| events.get(&r).map_or(&[][..], Vec::as_slice);
         let completed: Vec<&Event> = of(ME)
             .iter()
@@ -1355,21 +1293,21 @@ impl Sweep {
         // RELM: the target's own chains cannot have been forged elsewhere (a frame naming the
         // target as its source is refused, and the target never relays its own), so each of
         // its messages is delivered exactly once and acknowledged.
-        let now = self.net.now;
+        let now = self.net.now();
         let mut sent = Vec::new();
         for dst in [Rank(1), Rank(21), Rank(0), Rank(62), Rank(37)] {
             for i in 0..3u8 {
                 let p = Bytes::from(vec![i; 64]);
                 let u = self
                     .net
-                    .target()
+                    .node_mut(ME)
                     .relm_send(now, dst, 16, p.clone())
                     .unwrap();
                 sent.push((dst, u, p));
             }
         }
-        self.net.run_until(now + Duration::from_secs(10), &ctx);
-        let events = std::mem::take(&mut self.net.events);
+        self.net.run_until(now + Duration::from_secs(10));
+        let events = self.net.take_events_by_rank();
         let of = |r: Rank| events.get(&r).map_or(&[][..], Vec::as_slice);
         for (dst, u, p) in &sent {
             let got = of(*dst)
@@ -1388,10 +1326,10 @@ impl Sweep {
                 "the target's RELM message {u} to {dst} is acknowledged"
             );
         }
-        assert_eq!(self.net.target().relm_unacked_bytes(), 0);
+        assert_eq!(self.net.node(ME).relm_unacked_bytes(), 0);
 
-        assert!(!self.net.deaths_known());
-        for (r, n) in &self.net.nodes {
+        assert!(!deaths_known(&self.net));
+        for (r, n) in self.net.nodes() {
             assert!(!n.has_output(), "{r}");
             let s = n.stats();
             assert_eq!(
