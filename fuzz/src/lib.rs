@@ -14,15 +14,17 @@
 //!   same bytes (one encoding per message, so no two peers can disagree about a frame).
 //! - [`node`]: one interior node of a 16-rank tree fed a structured stream of hostile inputs
 //!   (frames with a correct envelope and arbitrary bodies from any rank in or out of the
-//!   span, raw bytes, link changes, deaths, time, RELM sends and broadcasts): it never
-//!   panics, never addresses a transmit to itself, a dead rank or a rank outside the span,
-//!   and never emits a frame it would itself refuse.
+//!   span, raw bytes, link changes, deaths, time, RELM sends and broadcasts), driven by the
+//!   core's test harness (`lifeline_core::sim::testing::Net`): it never panics, never
+//!   addresses a transmit to itself, a dead rank or a rank outside the span, and never emits a
+//!   frame it would itself refuse or on the wrong class.
 //! - [`relm_sim`]: the RELM simulator scenario with fuzzer-chosen shape, load, crash rate and
 //!   seed: exactly once, in order, nothing lost, unreported or leaked.
 
 use arbitrary::{Arbitrary, Unstructured};
 use bytes::Bytes;
 use lifeline_core::sim::relm::{check_report, run_relm, RelmHooks, RelmParams};
+use lifeline_core::sim::testing::Net;
 use lifeline_core::time::Duration;
 use lifeline_core::tree::{Rank, RankSet};
 use lifeline_core::wire::{frame_len, Limits, Message, HEADER_LEN, VERSION};
@@ -338,52 +340,46 @@ pub fn node(data: &[u8]) {
     let mut cfg = Config::new(SPAN, 2);
     cfg.max_frame = 4096;
     cfg.max_list = 32;
-    let limits = cfg.limits();
-    let mut n = Node::new(cfg, ME, 1, Instant::ZERO).expect("valid config");
-    let mut now = Instant::ZERO;
+    // The node alone in the test harness: it is drained after every step, and every transmit is
+    // checked there (never to itself, to a rank it knows dead or to one outside the span, never a
+    // frame it would itself refuse, always on its kind's class); what it sends goes nowhere.
+    let node = Node::new(cfg, ME, 1, Instant::ZERO).expect("valid config");
+    let mut net = Net::from_nodes([node])
+        .record_frames(false)
+        .record_events(false);
     let rank = |r: u8| Rank(u32::from(r) % (SPAN + 2)); // two ranks outside the span
     for step in steps {
         match step {
-            Step::Msg { from, msg } => n.handle_frame(now, rank(from), msg.encode()),
+            Step::Msg { from, msg } => net.feed(ME, rank(from), msg.encode()),
             Step::Frame { from, kind, body } => {
                 let mut f = Vec::with_capacity(HEADER_LEN + body.len());
                 f.push(VERSION);
                 f.push(kind % 32);
                 f.extend_from_slice(&(body.len() as u32).to_be_bytes());
                 f.extend_from_slice(&body);
-                n.handle_frame(now, rank(from), Bytes::from(f));
+                net.feed(ME, rank(from), f);
             }
-            Step::Raw { from, bytes } => n.handle_frame(now, rank(from), Bytes::from(bytes)),
-            Step::LinkUp { peer } => n.handle_link_up(now, rank(peer)),
-            Step::LinkDown { peer } => n.handle_link_down(now, rank(peer), LinkCause::Refused),
+            Step::Raw { from, bytes } => net.feed(ME, rank(from), bytes),
+            Step::LinkUp { peer } => net.link_up(ME, rank(peer)),
+            Step::LinkDown { peer } => net.link_down(ME, rank(peer), LinkCause::Refused),
             Step::Dead { rank: r } => {
                 let set: RankSet = [rank(r)].into_iter().collect();
-                let _ = n.declare_dead(now, &set);
+                net.command(ME, |n, now| {
+                    let _ = n.declare_dead(now, &set);
+                });
             }
             Step::Advance { micros } => {
-                now += Duration::from_micros(u64::from(micros) * 16);
-                if n.poll_timeout().is_some_and(|(at, _)| at <= now) {
-                    n.handle_timeout(now);
-                }
+                net.set_now(net.now() + Duration::from_micros(u64::from(micros) * 16));
+                net.fire_due();
             }
-            Step::Relm { dst, tag, len } => {
+            Step::Relm { dst, tag, len } => net.command(ME, |n, now| {
                 let _ = n.relm_send(now, rank(dst), tag, Bytes::from(vec![7; len as usize]));
-            }
-            Step::Xcast { tag, len } => {
+            }),
+            Step::Xcast { tag, len } => net.command(ME, |n, now| {
                 let _ = n.xcast(now, tag, Bytes::from(vec![9; len as usize]));
-            }
+            }),
         }
-        while let Some(t) = n.poll_transmit() {
-            assert!(
-                t.to != ME && t.to.0 < SPAN && n.tree().is_alive(t.to),
-                "transmit to {}",
-                t.to
-            );
-            if let Err(e) = Message::decode(t.frame.clone(), &limits) {
-                panic!("emitted a frame it would refuse ({e}): {:?}", t.frame);
-            }
-        }
-        while n.poll_event().is_some() {}
+        net.pump();
     }
 }
 
