@@ -27,7 +27,7 @@ use lifeline_core::sim::relm::{check_report, run_relm, RelmHooks, RelmParams};
 use lifeline_core::sim::testing::Net;
 use lifeline_core::time::Duration;
 use lifeline_core::tree::{Rank, RankSet};
-use lifeline_core::wire::{frame_len, Limits, Message, HEADER_LEN, VERSION};
+use lifeline_core::wire::{frame_len, Kind, Limits, Message, HEADER_LEN, VERSION};
 use lifeline_core::LinkCause;
 use lifeline_core::{Config, Instant, Node};
 
@@ -294,7 +294,8 @@ enum Step {
         from: u8,
         msg: Msg,
     },
-    /// A frame with a correct envelope (version, kind, length) around arbitrary body bytes.
+    /// A frame with a correct envelope (version, kind, length) around arbitrary body bytes; the
+    /// kind byte is [`frame_kind`]`(kind)`, a kind of the message table or an unknown one.
     Frame {
         from: u8,
         kind: u8,
@@ -331,6 +332,20 @@ enum Step {
 const SPAN: u32 = 16;
 const ME: Rank = Rank(5);
 
+/// The kind byte of a [`Step::Frame`] for the fuzzer's byte `b`, from the one message table
+/// ([`Kind::all`]), so a new machine's kinds are fuzzed with no edit here. The mapping keeps
+/// committed corpora meaning what they meant: `b % 32`, as before, whenever that names a kind
+/// or `b < 32` (so unknown kind bytes still reach the node); the other bytes, which used to name
+/// an unknown kind, index the table instead, which reaches every kind wherever its byte lies.
+pub fn frame_kind(b: u8) -> u8 {
+    let raw = b % 32;
+    if b < 32 || Kind::from_u8(raw).is_some() {
+        return raw;
+    }
+    let kinds: Vec<Kind> = Kind::all().collect();
+    kinds[usize::from(b) % kinds.len()].byte()
+}
+
 /// One interior node under a structured stream of hostile inputs.
 pub fn node(data: &[u8]) {
     let mut u = Unstructured::new(data);
@@ -354,7 +369,7 @@ pub fn node(data: &[u8]) {
             Step::Frame { from, kind, body } => {
                 let mut f = Vec::with_capacity(HEADER_LEN + body.len());
                 f.push(VERSION);
-                f.push(kind % 32);
+                f.push(frame_kind(kind));
                 f.extend_from_slice(&(body.len() as u32).to_be_bytes());
                 f.extend_from_slice(&body);
                 net.feed(ME, rank(from), f);
