@@ -774,3 +774,207 @@ impl Net {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn secs(s: u64) -> Instant {
+        Instant::ZERO + Duration::from_secs(s)
+    }
+
+    fn flood(net: &mut Net, from: u32) {
+        net.command(from, |n, now| n.flood(now, Bytes::from_static(b"f")))
+            .unwrap();
+    }
+
+    #[test]
+    fn fifo_delivers_in_send_order_and_records_everything() {
+        // 0 -> {1, 2}, 1 -> {3, 5}, 2 -> {4, 6}, 3 -> {7}, 4 -> {8}.
+        let mut net = Net::new(&Config::new(9, 2), 0..9);
+        flood(&mut net, 8);
+        assert_eq!(net.queued(), 1, "a command drains its node at once");
+        net.pump();
+        let hops: Vec<(u32, u32)> = net.log().iter().map(|f| (f.from.0, f.to.0)).collect();
+        assert_eq!(
+            hops,
+            [
+                (8, 4),
+                (4, 2),
+                (2, 0),
+                (2, 6),
+                (0, 1),
+                (1, 3),
+                (1, 5),
+                (3, 7)
+            ]
+        );
+        assert!(net.log().iter().all(|f| f.kind() == Some(Kind::Flood)));
+        assert!(net.log().iter().all(|f| f.class == Class::Data));
+        assert_eq!(net.events().len(), 9);
+        assert_eq!(net.take_events_of(8).len(), 1);
+        assert_eq!(net.events().len(), 8);
+        let by = net.take_events_by_rank();
+        assert_eq!(by.len(), 8);
+        assert!(!by.contains_key(&Rank(8)));
+        assert!(net.take_events().is_empty());
+        // The sweep timer fires a linger later, and the clock ends where it was asked to.
+        assert_eq!(net.next_deadline(), Some(secs(10)));
+        net.run_until(secs(9));
+        assert!(net.nodes().all(|(_, n)| n.pending_state() == 2));
+        net.run_for(Duration::from_secs(20));
+        assert_eq!(net.now(), secs(29));
+        assert!(net.nodes().all(|(_, n)| n.pending_state() == 0));
+        assert_eq!(net.next_deadline(), None);
+    }
+
+    #[test]
+    fn rank_passes_hand_frames_straight_on() {
+        let order = |schedule| {
+            let mut net = Net::new(&Config::new(9, 2), 0..9).schedule(schedule);
+            for r in [6, 3] {
+                net.node_mut(r).flood(Instant::ZERO, Bytes::new()).unwrap();
+            }
+            net.pump();
+            assert_eq!(net.take_events_by_rank().len(), 9);
+            let hops: Vec<(u32, u32)> = net.log().iter().map(|f| (f.from.0, f.to.0)).collect();
+            hops
+        };
+        // Two floods, from 3 and 6 (given to the nodes directly, so drained by the pump).
+        // FIFO: one queue in send order, each receiver drained right after its delivery.
+        let fifo = [
+            (3, 1),
+            (3, 7),
+            (6, 2),
+            (1, 0),
+            (1, 5),
+            (2, 0),
+            (2, 4),
+            (0, 2),
+            (0, 1),
+            (4, 8),
+            (2, 4),
+            (2, 6),
+            (1, 3),
+            (1, 5),
+            (4, 8),
+            (3, 7),
+        ];
+        assert_eq!(order(Schedule::Fifo), fifo);
+        // Passes: in each pass, every rank in turn hands its transmits straight on.
+        let passes = [
+            (3, 1),
+            (3, 7),
+            (6, 2),
+            (1, 0),
+            (1, 5),
+            (2, 0),
+            (2, 4),
+            (4, 8),
+            (0, 2),
+            (0, 1),
+            (1, 3),
+            (1, 5),
+            (2, 4),
+            (2, 6),
+            (3, 7),
+            (4, 8),
+        ];
+        assert_eq!(order(Schedule::RankPasses), passes);
+    }
+
+    #[test]
+    fn filter_drops_and_crash_loses() {
+        let mut net = Net::new(&Config::new(9, 2), 0..9);
+        net.set_filter(|f| f.to != Rank(6));
+        assert!(net.crash(3).is_some());
+        flood(&mut net, 8);
+        net.pump();
+        assert_eq!(net.dropped(), 1, "2 -> 6");
+        assert_eq!(net.lost(), 1, "1 -> 3");
+        // 3 never forwards to 7; the frame to 3 is logged, the one to 6 is not.
+        assert_eq!(net.log().len(), 6);
+        assert!(net.get(3).is_none());
+        // 1 learns that 3 is gone: it adopts 7 and tells 0.
+        net.clear_log();
+        net.link_down(1, 3, LinkCause::Refused);
+        net.pump();
+        assert!(net.node(1).tree().dead().contains(Rank(3)));
+        let to: Vec<u32> = net.log().iter().map(|f| f.to.0).collect();
+        assert!(to.contains(&7) && to.contains(&0), "{to:?}");
+        // Raw bytes fed to a node are counted drops, and a queued hostile frame too.
+        let before = net.node(0).stats().dropped_decode_error;
+        net.feed(0, 1, Bytes::from_static(&[1, 1, 0, 0, 0, 0]));
+        net.send(Frame::raw(Rank(1), Rank(0), vec![1, 2, 0, 0, 0, 0]));
+        net.pump();
+        assert_eq!(net.node(0).stats().dropped_decode_error, before + 2);
+    }
+
+    #[test]
+    #[should_panic(expected = "livelock: more than 3 deliveries and timer firings at t=")]
+    fn more_steps_than_the_bound_is_a_livelock() {
+        let mut net = Net::new(&Config::new(9, 2), 0..9).step_bound(3);
+        net.set_context(|| "flooding from 8".into());
+        flood(&mut net, 8);
+        net.drive();
+    }
+
+    #[test]
+    #[should_panic(expected = "a deadline in the past was left armed")]
+    fn strict_deadlines_refuse_a_timer_left_behind() {
+        let mut net = Net::new(&Config::new(3, 2), 0..3).strict_deadlines(true);
+        flood(&mut net, 0);
+        net.pump();
+        net.set_now(secs(11));
+        net.run_until(secs(12));
+    }
+
+    #[test]
+    fn lenient_deadlines_fire_late() {
+        let mut net = Net::new(&Config::new(3, 2), 0..3);
+        flood(&mut net, 0);
+        net.pump();
+        net.set_now(secs(11));
+        assert!(net.fire_due());
+        assert!(!net.fire_due());
+        assert!(net.nodes().all(|(_, n)| n.pending_state() == 0));
+    }
+
+    #[test]
+    #[should_panic(expected = "the clock went back")]
+    fn the_clock_never_goes_back() {
+        let mut net = Net::new(&Config::new(3, 2), 0..3);
+        net.set_now(secs(2));
+        net.set_now(secs(1));
+    }
+
+    #[test]
+    fn step_is_input_then_drain() {
+        let mut n = Node::new(Config::new(3, 2), Rank(1), 1, Instant::ZERO).unwrap();
+        let frame = Message::Flood(crate::wire::FloodMsg {
+            origin: Rank(2),
+            id: 1,
+            hops: 1,
+            payload: Bytes::new(),
+        })
+        .encode();
+        let out = step(
+            &mut n,
+            secs(1),
+            Input::Frame {
+                from: Rank(0),
+                frame,
+            },
+        );
+        assert!(out.transmits.is_empty(), "a leaf forwards nothing");
+        assert_eq!(out.events.len(), 1);
+        assert_eq!(out.timeout.map(|t| t.0), Some(secs(11)));
+        assert_eq!(
+            drain(&mut n),
+            Outputs {
+                timeout: out.timeout,
+                ..Outputs::default()
+            }
+        );
+    }
+}
