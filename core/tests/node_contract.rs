@@ -1,9 +1,9 @@
 //! The driving contract of `lifeline_core` (see the crate documentation), tested through the
 //! public API only: construction, one input at a time, drain after every input, one timer.
 //!
-//! Multi-node tests use [`Net`], a tiny in-memory network in the spirit of quinn-proto's test
-//! `Pair`: it drains every node's transmits into the destination's `handle_frame` and advances
-//! virtual time to the earliest `poll_timeout`.
+//! Multi-node tests use [`Net`] (`lifeline_core::sim::testing`), the in-memory network in the
+//! spirit of quinn-proto's test `Pair`: it drains every node's transmits into the destination's
+//! `handle_frame` and advances virtual time to the earliest `poll_timeout`.
 
 use lifeline_core::wire::MembershipMsg;
 use lifeline_core::wire::XcastMsg;
@@ -12,10 +12,11 @@ use lifeline_core::XcastError;
 use lifeline_core::XcastEvent;
 use lifeline_core::{FloodEvent, FloodTimer};
 use lifeline_core::{MembershipEvent, MembershipTimer};
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::BTreeSet;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use bytes::Bytes;
+use lifeline_core::sim::testing::Net;
 use lifeline_core::tree::{LayoutError, Rank, RankSet, Scope, Tree, ViewDelta, MAX_SPAN};
 use lifeline_core::wire::{
     AdoptMsg, FloodMsg, ForwardMsg, GlobalFailureMsg, Kind, LineageMsg, Message, RecoveredOpMsg,
@@ -199,104 +200,12 @@ fn observe(n: &Node) -> Observed {
     }
 }
 
-/// Nodes joined by perfect in-order links, driven exactly as the contract says.
-struct Net {
-    nodes: BTreeMap<Rank, Node>,
-    now: Instant,
-    in_flight: VecDeque<(Rank, Transmit)>,
-    /// Every frame delivered so far: (from, to, frame).
-    log: Vec<(Rank, Rank, Bytes)>,
-    /// Frames addressed to a rank with no node in the net.
-    lost: u64,
-    events: BTreeMap<Rank, Vec<Event>>,
-}
-
-impl Net {
-    fn new(config: &Config, ranks: impl IntoIterator<Item = u32>) -> Self {
-        let nodes = ranks
-            .into_iter()
-            .map(|r| {
-                let n = Node::new(config.clone(), Rank(r), u64::from(r), Instant::ZERO).unwrap();
-                (Rank(r), n)
-            })
-            .collect();
-        Self {
-            nodes,
-            now: Instant::ZERO,
-            in_flight: VecDeque::new(),
-            log: Vec::new(),
-            lost: 0,
-            events: BTreeMap::new(),
-        }
-    }
-
-    fn node(&mut self, r: u32) -> &mut Node {
-        self.nodes.get_mut(&Rank(r)).unwrap()
-    }
-
-    /// Drains every node's outputs and delivers frames one at a time until the net is quiet.
-    fn pump(&mut self) {
-        loop {
-            for (&r, n) in &mut self.nodes {
-                while let Some(t) = n.poll_transmit() {
-                    assert!(
-                        n.tree().is_alive(t.to),
-                        "{r} asked to send to dead {}",
-                        t.to
-                    );
-                    assert_ne!(t.to, r, "{r} sent to itself");
-                    self.in_flight.push_back((r, t));
-                }
-                self.events.entry(r).or_default().extend(events(n));
-            }
-            let Some((from, t)) = self.in_flight.pop_front() else {
-                return;
-            };
-            self.log.push((from, t.to, t.frame.clone()));
-            match self.nodes.get_mut(&t.to) {
-                Some(dst) => dst.handle_frame(self.now, from, t.frame),
-                None => self.lost += 1,
-            }
-        }
-    }
-
-    /// Pumps, then repeatedly advances virtual time to the earliest deadline (not past `until`)
-    /// and fires every node due.
-    fn run_until(&mut self, until: Instant) {
-        loop {
-            self.pump();
-            let next = self
-                .nodes
-                .values()
-                .filter_map(|n| n.poll_timeout())
-                .map(|(at, _)| at)
-                .min();
-            match next {
-                Some(at) if at <= until => {
-                    assert!(at >= self.now, "a deadline in the past was left armed");
-                    self.now = at;
-                    for n in self.nodes.values_mut() {
-                        if n.poll_timeout().is_some_and(|(d, _)| d <= at) {
-                            n.handle_timeout(at);
-                        }
-                    }
-                }
-                _ => break,
-            }
-        }
-        self.now = self.now.max(until);
-    }
-
-    fn take_events(&mut self) -> BTreeMap<Rank, Vec<Event>> {
-        std::mem::take(&mut self.events)
-            .into_iter()
-            .filter(|(_, v)| !v.is_empty())
-            .collect()
-    }
-
-    fn total(&self, f: impl Fn(&Stats) -> u64) -> u64 {
-        self.nodes.values().map(|n| f(n.stats())).sum()
-    }
+/// Nodes joined by perfect in-order links, driven exactly as the contract says (the one test
+/// harness, [`Net`]): one FIFO queue, every node drained after each delivery, timers fired at
+/// their deadlines. It checks that no node asks to send to itself or to a rank it knows dead,
+/// and that no deadline is left armed in the past.
+fn contract_net(config: &Config, ranks: impl IntoIterator<Item = u32>) -> Net {
+    Net::new(config, ranks).strict_deadlines(true)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -464,18 +373,21 @@ fn invalid_configs_are_errors_never_panics() {
 #[test]
 fn flood_from_a_leaf_reaches_every_rank_exactly_once() {
     let config = Config::new(9, 2);
-    let mut net = Net::new(&config, 0..9);
-    net.now = ms(1);
-    let id = net.node(8).flood(ms(1), Bytes::from_static(b"hi")).unwrap();
+    let mut net = contract_net(&config, 0..9);
+    net.set_now(ms(1));
+    let id = net
+        .node_mut(8)
+        .flood(ms(1), Bytes::from_static(b"hi"))
+        .unwrap();
     assert_eq!(id, 1);
     net.pump();
 
     // Exactly n - 1 frames, one over every tree edge.
-    assert_eq!(net.log.len(), 8);
+    assert_eq!(net.log().len(), 8);
     let edges: BTreeSet<(u32, u32)> = net
-        .log
+        .log()
         .iter()
-        .map(|(a, b, _)| (a.0.min(b.0), a.0.max(b.0)))
+        .map(|f| (f.from.0.min(f.to.0), f.from.0.max(f.to.0)))
         .collect();
     let tree_edges: BTreeSet<(u32, u32)> = [
         (0, 1),
@@ -489,14 +401,14 @@ fn flood_from_a_leaf_reaches_every_rank_exactly_once() {
     ]
     .into();
     assert_eq!(edges, tree_edges);
-    assert_eq!(net.lost, 0);
+    assert_eq!(net.lost(), 0);
     assert_eq!(net.total(|s| s.frames_out), 8);
     assert_eq!(net.total(|s| s.frames_in), 8);
     assert_eq!(net.total(|s| s.flood.duplicates), 0);
 
     // Delivered exactly once everywhere, with the tree distance from 8 as hops.
     let hops = [3u16, 4, 2, 5, 1, 5, 3, 6, 0];
-    let ev = net.take_events();
+    let ev = net.take_events_by_rank();
     assert_eq!(ev.len(), 9);
     for (r, e) in ev {
         assert_eq!(e, vec![delivered(8, 1, hops[r.index()], b"hi")], "at {r}");
@@ -505,16 +417,20 @@ fn flood_from_a_leaf_reaches_every_rank_exactly_once() {
     // A second flood from the same origin is a new id, and one from an inner rank is n - 1
     // frames too.
     assert_eq!(
-        net.node(8).flood(ms(2), Bytes::from_static(b"b")).unwrap(),
+        net.node_mut(8)
+            .flood(ms(2), Bytes::from_static(b"b"))
+            .unwrap(),
         2
     );
     assert_eq!(
-        net.node(2).flood(ms(2), Bytes::from_static(b"c")).unwrap(),
+        net.node_mut(2)
+            .flood(ms(2), Bytes::from_static(b"c"))
+            .unwrap(),
         1
     );
     net.pump();
-    assert_eq!(net.log.len(), 8 + 8 + 8);
-    for (r, e) in net.take_events() {
+    assert_eq!(net.log().len(), 8 + 8 + 8);
+    for (r, e) in net.take_events_by_rank() {
         assert_eq!(e.len(), 2, "at {r}: {e:?}");
     }
     assert_eq!(net.total(|s| s.flood.duplicates), 0);
@@ -523,18 +439,20 @@ fn flood_from_a_leaf_reaches_every_rank_exactly_once() {
 #[test]
 fn flood_ids_are_deduplicated() {
     let config = Config::new(9, 2);
-    let mut net = Net::new(&config, 0..9);
-    net.node(8).flood(ms(0), Bytes::from_static(b"x")).unwrap();
+    let mut net = contract_net(&config, 0..9);
+    net.node_mut(8)
+        .flood(ms(0), Bytes::from_static(b"x"))
+        .unwrap();
     net.pump();
-    net.take_events();
+    net.take_events_by_rank();
     // Replaying every frame of the flood to its receiver: all duplicates, nothing moves.
-    let replay: Vec<_> = net.log.clone();
-    for (from, to, frame) in replay {
-        net.node(to.0).handle_frame(ms(1), from, frame);
+    let replay: Vec<_> = net.log().to_vec();
+    for f in replay {
+        net.node_mut(f.to).handle_frame(ms(1), f.from, f.frame);
     }
     net.pump();
-    assert_eq!(net.log.len(), 8, "no new frames");
-    assert!(net.take_events().is_empty(), "no new deliveries");
+    assert_eq!(net.log().len(), 8, "no new frames");
+    assert!(net.take_events_by_rank().is_empty(), "no new deliveries");
     assert_eq!(net.total(|s| s.flood.duplicates), 8);
     assert_eq!(net.total(|s| s.frames_in), 16);
 
@@ -561,11 +479,11 @@ fn flood_ids_are_deduplicated() {
 fn flood_sweep_fires_after_linger_and_state_drains() {
     let mut config = Config::new(9, 2);
     config.flood.linger = Duration::from_secs(10);
-    let mut net = Net::new(&config, 0..9);
-    net.now = ms(1_000);
-    net.node(8).flood(ms(1_000), Bytes::new()).unwrap();
+    let mut net = contract_net(&config, 0..9);
+    net.set_now(ms(1_000));
+    net.node_mut(8).flood(ms(1_000), Bytes::new()).unwrap();
     net.pump();
-    for (r, n) in &net.nodes {
+    for (r, n) in net.nodes() {
         // One remembered id and one armed sweep each, due exactly one linger later.
         assert_eq!(n.pending_state(), 2, "at {r}");
         assert_eq!(
@@ -574,9 +492,9 @@ fn flood_sweep_fires_after_linger_and_state_drains() {
         );
     }
     net.run_until(ms(10_999));
-    assert!(net.nodes.values().all(|n| n.pending_state() == 2));
+    assert!(net.nodes().all(|(_, n)| n.pending_state() == 2));
     net.run_until(ms(11_000));
-    for (r, n) in &net.nodes {
+    for (r, n) in net.nodes() {
         assert_eq!(n.pending_state(), 0, "at {r}");
         assert_eq!(n.poll_timeout(), None, "at {r}");
         assert_eq!(n.stats().spurious_timeouts, 0);
@@ -915,20 +833,20 @@ fn no_transmit_is_ever_addressed_to_a_dead_rank() {
     // Globally: every survivor knows 3 is dead; a flood from the leaf 8 reaches the 8
     // survivors over the repaired tree in 7 frames, none towards 3 (the net asserts that).
     let config = Config::new(9, 2);
-    let mut net = Net::new(&config, (0..9).filter(|&r| r != 3));
+    let mut net = contract_net(&config, (0..9).filter(|&r| r != 3));
     let dead: RankSet = [Rank(3)].into_iter().collect();
-    for n in net.nodes.values_mut() {
+    for (_, n) in net.nodes_mut() {
         n.declare_dead(ms(0), &dead).unwrap();
     }
     net.pump();
-    net.take_events();
-    net.log.clear();
-    net.node(8).flood(ms(1), Bytes::new()).unwrap();
+    net.take_events_by_rank();
+    net.clear_log();
+    net.node_mut(8).flood(ms(1), Bytes::new()).unwrap();
     net.pump();
-    assert_eq!(net.log.len(), 7);
-    assert!(net.log.iter().all(|(_, to, _)| *to != Rank(3)));
-    assert_eq!(net.lost, 0);
-    let ev = net.take_events();
+    assert_eq!(net.log().len(), 7);
+    assert!(net.log().iter().all(|f| f.to != Rank(3)));
+    assert_eq!(net.lost(), 0);
+    let ev = net.take_events_by_rank();
     assert_eq!(ev.len(), 8);
     assert!(ev.values().all(|e| e.len() == 1));
 }
@@ -1035,20 +953,20 @@ fn a_childs_lineage_notice_teaches_the_parent_and_the_root_confirms() {
     // End to end: 3 loses its child 7; the report climbs 3 -> 1 -> 0 and the root's notice
     // reaches every survivor exactly once.
     let config = Config::new(9, 2);
-    let mut net = Net::new(&config, (0..9).filter(|&r| r != 7));
-    net.node(3)
+    let mut net = contract_net(&config, (0..9).filter(|&r| r != 7));
+    net.node_mut(3)
         .handle_link_down(ms(1), Rank(7), LinkCause::Refused);
     net.run_until(ms(1_000));
     let ups: Vec<(Rank, Rank)> = net
-        .log
+        .log()
         .iter()
-        .filter(|(_, _, f)| f[1] == Kind::Lineage.byte())
-        .map(|(a, b, _)| (*a, *b))
+        .filter(|f| f.frame[1] == Kind::Lineage.byte())
+        .map(|f| (f.from, f.to))
         .collect();
     assert_eq!(ups, [(Rank(3), Rank(1)), (Rank(1), Rank(0))]);
-    assert_eq!(net.lost, 0);
-    let ev = net.take_events();
-    for (&r, n) in &net.nodes {
+    assert_eq!(net.lost(), 0);
+    let ev = net.take_events_by_rank();
+    for (r, n) in net.nodes() {
         let got: Vec<&Event> = ev[&r]
             .iter()
             .filter(|e| {
@@ -1139,10 +1057,10 @@ fn failover_notices_reach_every_survivor() {
     let check = |net: &mut Net, dead: u32| {
         let mut model_dead = RankSet::new();
         model_dead.insert(Rank(dead));
-        let ev = net.take_events();
-        let epoch = net.nodes.values().next().unwrap().epoch();
+        let ev = net.take_events_by_rank();
+        let epoch = net.nodes().next().unwrap().1.epoch();
         assert!(epoch >= 1);
-        for (&r, n) in &net.nodes {
+        for (r, n) in net.nodes() {
             let mut model = Tree::new(9, 2, r).unwrap();
             model.mark_dead(&[Rank(dead)], Scope::Global).unwrap();
             assert_eq!(n.tree().view(), model.view(), "at {r}");
@@ -1163,40 +1081,40 @@ fn failover_notices_reach_every_survivor() {
             assert_eq!(got, [&confirmed(epoch, &[dead])], "at {r}");
             assert!(!n.has_output());
         }
-        assert_eq!(net.lost, 0);
+        assert_eq!(net.lost(), 0);
     };
 
     // The inner rank 1 dies: the root adopts 5 into slot 1, 5 infers the death and adopts 3
     // in turn, and the root confirms it everywhere.
-    let mut net = Net::new(&config, (0..9).filter(|&r| r != 1));
-    net.node(0)
+    let mut net = contract_net(&config, (0..9).filter(|&r| r != 1));
+    net.node_mut(0)
         .handle_link_down(ms(1), Rank(1), LinkCause::Refused);
     net.run_until(ms(1_000));
     let adopts: Vec<(Rank, Rank)> = net
-        .log
+        .log()
         .iter()
-        .filter(|(_, _, f)| f[1] == Kind::Adopt.byte())
-        .map(|(a, b, _)| (*a, *b))
+        .filter(|f| f.frame[1] == Kind::Adopt.byte())
+        .map(|f| (f.from, f.to))
         .collect();
     assert_eq!(adopts[..2], [(Rank(0), Rank(5)), (Rank(5), Rank(3))]);
     check(&mut net, 1);
 
     // The root dies: its children see the link go; 2 takes the root's slot, gathers what the
     // survivors hold, and confirms 0 dead everywhere. A broadcast afterwards still completes.
-    let mut net = Net::new(&config, 1..9);
-    net.node(2)
+    let mut net = contract_net(&config, 1..9);
+    net.node_mut(2)
         .handle_link_down(ms(1), Rank(0), LinkCause::Refused);
-    net.node(1)
+    net.node_mut(1)
         .handle_link_down(ms(1), Rank(0), LinkCause::Refused);
     net.run_until(ms(1_000));
-    assert!(net.nodes[&Rank(2)].tree().view().unwrap().is_root());
+    assert!(net.node(2).tree().view().unwrap().is_root());
     check(&mut net, 0);
     let seq = net
-        .node(8)
+        .node_mut(8)
         .xcast(ms(1_000), 16, Bytes::from_static(b"after"))
         .unwrap();
     net.run_until(ms(2_000));
-    let ev = net.take_events();
+    let ev = net.take_events_by_rank();
     assert!(ev[&Rank(8)]
         .iter()
         .any(|e| matches!(e, Event::Xcast(XcastEvent::Completed { seq: s, .. }) if *s == seq)));
@@ -1532,18 +1450,18 @@ fn xcast_commands_refuse_misuse_without_changing_state() {
 fn xcast_completes_and_backpressure_releases() {
     let mut config = Config::new(9, 2);
     config.xcast.max_inflight = 1;
-    let mut net = Net::new(&config, 0..9);
+    let mut net = contract_net(&config, 0..9);
     let payload = Bytes::from_static(b"hello");
-    assert_eq!(net.node(8).xcast(ms(0), 16, payload.clone()), Ok(1));
+    assert_eq!(net.node_mut(8).xcast(ms(0), 16, payload.clone()), Ok(1));
     assert_eq!(
-        net.node(8).xcast(ms(0), 16, payload.clone()),
+        net.node_mut(8).xcast(ms(0), 16, payload.clone()),
         Err(CommandError::Xcast(XcastError::Backpressure {
             ops: 1,
             bytes: 5
         }))
     );
     net.run_until(ms(1_000));
-    let ev = net.take_events();
+    let ev = net.take_events_by_rank();
     let mut ops = BTreeSet::new();
     for r in (0..9).map(Rank) {
         let got: Vec<u64> = ev[&r]
@@ -1572,5 +1490,5 @@ fn xcast_completes_and_backpressure_releases() {
             seq: 1
         }))
     );
-    assert_eq!(net.node(8).xcast(ms(1_000), 16, payload), Ok(2));
+    assert_eq!(net.node_mut(8).xcast(ms(1_000), 16, payload), Ok(2));
 }

@@ -4,6 +4,8 @@
 
 use std::path::Path;
 
+use lifeline_core::wire::{Kind, VERSION};
+
 /// Deterministic input bytes (xorshift64*), lengths up to `max`.
 fn inputs(seed: u64, count: usize, max: usize) -> Vec<Vec<u8>> {
     let mut x = seed | 1;
@@ -39,15 +41,46 @@ fn decode_replays() {
     for d in inputs(1, 20_000, 64).into_iter().chain(corpus("decode")) {
         lifeline_fuzz::decode(&d);
     }
-    // Valid frames too, not only noise: every kind's sample must round-trip.
+    // Correct envelopes too, not only noise: any kind byte (known or not) around random bodies,
+    // and every kind of the message table around random bodies of every length up to 64.
+    let envelope = |kind: u8, body: &[u8]| {
+        let mut f = vec![VERSION, kind];
+        f.extend_from_slice(&(body.len() as u32).to_be_bytes());
+        f.extend_from_slice(body);
+        f
+    };
     for d in inputs(2, 2_000, 40) {
-        let mut f = vec![
-            lifeline_core::wire::VERSION,
-            d.first().copied().unwrap_or(1) % 32,
-        ];
-        f.extend_from_slice(&(d.len() as u32).to_be_bytes());
-        f.extend_from_slice(&d);
-        lifeline_fuzz::decode(&f);
+        lifeline_fuzz::decode(&envelope(d.first().copied().unwrap_or(1), &d));
+    }
+    for kind in Kind::all() {
+        for d in inputs(5 + u64::from(kind.byte()), 300, 64) {
+            lifeline_fuzz::decode(&envelope(kind.byte(), &d));
+        }
+    }
+}
+
+#[test]
+fn node_frames_reach_every_kind_in_the_table() {
+    // The node target's envelope-around-garbage step takes its kind byte from frame_kind: every
+    // kind of the message table must be reachable, and the bytes below 32 keep their meaning.
+    for kind in Kind::all() {
+        assert!(
+            (0..=u8::MAX).any(|b| lifeline_fuzz::frame_kind(b) == kind.byte()),
+            "kind {} ({}) unreachable by the node target's Frame step",
+            kind.byte(),
+            kind.name()
+        );
+    }
+    for b in 0..=u8::MAX {
+        let k = lifeline_fuzz::frame_kind(b);
+        if b < 32 {
+            assert_eq!(k, b);
+        } else {
+            assert!(Kind::from_u8(k).is_some(), "{b} -> {k}");
+            if Kind::from_u8(b % 32).is_some() {
+                assert_eq!(k, b % 32, "a corpus byte that named a kind still names it");
+            }
+        }
     }
 }
 

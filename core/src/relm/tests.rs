@@ -1,5 +1,6 @@
-//! Unit tests of RELM through the node's public surface, driving a few nodes by hand; the
-//! destination's ordering is checked against a reference model with proptest.
+//! Unit tests of RELM through the node's public surface, driving a few nodes in the test harness
+//! ([`Net`]) or by hand; the destination's ordering is checked against a reference model with
+//! proptest.
 
 use crate::relm::RelmError;
 use crate::relm::RelmEvent;
@@ -8,6 +9,7 @@ use bytes::Bytes;
 use proptest::prelude::*;
 
 use crate::relm::{Uid, UID_MAX};
+use crate::sim::testing::{Net, Schedule};
 use crate::time::{Duration, Instant};
 use crate::tree::{Rank, RankSet};
 use crate::wire::{Message, RelmDataMsg};
@@ -21,44 +23,11 @@ fn nodes(span: u32, radix: u32, tweak: impl Fn(&mut Config)) -> Vec<Node> {
         .collect()
 }
 
-/// Moves every queued frame to its destination until nothing is queued, firing timers due by
-/// `now`; returns every event by rank.
-fn pump(ns: &mut [Node], now: Instant) -> Vec<(u32, Event)> {
-    let mut events = Vec::new();
-    loop {
-        let mut moved = false;
-        for i in 0..ns.len() {
-            if ns[i].poll_timeout().is_some_and(|(at, _)| at <= now) {
-                ns[i].handle_timeout(now);
-            }
-            while let Some(e) = ns[i].poll_event() {
-                events.push((i as u32, e));
-            }
-            while let Some(t) = ns[i].poll_transmit() {
-                moved = true;
-                ns[t.to.0 as usize].handle_frame(now, Rank(i as u32), t.frame);
-            }
-        }
-        if !moved {
-            return events;
-        }
-    }
-}
-
-/// Pumps, then keeps firing the earliest timer up to `until` (pumping after each).
-fn run_to(ns: &mut [Node], from: Instant, until: Instant) -> Vec<(u32, Event)> {
-    let mut now = from;
-    let mut events = pump(ns, now);
-    while let Some(at) = ns
-        .iter()
-        .filter_map(|n| n.poll_timeout().map(|t| t.0))
-        .min()
-        .filter(|&at| at <= until)
-    {
-        now = now.max(at);
-        events.extend(pump(ns, now));
-    }
-    events
+/// The nodes in the test harness, in the order these tests were written against: passes over
+/// the ranks where each fires its timer if due, is drained, and hands each transmit straight to
+/// its destination, until a pass moves no frame ([`Schedule::RankPasses`]).
+fn net(span: u32, radix: u32, tweak: impl Fn(&mut Config)) -> Net {
+    Net::from_nodes(nodes(span, radix, tweak)).schedule(Schedule::RankPasses)
 }
 
 fn data(src: u32, dst: u32, uid: u32, payload: &'static [u8]) -> Bytes {
@@ -78,19 +47,19 @@ fn at_ms(ms: u64) -> Instant {
 
 #[test]
 fn window_and_byte_budget_push_back_until_acked() {
-    let mut ns = nodes(2, 2, |c| {
+    let mut net = net(2, 2, |c| {
         c.relm.window = 4;
         c.relm.max_bytes = 1000;
     });
     let p = Bytes::from_static(b"0123456789");
     for i in 0..4 {
         assert_eq!(
-            ns[0].relm_send(at_ms(0), Rank(1), 16, p.clone()),
+            net.node_mut(0).relm_send(at_ms(0), Rank(1), 16, p.clone()),
             Ok(Uid::new(i).unwrap())
         );
     }
     assert_eq!(
-        ns[0].relm_send(at_ms(0), Rank(1), 16, p.clone()),
+        net.node_mut(0).relm_send(at_ms(0), Rank(1), 16, p.clone()),
         Err(CommandError::Relm(RelmError::Backpressure {
             dst: Rank(1),
             inflight: 4,
@@ -98,7 +67,8 @@ fn window_and_byte_budget_push_back_until_acked() {
         }))
     );
     // Delivered, then acknowledged after the coalescing delay: the window opens again.
-    let ev = run_to(&mut ns, at_ms(0), at_ms(2));
+    net.run_until(at_ms(2));
+    let ev = net.take_events();
     assert_eq!(
         ev.iter()
             .filter(|e| matches!(e.1, Event::Relm(RelmEvent::Delivered { .. })))
@@ -106,24 +76,31 @@ fn window_and_byte_budget_push_back_until_acked() {
         4
     );
     assert!(ev.contains(&(
-        0,
+        Rank(0),
         Event::Relm(RelmEvent::Acked {
             dst: Rank(1),
             upto: Uid::new(3).unwrap()
         })
     )));
-    assert_eq!(ns[0].relm_unacked_bytes(), 0);
-    assert!(ns[0].relm_send(at_ms(2), Rank(1), 16, p.clone()).is_ok());
+    assert_eq!(net.node(0).relm_unacked_bytes(), 0);
+    assert!(net
+        .node_mut(0)
+        .relm_send(at_ms(2), Rank(1), 16, p.clone())
+        .is_ok());
     // The byte budget: 990 more bytes do not fit next to the 10 in flight.
     let big = Bytes::from(vec![0u8; 991]);
     assert!(matches!(
-        ns[0].relm_send(at_ms(2), Rank(1), 16, big),
+        net.node_mut(0).relm_send(at_ms(2), Rank(1), 16, big),
         Err(CommandError::Relm(RelmError::Backpressure {
             bytes: 10,
             ..
         }))
     ));
-    assert_eq!(ns[0].stats().relm.sent, 5, "a refused send changes nothing");
+    assert_eq!(
+        net.node(0).stats().relm.sent,
+        5,
+        "a refused send changes nothing"
+    );
 }
 
 #[test]
@@ -203,23 +180,25 @@ fn relay_cache_is_bounded_by_count_and_time() {
 
 #[test]
 fn an_ack_releases_the_relay_and_the_origin() {
-    let mut ns = nodes(4, 2, |_| {});
+    let mut net = net(4, 2, |_| {});
     for _ in 0..5 {
-        ns[3]
+        net.node_mut(3)
             .relm_send(at_ms(0), Rank(2), 16, Bytes::from_static(b"hi"))
             .unwrap();
     }
-    pump(&mut ns, at_ms(0));
-    assert!(ns[1].relm_held() > 0, "1 relays and caches");
-    let ev = run_to(&mut ns, at_ms(0), at_ms(5));
+    net.pump();
+    net.clear_events();
+    assert!(net.node(1).relm_held() > 0, "1 relays and caches");
+    net.run_until(at_ms(5));
+    let ev = net.take_events();
     assert!(ev
         .iter()
         .any(|e| matches!(e.1, Event::Relm(RelmEvent::Acked { .. }))));
-    for n in &ns {
+    for (_, n) in net.nodes() {
         assert_eq!(n.relm_held(), 0, "rank {}", n.me());
     }
     // One coalesced ACK frame per hop for the five messages, plus the data.
-    let frames: u64 = ns.iter().map(|n| n.stats().relm.frames_out).sum();
+    let frames: u64 = net.total(|s| s.relm.frames_out);
     assert_eq!(frames, 5 * 3 + 3);
 }
 
@@ -227,21 +206,23 @@ fn an_ack_releases_the_relay_and_the_origin() {
 fn acks_that_free_much_of_a_window_skip_the_coalescing_delay() {
     // 3 -> 1 -> 0 -> 2: with a window of 8, eight messages delivered at once are acknowledged
     // at once by the destination and passed on at once by each relay: no timer needed.
-    let mut ns = nodes(4, 2, |c| c.relm.window = 8);
+    let mut net = net(4, 2, |c| c.relm.window = 8);
     for _ in 0..8 {
-        ns[3]
+        net.node_mut(3)
             .relm_send(at_ms(0), Rank(2), 16, Bytes::from_static(b"w"))
             .unwrap();
     }
-    let ev = pump(&mut ns, at_ms(0));
+    net.pump();
+    let ev = net.take_events();
     assert!(ev.contains(&(
-        3,
+        Rank(3),
         Event::Relm(RelmEvent::Acked {
             dst: Rank(2),
             upto: Uid::new(7).unwrap()
         })
     )));
-    assert!(ns[3]
+    assert!(net
+        .node_mut(3)
         .relm_send(at_ms(0), Rank(2), 16, Bytes::from_static(b"w"))
         .is_ok());
 }

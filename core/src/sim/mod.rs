@@ -22,12 +22,16 @@
 //! ([`Sim::run_until_quiet`] or [`Sim::run_until_pred`]). A failure is a [`SimFailure`] that
 //! prints the seed and a one-line command replaying the run exactly. With a trace sink set, the
 //! simulator writes one line per event.
+//!
+//! For tests that need an exact order of frames at one instant rather than a network, see the
+//! zero-latency harness in [`testing`] (it shares the per-node step with this engine).
 
 pub mod broadcast;
 pub mod membership;
 mod net;
 pub mod relm;
 pub mod scenario;
+pub mod testing;
 #[cfg(test)]
 mod tests;
 mod trace;
@@ -690,7 +694,8 @@ impl<O: Observer> Sim<O> {
                         self.world.stats.frames_delivered += 1;
                         let now = self.world.now;
                         if let Some(n) = self.world.slots[to as usize].node.as_mut() {
-                            n.handle_frame(now, Rank(from), frame);
+                            let from = Rank(from);
+                            testing::Input::Frame { from, frame }.apply(n, now);
                         }
                         self.drain(to);
                     }
@@ -714,7 +719,7 @@ impl<O: Observer> Sim<O> {
                     self.world.stats.timeouts += 1;
                     self.world.trace_line(|| format!("timeout  {r}"));
                     if let Some(n) = self.world.slots[r as usize].node.as_mut() {
-                        n.handle_timeout(now);
+                        testing::Input::Timeout.apply(n, now);
                     }
                 }
                 self.drain(r);
@@ -732,7 +737,8 @@ impl<O: Observer> Sim<O> {
                             .trace_line(|| format!("linkdown {rank} x {peer}"));
                         let now = self.world.now;
                         if let Some(n) = self.world.slots[rank as usize].node.as_mut() {
-                            n.handle_link_down(now, Rank(peer), cause);
+                            let peer = Rank(peer);
+                            testing::Input::LinkDown { peer, cause }.apply(n, now);
                         }
                         self.drain(rank);
                     }
@@ -784,15 +790,13 @@ impl<O: Observer> Sim<O> {
             return;
         };
         let now = w.now;
-        let mut events = Vec::new();
-        let mut sends = Vec::new();
-        while let Some(t) = node.poll_transmit() {
-            sends.push(t);
-        }
-        while let Some(e) = node.poll_event() {
-            events.push(e);
-        }
-        let next = node.poll_timeout().map(|(at, _)| at.max(now));
+        // The per-node step the test harness shares (`testing::drain`).
+        let testing::Outputs {
+            transmits: sends,
+            events,
+            timeout,
+        } = testing::drain(node);
+        let next = timeout.map(|(at, _)| at.max(now));
         for t in sends {
             self.send(r, t.to.0, t.class, t.frame);
         }
