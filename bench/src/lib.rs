@@ -3,11 +3,13 @@
 //! The `scale` binary dispatches one subcommand per module: [`repair`] (batched versus
 //! one-death-at-a-time tree repair), [`flood`] (a fault-free flood over N simulated nodes),
 //! [`xcast`] (a failure-free stream of reliable broadcasts from the root) and [`relm`] (a
-//! failure-free stream of reliable point-to-point messages between random pairs). Each module
+//! failure-free stream of reliable point-to-point messages between random pairs) and
+//! [`membership`] (the membership scenario over many seeds). Each module
 //! exposes `USAGE` and `cli(&[String]) -> Result<(), CliError>`.
 
 pub mod args;
 pub mod flood;
+pub mod membership;
 pub mod relm;
 pub mod repair;
 pub mod report;

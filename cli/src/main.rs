@@ -20,6 +20,7 @@ mod cluster_cmd;
 mod decode_cmd;
 mod node_cmd;
 mod sim_cmd;
+mod sim_membership;
 mod tree_cmd;
 
 /// Lifeline, a fault-tolerant control overlay: inspect and drive it.

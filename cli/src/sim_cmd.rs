@@ -56,6 +56,15 @@ enum SimCommand {
     /// to its origin; every message to a rank that died must be acknowledged or reported failed
     /// to its surviving origin; once traffic settles, no survivor may hold message state.
     Relm(RelmArgs),
+    /// Run the membership scenario (heartbeat detector on) with faults of every kind; check
+    /// that no rank is removed without a fault of its own and every lost rank is.
+    ///
+    /// Per run: --silent ranks freeze for good (no reset), --crashes die with reset,
+    /// --long-pauses freeze for 2-2.5 s (must be removed, then told on resume), --short-pauses
+    /// freeze for up to 150 ms (must not be removed), and --cuts / --oneway-cuts pairs lose
+    /// their link for --cut-ms. Prints detection-latency percentiles (silent and hard
+    /// separately), view changes and frames per view change; --svg writes the latency CDF.
+    Membership(crate::sim_membership::MembershipArgs),
 }
 
 /// Arguments of `lifeline sim flood`.
@@ -157,12 +166,13 @@ pub(crate) fn run(args: &SimArgs) -> Result<(), CliError> {
         SimCommand::Flood(a) => flood(a),
         SimCommand::Xcast(a) => xcast(a),
         SimCommand::Relm(a) => relm(a),
+        SimCommand::Membership(a) => crate::sim_membership::run(a),
     }
 }
 
 /// Runs a scenario with the trace sink and progress line `trace` and `label` ask for (see
 /// [`Output::new`]); returns its report and the wall time it took.
-fn run_scenario<R>(
+pub(crate) fn run_scenario<R>(
     trace: bool,
     label: &'static str,
     run: impl FnOnce(Hooks) -> Result<R, SimFailure>,

@@ -6,7 +6,7 @@
 
 use std::process::ExitCode;
 
-use lifeline_bench::{flood, relm, repair, xcast, CliError};
+use lifeline_bench::{flood, membership, relm, repair, xcast, CliError};
 
 /// A subcommand: its name, one-line summary, usage text and entry point.
 struct Command {
@@ -42,13 +42,19 @@ const COMMANDS: &[Command] = &[
         usage: relm::USAGE,
         run: relm::cli,
     },
+    Command {
+        name: "membership",
+        about: "detector and evidence-based removal under every fault kind, over many seeds",
+        usage: membership::USAGE,
+        run: membership::cli,
+    },
 ];
 
 fn top_usage() -> String {
     let mut s =
         String::from("usage: scale <command> [flags]   (scale <command> --help)\n\ncommands:\n");
     for c in COMMANDS {
-        s.push_str(&format!("  {:<8} {}\n", c.name, c.about));
+        s.push_str(&format!("  {:<10} {}\n", c.name, c.about));
     }
     s
 }

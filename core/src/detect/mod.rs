@@ -316,8 +316,25 @@ impl Machine for Detect {
 
     /// The rings are a function of the live set, not of this rank's view: a death far away
     /// can still change who watches whom here.
+    /// Standing alerts go out again at once: the coordinator may have changed with the
+    /// members (a coordinator that froze with alerts unprocessed is replaced by one that has
+    /// none).
     fn on_members_change(&mut self, ctx: &mut Ctx<'_>) {
         self.recompute(ctx);
+        let standing: Vec<(Rank, u64)> = self
+            .watching
+            .iter()
+            .filter(|(_, w)| w.alerted)
+            .filter_map(|(r, w)| w.suspected.map(|(inc, _)| (*r, inc)))
+            .collect();
+        for (subject, incarnation) in standing {
+            ctx.stats.detect.alerts_resent += 1;
+            ctx.effect(Effect::Alert {
+                subject,
+                incarnation,
+                down: true,
+            });
+        }
     }
 
     fn on_message(&mut self, ctx: &mut Ctx<'_>, from: Rank, msg: DetectMsg) {

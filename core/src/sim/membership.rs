@@ -378,4 +378,17 @@ mod tests {
         );
         assert!(h99 <= 20.0, "hard p99 {h99} ms over {} losses", hard.len());
     }
+
+    /// The scale, at a size CI affords (larger runs: `scale membership`).
+    #[test]
+    fn at_4096_ranks_radix_64() {
+        for seed in [1, 2] {
+            let p = MembershipParams::new(4096, 64, seed);
+            let r = run_membership(&p, Hooks::default()).unwrap();
+            assert!(r.violations().is_empty(), "{:?}: {r:?}", r.violations());
+            assert_eq!(r.evicted_told, 1, "{r:?}");
+            assert!(r.detect_ms_silent.iter().all(|&d| d <= 500.0), "{r:?}");
+            assert!(r.detect_ms_hard.iter().all(|&d| d <= 20.0), "{r:?}");
+        }
+    }
 }

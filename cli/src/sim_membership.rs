@@ -1,0 +1,276 @@
+//! `lifeline sim membership`: the membership scenario over one or many seeds, its oracle's
+//! verdict, latency percentiles, and an optional detection-latency CDF (`--svg`).
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use lifeline_core::sim::membership::{run_membership, MembershipParams, MembershipReport};
+
+use crate::sim_cmd::run_scenario;
+use crate::write_stdout;
+use crate::CliError;
+
+/// Arguments of `lifeline sim membership`.
+#[derive(Debug, Args)]
+pub(crate) struct MembershipArgs {
+    /// Number of ranks.
+    #[arg(long, value_name = "N", default_value_t = 256)]
+    ranks: u32,
+    /// Maximum children per rank, 2..=1024.
+    #[arg(long, value_name = "K", default_value_t = 64)]
+    radix: u32,
+    /// The first seed; with --seeds M, seeds S..S+M run one after the other.
+    #[arg(long, value_name = "S", default_value_t = 1)]
+    seed: u64,
+    /// How many seeds to run.
+    #[arg(long, value_name = "M", default_value_t = 1)]
+    seeds: u64,
+    /// Silent losses per run (frozen for good: no reset).
+    #[arg(long, default_value_t = 1)]
+    silent: u32,
+    /// Crashes with reset per run (hard evidence).
+    #[arg(long, default_value_t = 1)]
+    crashes: u32,
+    /// Long pauses (2-2.5 s, then resumed) per run: removed, then told.
+    #[arg(long, default_value_t = 1)]
+    long_pauses: u32,
+    /// Short pauses (<= 150 ms) per run: nobody removed.
+    #[arg(long, default_value_t = 1)]
+    short_pauses: u32,
+    /// Pairs cut both ways per run.
+    #[arg(long, default_value_t = 1)]
+    cuts: u32,
+    /// Pairs cut one way per run.
+    #[arg(long, default_value_t = 1)]
+    oneway_cuts: u32,
+    /// How long each cut lasts, in ms.
+    #[arg(long, value_name = "MS", default_value_t = 2_000)]
+    cut_ms: u64,
+    /// Write the detection-latency CDF (silent and hard) as SVG to FILE.
+    #[arg(long, value_name = "FILE")]
+    svg: Option<PathBuf>,
+    /// Print one line per simulator event to stdout (one seed only).
+    #[arg(long)]
+    trace: bool,
+    /// Print the result as one JSON line (the last line of stdout) instead of a summary.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Everything the runs measured, merged.
+#[derive(Default)]
+struct Totals {
+    runs: u64,
+    faulty: u64,
+    wrongful: u64,
+    missed: u64,
+    long_pauses: u64,
+    told: u64,
+    view_changes: u64,
+    frames: f64,
+    silent: Vec<f64>,
+    hard: Vec<f64>,
+    everywhere: Vec<f64>,
+    failing: Vec<String>,
+}
+
+impl Totals {
+    fn add(&mut self, p: &MembershipParams, r: MembershipReport) {
+        self.runs += 1;
+        self.faulty += u64::from(r.faulty);
+        self.wrongful += u64::from(r.wrongful_evictions);
+        self.missed += u64::from(r.missed_removals);
+        self.long_pauses += u64::from(p.long_pauses);
+        self.told += u64::from(r.evicted_told);
+        self.view_changes += u64::from(r.view_changes);
+        self.frames += r.frames_per_view_change * f64::from(r.view_changes);
+        if !r.violations().is_empty() || r.evicted_told < p.long_pauses {
+            self.failing.push(format!(
+                "seed {}: {:?}, {} of {} long-paused ranks told; replay: {}",
+                p.seed,
+                r.violations(),
+                r.evicted_told,
+                p.long_pauses,
+                p.replay_command()
+            ));
+        }
+        self.silent.extend(r.detect_ms_silent);
+        self.hard.extend(r.detect_ms_hard);
+        self.everywhere.extend(r.everywhere_ms);
+    }
+}
+
+/// The `q` quantile (0..=1) of sorted `v`, nearest rank; 0 for an empty list.
+fn quantile(v: &[f64], q: f64) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    let i = ((v.len() as f64 * q).ceil() as usize).clamp(1, v.len()) - 1;
+    v[i]
+}
+
+/// Runs `lifeline sim membership`.
+pub(crate) fn run(args: &MembershipArgs) -> Result<(), CliError> {
+    if args.seeds == 0 {
+        return Err(CliError::Usage("--seeds must be at least 1".into()));
+    }
+    if args.trace && args.seeds > 1 {
+        return Err(CliError::Usage(
+            "--trace replays one seed: drop --seeds".into(),
+        ));
+    }
+    let start = Instant::now();
+    let mut t = Totals::default();
+    for seed in args.seed..args.seed.saturating_add(args.seeds) {
+        let p = MembershipParams {
+            ranks: args.ranks,
+            radix: args.radix,
+            seed,
+            silent: args.silent,
+            crashes: args.crashes,
+            long_pauses: args.long_pauses,
+            short_pauses: args.short_pauses,
+            cuts: args.cuts,
+            oneway_cuts: args.oneway_cuts,
+            cut_ms: args.cut_ms,
+        };
+        let (r, _) = run_scenario(args.trace, "sim membership", |hooks| {
+            run_membership(&p, hooks)
+        })?;
+        t.add(&p, r);
+    }
+    let wall = start.elapsed();
+    for v in [&mut t.silent, &mut t.hard, &mut t.everywhere] {
+        v.sort_by(f64::total_cmp);
+    }
+    if let Some(path) = &args.svg {
+        write_cdf(path, &t.silent, &t.hard)?;
+    }
+    write_stdout(|out| {
+        if args.json {
+            writeln!(out, "{}", json(args, &t, wall))
+        } else {
+            writeln!(out, "{}", summary(args, &t, wall))
+        }
+    })?;
+    if t.failing.is_empty() {
+        Ok(())
+    } else {
+        Err(CliError::Failed(format!(
+            "sim membership broke its oracle in {} of {} runs:\n  {}",
+            t.failing.len(),
+            t.runs,
+            t.failing.join("\n  ")
+        )))
+    }
+}
+
+fn summary(a: &MembershipArgs, t: &Totals, wall: Duration) -> String {
+    let verdict = if t.failing.is_empty() {
+        "ok".to_string()
+    } else {
+        format!("BROKEN in {} runs", t.failing.len())
+    };
+    format!(
+        "membership: {} ranks, radix {}, {} runs: {} faulty ranks, {} wrongful evictions, {} \
+         missed removals, {}/{} long-paused ranks told; silent loss decided in p50 {:.0} ms, \
+         p99 {:.0} ms, max {:.0} ms; loss with reset p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms; \
+         {} view changes, {:.0} frames each; {verdict} ({:.1} s)",
+        a.ranks,
+        a.radix,
+        t.runs,
+        t.faulty,
+        t.wrongful,
+        t.missed,
+        t.told,
+        t.long_pauses,
+        quantile(&t.silent, 0.5),
+        quantile(&t.silent, 0.99),
+        quantile(&t.silent, 1.0),
+        quantile(&t.hard, 0.5),
+        quantile(&t.hard, 0.99),
+        quantile(&t.hard, 1.0),
+        t.view_changes,
+        t.frames / t.view_changes.max(1) as f64,
+        wall.as_secs_f64()
+    )
+}
+
+fn json(a: &MembershipArgs, t: &Totals, wall: Duration) -> String {
+    format!(
+        r#"{{"ranks":{},"radix":{},"runs":{},"faulty":{},"wrongful_evictions":{},"missed_removals":{},"evicted_told":{},"long_pauses":{},"silent_detect_ms_p50":{:.3},"silent_detect_ms_p99":{:.3},"silent_detect_ms_max":{:.3},"hard_detect_ms_p50":{:.3},"hard_detect_ms_p99":{:.3},"hard_detect_ms_max":{:.3},"everywhere_ms_max":{:.3},"view_changes":{},"frames_per_view_change":{:.1},"wall_ms":{:.1}}}"#,
+        a.ranks,
+        a.radix,
+        t.runs,
+        t.faulty,
+        t.wrongful,
+        t.missed,
+        t.told,
+        t.long_pauses,
+        quantile(&t.silent, 0.5),
+        quantile(&t.silent, 0.99),
+        quantile(&t.silent, 1.0),
+        quantile(&t.hard, 0.5),
+        quantile(&t.hard, 0.99),
+        quantile(&t.hard, 1.0),
+        quantile(&t.everywhere, 1.0),
+        t.view_changes,
+        t.frames / t.view_changes.max(1) as f64,
+        wall.as_secs_f64() * 1e3
+    )
+}
+
+/// The detection-latency CDF: one step line per kind of loss, latency (ms) against the
+/// fraction of losses decided by then.
+fn write_cdf(path: &std::path::Path, silent: &[f64], hard: &[f64]) -> Result<(), CliError> {
+    use plotters::prelude::*;
+    let err = |e: String| CliError::Failed(format!("--svg {}: {e}", path.display()));
+    let max = silent.iter().chain(hard).copied().fold(1.0f64, f64::max) * 1.05;
+    let root = SVGBackend::new(path, (800, 500)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| err(e.to_string()))?;
+    let mut chart = ChartBuilder::on(&root)
+        .margin(20)
+        .caption(
+            "Lifeline: failure detection latency (CDF)",
+            ("sans-serif", 20),
+        )
+        .x_label_area_size(40)
+        .y_label_area_size(50)
+        .build_cartesian_2d(0.0..max, 0.0..1.0)
+        .map_err(|e| err(e.to_string()))?;
+    chart
+        .configure_mesh()
+        .x_desc("fault to decided removal (ms)")
+        .y_desc("fraction of losses")
+        .draw()
+        .map_err(|e| err(e.to_string()))?;
+    for (v, color, label) in [
+        (silent, BLUE, "silent loss"),
+        (hard, RED, "loss with reset"),
+    ] {
+        if v.is_empty() {
+            continue;
+        }
+        let n = v.len() as f64;
+        let points: Vec<(f64, f64)> = std::iter::once((0.0, 0.0))
+            .chain(
+                v.iter()
+                    .enumerate()
+                    .flat_map(|(i, &x)| [(x, i as f64 / n), (x, (i + 1) as f64 / n)]),
+            )
+            .collect();
+        chart
+            .draw_series(LineSeries::new(points, &color))
+            .map_err(|e| err(e.to_string()))?
+            .label(format!("{label} (n = {})", v.len()))
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
+    }
+    chart
+        .configure_series_labels()
+        .border_style(BLACK)
+        .background_style(WHITE.mix(0.8))
+        .draw()
+        .map_err(|e| err(e.to_string()))?;
+    root.present().map_err(|e| err(e.to_string()))
+}
