@@ -58,7 +58,21 @@
 //!    and frames from ranks outside the span or known dead are dropped and counted in
 //!    [`Node::stats`]. Nothing changes before a frame has decoded completely.
 //! 6. The node never asks to send to a rank it knows is dead, so a driver need not (and must not)
-//!    dial one.
+//!    dial one. The one exception is a fencing notice ([`Transmit::is_fence`]): with the
+//!    detector on, a frame from a removed rank is answered with a rate-limited "you were
+//!    removed"; a driver delivers it on a connection it still has and drops it otherwise.
+//!
+//! # Membership (heartbeat detector on)
+//!
+//! With `config.detect.enabled`, ranks are removed on evidence, not on one observer's verdict:
+//! every rank is watched by up to K observers on pseudo-random rings ([`detect`]); a silence
+//! that stands through the refutation window becomes an alert to the coordinator (the root of
+//! the view without the subject); the coordinator removes a rank on H of its K observers'
+//! alerts (hard evidence, a refused re-dial or another incarnation, still repairs locally at
+//! once: [`LinkCause`]); the decision floods the tree at once and is confirmed in xcast order
+//! ([`MembershipEvent::FailureConfirmed`]); a removed rank that speaks again is told
+//! ([`MembershipEvent::Evicted`]) and stops. The detector is off by default until its
+//! real-process path is measured.
 //!
 //! # A drive loop by hand
 //!
