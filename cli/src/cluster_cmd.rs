@@ -1,12 +1,16 @@
-//! `lifeline cluster`: a real local cluster of `lifeline node` processes on 127.0.0.1 that
+//! `lifeline cluster`: a real local cluster of `lifeline node` processes on loopback that
 //! runs a stream of xcasts from varying origins, kills the given ranks with SIGKILL (and pauses
 //! others with SIGSTOP, then SIGCONT), and reports who noticed, how fast, and whether every
 //! survivor delivered every broadcast exactly once.
 //!
-//! Ports are picked free by binding port 0; the peers and key files go to a temporary folder
-//! removed at the end. Every child is started with `--exit-on-stdin-eof` and killed on the way
-//! out (also on Ctrl-C or SIGTERM), so no node outlives the command. The children share the
-//! command's stderr and environment, so `RUST_LOG` turns on their diagnostics too.
+//! Each rank has its own loopback address on Linux, rank R at `127.0.1.(R+1)` (rank 250 at
+//! `127.0.2.1`, and so on; 127.0.0.0/8 is all loopback there, nothing to set up), and the nodes
+//! connect from their own addresses, so every packet between two ranks names both and a
+//! firewall rule can match one pair; elsewhere every rank is on 127.0.0.1. Ports are picked
+//! free by binding port 0; the peers and key files go to a temporary folder removed at the end.
+//! Every child is started with `--exit-on-stdin-eof` and killed on the way out (also on Ctrl-C
+//! or SIGTERM), so no node outlives the command. The children share the command's stderr and
+//! environment, so `RUST_LOG` turns on their diagnostics too.
 //!
 //! Measures:
 //! - `detect_ms_max`: per killed rank, the wall time from the SIGKILL to the first survivor's
@@ -30,6 +34,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
@@ -416,14 +421,21 @@ impl Tally {
     }
 }
 
-/// Two intruders at one node: garbage bytes, then a handshake with the wrong key. Both are
-/// refused by the node; nothing here is checked, the node's counters are.
-async fn intrude(addr: std::net::SocketAddr, rank: u32, claim: u32) {
+/// Two intruders at one node: garbage bytes, then a handshake with the wrong key, from the
+/// claimed rank's own address (`claim_ip`). Both are refused by the node; nothing here is
+/// checked, the node's counters are.
+async fn intrude(addr: SocketAddr, rank: u32, claim: u32, claim_ip: IpAddr) {
     use lifeline_core::tree::Rank;
     use lifeline_transport_tcp::{handshake, ClusterKey};
     let bounded = Duration::from_secs(3);
-    if let Ok(Ok(mut s)) = tokio::time::timeout(bounded, tokio::net::TcpStream::connect(addr)).await
-    {
+    let connect = |ip: Option<IpAddr>| async move {
+        let sock = tokio::net::TcpSocket::new_v4()?;
+        if let Some(ip) = ip {
+            sock.bind(SocketAddr::new(ip, 0))?;
+        }
+        sock.connect(addr).await
+    };
+    if let Ok(Ok(mut s)) = tokio::time::timeout(bounded, connect(None)).await {
         let garbage = b"GET / HTTP/1.1\r\nHost: lifeline\r\n\r\n-- not a lifeline handshake --";
         let _ = s.write_all(garbage).await;
         let mut buf = [0u8; 64];
@@ -431,7 +443,7 @@ async fn intrude(addr: std::net::SocketAddr, rank: u32, claim: u32) {
             tokio::time::timeout(bounded, tokio::io::AsyncReadExt::read(&mut s, &mut buf)).await;
     }
     if let (Ok(Ok(mut s)), Ok(key)) = (
-        tokio::time::timeout(bounded, tokio::net::TcpStream::connect(addr)).await,
+        tokio::time::timeout(bounded, connect(Some(claim_ip))).await,
         ClusterKey::from_secret(b"not the cluster key"),
     ) {
         // Claims to be a real rank from its real address, without the key.
@@ -449,13 +461,33 @@ async fn intrude(addr: std::net::SocketAddr, rank: u32, claim: u32) {
     }
 }
 
-fn free_ports(n: u32) -> Result<Vec<u16>, CliError> {
+/// Ranks that get their own loopback address (127.0.1.1 .. 127.0.254.250).
+const MAX_NODES: u32 = 250 * 254;
+
+/// Rank `r`'s loopback address: `127.0.1.(r+1)` for ranks 0-249, then `127.0.2.1`, and so on
+/// (Linux answers on all of 127.0.0.0/8); elsewhere 127.0.0.1 for every rank.
+fn rank_ip(r: u32) -> IpAddr {
+    if cfg!(target_os = "linux") {
+        IpAddr::V4(Ipv4Addr::new(
+            127,
+            0,
+            (1 + r / 250) as u8,
+            (1 + r % 250) as u8,
+        ))
+    } else {
+        IpAddr::V4(Ipv4Addr::LOCALHOST)
+    }
+}
+
+/// Every rank's listening endpoint: its own address and a port free there (found by binding
+/// port 0).
+fn endpoints(n: u32) -> Result<Vec<SocketAddr>, CliError> {
     let ls: Vec<std::net::TcpListener> = (0..n)
-        .map(|_| std::net::TcpListener::bind("127.0.0.1:0"))
+        .map(|r| std::net::TcpListener::bind((rank_ip(r), 0)))
         .collect::<Result<_, _>>()
         .map_err(|e| CliError::Failed(format!("finding free ports: {e}")))?;
     ls.iter()
-        .map(|l| l.local_addr().map(|a| a.port()))
+        .map(std::net::TcpListener::local_addr)
         .collect::<Result<_, _>>()
         .map_err(|e| CliError::Failed(format!("finding free ports: {e}")))
 }
@@ -471,8 +503,10 @@ fn secret() -> Vec<u8> {
 
 /// Runs `lifeline cluster`.
 pub(crate) fn run(args: &ClusterArgs) -> Result<(), CliError> {
-    if args.nodes < 2 {
-        return Err(CliError::Usage("--nodes must be at least 2".into()));
+    if args.nodes < 2 || args.nodes > MAX_NODES {
+        return Err(CliError::Usage(format!(
+            "--nodes must be in 2..={MAX_NODES}"
+        )));
     }
     if !(args.duration > 0.0 && args.duration <= 3600.0) || args.rate == 0 {
         return Err(CliError::Usage(
@@ -510,11 +544,11 @@ async fn cluster(args: &ClusterArgs, faults: Vec<Fault>) -> Result<(), CliError>
 async fn drive(args: &ClusterArgs, faults: Vec<Fault>, procs: &mut Procs) -> Result<(), CliError> {
     let n = args.nodes;
     let dir = procs.dir.clone();
-    let ports = free_ports(n)?;
-    let peers: String = ports
+    let eps = endpoints(n)?;
+    let peers: String = eps
         .iter()
         .enumerate()
-        .map(|(r, p)| format!("{r} 127.0.0.1:{p}\n"))
+        .map(|(r, a)| format!("{r} {a}\n"))
         .collect();
     let write = |name: &str, bytes: &[u8]| {
         let path = dir.join(name);
@@ -552,7 +586,7 @@ async fn drive(args: &ClusterArgs, faults: Vec<Fault>, procs: &mut Procs) -> Res
         tracing::debug!(
             rank = r,
             pid = child.id(),
-            port = ports[r as usize],
+            addr = %eps[r as usize],
             "node started"
         );
         let out = child.stdout.take();
@@ -613,16 +647,17 @@ async fn drive(args: &ClusterArgs, faults: Vec<Fault>, procs: &mut Procs) -> Res
     }
     tracing::debug!(link_ends = t.link_ups, "wired up");
     let nodes: Vec<Value> = (0..n)
-        .map(|r| json!({"rank": r, "addr": format!("127.0.0.1:{}", ports[r as usize]), "pid": pids[r as usize]}))
+        .map(|r| json!({"rank": r, "addr": eps[r as usize].to_string(), "pid": pids[r as usize]}))
         .collect();
     if args.json {
         write_stdout(|o| writeln!(o, "{}", json!({ "nodes": nodes })))?;
     } else {
+        let last = eps[n as usize - 1].ip();
         write_stdout(|o| {
             writeln!(
                 o,
-                "lifeline cluster: {n} nodes on 127.0.0.1 (radix {}), wired up; {:.1} s of xcasts at {}/s",
-                args.radix, args.duration, args.rate
+                "lifeline cluster: {n} nodes on {}..{last} (radix {}), wired up; {:.1} s of xcasts at {}/s",
+                eps[0].ip(), args.radix, args.duration, args.rate
             )
         })?;
     }
@@ -702,9 +737,9 @@ async fn drive(args: &ClusterArgs, faults: Vec<Fault>, procs: &mut Procs) -> Res
                 }
                 if attack.is_some_and(|at| Tick::now() >= at) {
                     attack = None;
-                    for (r, p) in ports.iter().enumerate() {
-                        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], *p));
-                        tokio::spawn(intrude(addr, r as u32, (r as u32 + 1) % n));
+                    for (r, a) in eps.iter().enumerate() {
+                        let claim = (r as u32 + 1) % n;
+                        tokio::spawn(intrude(*a, r as u32, claim, eps[claim as usize].ip()));
                     }
                 }
                 if Tick::now() < end {

@@ -1,4 +1,4 @@
-//! End-to-end tests of `lifeline node` and `lifeline cluster`: real processes on 127.0.0.1.
+//! End-to-end tests of `lifeline node` and `lifeline cluster`: real processes on loopback.
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, Command, Stdio};
@@ -66,7 +66,8 @@ fn cluster_survives_a_kill_a_pause_and_intruders() {
     assert_eq!(lines.len(), 2, "{stdout}");
     let nodes = lines[0]["nodes"].as_array().expect("nodes");
     assert_eq!(nodes.len(), 5);
-    assert!(nodes[3]["addr"].as_str().unwrap().starts_with("127.0.0.1:"));
+    // Each rank on its own loopback address (Linux).
+    assert!(nodes[3]["addr"].as_str().unwrap().starts_with("127.0.1.4:"));
     let r = &lines[1];
     assert_eq!(r["killed"], serde_json::json!([1]));
     assert_eq!(r["survivors"], 4);
