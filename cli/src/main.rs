@@ -19,6 +19,7 @@ use clap::Parser;
 
 mod cluster_cmd;
 mod decode_cmd;
+mod nft;
 mod node_cmd;
 mod sim_cmd;
 mod tree_cmd;
