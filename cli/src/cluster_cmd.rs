@@ -39,8 +39,11 @@
 //!   garbage bytes and a wrong-key handshake halfway through).
 //! - `deaths`: every rank that died before the end other than by eviction, with its cause
 //!   (`killed` by `--kill`, or `exited` by itself), `at_ms` into the workload, and its exit
-//!   `status` or `signal`; `evicted`: the live ranks the cluster evicted, with `at_ms`, the
-//!   `epoch` they were told, and how they exited. Survivors are the ranks in neither.
+//!   `status` or `signal`; `evicted`: the live ranks the cluster evicted (named by some rank's
+//!   `failure_confirmed`, or told `evicted`), with `at_ms`, `confirmed_by` (whose
+//!   `failure_confirmed` named it: after a partition each side may confirm the other), when
+//!   it was told (`told_ms`, `epoch`), and how it exited (`status`, `signal`; `null` while it
+//!   runs). Survivors are the ranks that did not exit: an evicted rank that still runs is one.
 //! - `xcast_duplicated`, `xcast_partial`, `xcast_lost`: the ops behind a false
 //!   `xcast_delivered_exactly_once` (delivered twice somewhere; reached only some survivors;
 //!   started by a survivor and not delivered at every survivor).
@@ -1184,6 +1187,9 @@ struct Gone {
     status: Option<std::process::ExitStatus>,
     /// Evicted and told: the epoch it was told.
     epoch: Option<u64>,
+    /// Evicted: the ranks whose `failure_confirmed` named it (after a partition each side may
+    /// confirm the other: this says whose view it is).
+    confirmed_by: Vec<u32>,
 }
 
 impl Gone {
@@ -1194,6 +1200,7 @@ impl Gone {
         if self.cause == "evicted" {
             v["told_ms"] = json!(self.told_ms);
             v["epoch"] = json!(self.epoch);
+            v["confirmed_by"] = json!(self.confirmed_by);
         } else {
             v["cause"] = json!(self.cause);
         }
@@ -1230,6 +1237,7 @@ fn attribute(t: &Tally, killed_at_ms: &BTreeMap<u32, u128>, o: &Outcome) -> (Vec
                 told_ms: None,
                 status,
                 epoch: None,
+                confirmed_by: Vec::new(),
             });
         } else if let (Some(e), None) = (exit, told) {
             if e.status.code() != evicted_status {
@@ -1240,6 +1248,7 @@ fn attribute(t: &Tally, killed_at_ms: &BTreeMap<u32, u128>, o: &Outcome) -> (Vec
                     told_ms: None,
                     status,
                     epoch: None,
+                    confirmed_by: Vec::new(),
                 });
                 continue;
             }
@@ -1263,6 +1272,11 @@ fn attribute(t: &Tally, killed_at_ms: &BTreeMap<u32, u128>, o: &Outcome) -> (Vec
             told_ms: told.map(|x| into(x.0)),
             status,
             epoch: told.and_then(|x| x.1),
+            confirmed_by: t
+                .confirmed
+                .get(&r)
+                .map(|m| m.keys().copied().collect())
+                .unwrap_or_default(),
         });
     }
     (deaths, evicted)
@@ -1456,9 +1470,11 @@ fn report(
                 };
                 writeln!(
                     out,
-                    "  rank {} EVICTED {} ms into the workload (a live rank), {told}; {}",
+                    "  rank {} EVICTED {} ms into the workload (a live rank; confirmed dead by \
+                     {:?}), {told}; {}",
                     g.rank,
                     g.at_ms,
+                    g.confirmed_by,
                     exit_words(g.status)
                 )?;
             }
