@@ -1,12 +1,28 @@
-//! `lifeline cluster`: a real local cluster of `lifeline node` processes on 127.0.0.1 that
+//! `lifeline cluster`: a real local cluster of `lifeline node` processes on loopback that
 //! runs a stream of xcasts from varying origins, kills the given ranks with SIGKILL (and pauses
-//! others with SIGSTOP, then SIGCONT), and reports who noticed, how fast, and whether every
-//! survivor delivered every broadcast exactly once.
+//! others with SIGSTOP, then SIGCONT), cuts links, blackholes ranks and drops packets with
+//! nftables, and reports who noticed, how fast, and whether every survivor delivered every
+//! broadcast exactly once.
 //!
-//! Ports are picked free by binding port 0; the peers and key files go to a temporary folder
-//! removed at the end. Every child is started with `--exit-on-stdin-eof` and killed on the way
-//! out (also on Ctrl-C or SIGTERM), so no node outlives the command. The children share the
-//! command's stderr and environment, so `RUST_LOG` turns on their diagnostics too.
+//! Each rank has its own loopback address on Linux, rank R at `127.0.1.(R+1)` (rank 250 at
+//! `127.0.2.1`, and so on; 127.0.0.0/8 is all loopback there, nothing to set up), and the nodes
+//! connect from their own addresses, so every packet between two ranks names both and a
+//! firewall rule can match one pair; elsewhere every rank is on 127.0.0.1. Ports are picked
+//! free by binding port 0; the peers and key files go to a temporary folder removed at the end.
+//! Every child is started with `--exit-on-stdin-eof` and killed on the way out (also on Ctrl-C
+//! or SIGTERM), so no node outlives the command. The children share the command's stderr and
+//! environment, so `RUST_LOG` turns on their diagnostics too.
+//!
+//! Network faults (`--cut`, `--cut-oneway`, `--blackhole`, `--loss`) are nftables rules in one
+//! table per run (see [`crate::nft`]), added at their start and deleted at their end; they need
+//! the `nft` binary and root, checked before any node starts. Like a SIGCONT, a fault's end is
+//! never skipped: the workload runs until every fault has ended.
+//!
+//! The launcher is the nodes' parent: it sees every exit and its status, whoever caused it.
+//! Each rank that exits before the end is attributed: killed by `--kill`, evicted (a live rank
+//! the cluster removed: it printed `evicted` and exited with status 3), or exited by itself
+//! (with its status or signal, e.g. a SIGKILL from an outside tester). Evicted ranks are
+//! false positives, listed apart from the dead.
 //!
 //! Measures:
 //! - `detect_ms_max`: per killed rank, the wall time from the SIGKILL to the first survivor's
@@ -21,6 +37,21 @@
 //!   were not killed (a rank paused with `--stop` included).
 //! - `refused_connections`: handshakes the survivors refused (`--garbage` sends each node
 //!   garbage bytes and a wrong-key handshake halfway through).
+//! - `deaths`: every rank that died before the end other than by eviction, with its cause
+//!   (`killed` by `--kill`, or `exited` by itself), `at_ms` into the workload, and its exit
+//!   `status` or `signal`; `evicted`: the live ranks the cluster evicted (named by some rank's
+//!   `failure_confirmed`, or told `evicted`), with `at_ms`, `confirmed_by` (whose
+//!   `failure_confirmed` named it: after a partition each side may confirm the other), when
+//!   it was told (`told_ms`, `epoch`), and how it exited (`status`, `signal`; `null` while it
+//!   runs). Survivors are the ranks that did not exit: an evicted rank that still runs is one.
+//! - `xcast_duplicated`, `xcast_partial`, `xcast_lost`: the ops behind a false
+//!   `xcast_delivered_exactly_once` (delivered twice somewhere; reached only some survivors;
+//!   started by a survivor and not delivered at every survivor).
+//! - `net_faults`: each network fault with the times its rules went in (`at_ms`) and came out
+//!   (`removed_ms`), and the packets they dropped (`dropped_packets`, the rules' counters);
+//!   `link_downs_live`: every link down reported during the run for a peer that did not die
+//!   (`rank` lost `peer`, `reason`, `at_ms`); `nft_table`: the run's table (`null` without
+//!   network faults); `detect`: whether the nodes ran the heartbeat detector.
 //!
 //! - `relm_*`: with every xcast the origin also sends one reliable message (RELM) to another
 //!   live rank, rotating through every destination (all-to-all). `relm_delivered` counts
@@ -30,6 +61,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
@@ -42,6 +74,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant as Tick;
 use tracing::Instrument;
 
+use crate::nft::{self, NetKind};
 use crate::node_cmd::wall_ms;
 use crate::{write_stdout, CliError};
 
@@ -65,6 +98,22 @@ pub(crate) struct ClusterArgs {
     /// DUR milliseconds later (a hung process; TCP alone does not notice). Repeatable.
     #[arg(long = "stop", value_name = "R@MS+DUR")]
     stops: Vec<String>,
+    /// Drop every packet between ranks A and B, both ways, from MS milliseconds into the
+    /// workload for DUR milliseconds (nftables; root). Repeatable.
+    #[arg(long = "cut", value_name = "A-B@MS+DUR")]
+    cuts: Vec<String>,
+    /// Drop the packets from rank A to rank B only (B's to A still flow). Repeatable.
+    #[arg(long = "cut-oneway", value_name = "A-B@MS+DUR")]
+    cuts_oneway: Vec<String>,
+    /// Drop every packet to and from rank R, silently (no reset: a lost host). Repeatable.
+    #[arg(long = "blackhole", value_name = "R@MS+DUR")]
+    blackholes: Vec<String>,
+    /// Drop PCT percent (1-100) of rank R's packets, both ways, at random. Repeatable.
+    #[arg(long = "loss", value_name = "R:PCT@MS+DUR")]
+    losses: Vec<String>,
+    /// Run the nodes with the core's heartbeat failure detector (`lifeline node --detect`).
+    #[arg(long)]
+    detect: bool,
     /// Xcasts started per second (round-robin over live origins).
     #[arg(long, default_value_t = 50)]
     rate: u32,
@@ -95,9 +144,14 @@ enum Action {
     Kill,
     Stop,
     Cont,
+    /// Network fault `i` of [`Faults::net`] starts (its rules go in).
+    NetOn(usize),
+    /// It ends (its rules come out).
+    NetOff(usize),
 }
 
-/// One injected failure: SIGKILL, SIGSTOP or SIGCONT to `rank` at `at_ms` into the workload.
+/// One injected failure: SIGKILL, SIGSTOP or SIGCONT to `rank`, or a network fault starting or
+/// ending, at `at_ms` into the workload.
 #[derive(Clone, Copy, Debug)]
 struct Fault {
     rank: u32,
@@ -105,7 +159,134 @@ struct Fault {
     action: Action,
 }
 
-fn parse_faults(args: &ClusterArgs) -> Result<Vec<Fault>, CliError> {
+/// One network fault and what became of it.
+#[derive(Debug)]
+struct NetFault {
+    /// The flag as given (`--cut 1-4@500+1000`).
+    flag: String,
+    kind: NetKind,
+    dur_ms: u64,
+    /// Its rules' handles while they are in.
+    handles: Vec<u64>,
+    /// When its rules went in: the instant and ms into the workload.
+    applied: Option<(Tick, u64)>,
+    /// When they came out, ms into the workload.
+    removed_ms: Option<u64>,
+    rules: usize,
+    /// Packets its rules dropped (their counters, read just before they came out).
+    dropped: Option<u64>,
+}
+
+/// The timeline: process and network faults by time, and the network faults.
+struct Faults {
+    timeline: Vec<Fault>,
+    net: Vec<NetFault>,
+}
+
+/// Splits `X@MS+DUR` into `X`, `MS`, `DUR`.
+fn window(s: &str) -> Option<(&str, u64, u64)> {
+    let (x, rest) = s.split_once('@')?;
+    let (at, dur) = rest.split_once('+')?;
+    Some((x, at.parse().ok()?, dur.parse().ok()?))
+}
+
+/// The network faults, each with its start (ms into the workload).
+fn parse_net(args: &ClusterArgs) -> Result<Vec<(NetFault, u64)>, CliError> {
+    let n = args.nodes;
+    let rank = |flag: &str, s: &str, r: &str, bad: &dyn Fn() -> CliError| {
+        let r: u32 = r.parse().map_err(|_| bad())?;
+        if r >= n {
+            return Err(CliError::Usage(format!(
+                "{flag} {s}: rank {r} is not below --nodes {n}"
+            )));
+        }
+        Ok(r)
+    };
+    let mut net = Vec::new();
+    let pairs = [("--cut", &args.cuts), ("--cut-oneway", &args.cuts_oneway)];
+    for (flag, specs) in pairs {
+        for s in specs {
+            let bad = || CliError::Usage(format!("{flag} {s}: expected A-B@MS+DUR"));
+            let (ab, at_ms, dur_ms) = window(s).ok_or_else(bad)?;
+            let (a, b) = ab.split_once('-').ok_or_else(bad)?;
+            let (a, b) = (rank(flag, s, a, &bad)?, rank(flag, s, b, &bad)?);
+            if a == b {
+                return Err(CliError::Usage(format!(
+                    "{flag} {s}: a rank cannot be cut from itself"
+                )));
+            }
+            let kind = if flag == "--cut" {
+                NetKind::Cut(a, b)
+            } else {
+                NetKind::CutOneway(a, b)
+            };
+            net.push((format!("{flag} {s}"), kind, at_ms, dur_ms));
+        }
+    }
+    for s in &args.blackholes {
+        let bad = || CliError::Usage(format!("--blackhole {s}: expected R@MS+DUR"));
+        let (r, at_ms, dur_ms) = window(s).ok_or_else(bad)?;
+        let r = rank("--blackhole", s, r, &bad)?;
+        net.push((
+            format!("--blackhole {s}"),
+            NetKind::Blackhole(r),
+            at_ms,
+            dur_ms,
+        ));
+    }
+    for s in &args.losses {
+        let bad = || CliError::Usage(format!("--loss {s}: expected R:PCT@MS+DUR, PCT 1-100"));
+        let (rp, at_ms, dur_ms) = window(s).ok_or_else(bad)?;
+        let (r, pct) = rp.split_once(':').ok_or_else(bad)?;
+        let r = rank("--loss", s, r, &bad)?;
+        let pct: u32 = pct.parse().map_err(|_| bad())?;
+        if !(1..=100).contains(&pct) {
+            return Err(bad());
+        }
+        net.push((format!("--loss {s}"), NetKind::Loss(r, pct), at_ms, dur_ms));
+    }
+    Ok(net
+        .into_iter()
+        .map(|(flag, kind, at_ms, dur_ms)| {
+            let f = NetFault {
+                flag,
+                kind,
+                dur_ms,
+                handles: Vec::new(),
+                applied: None,
+                removed_ms: None,
+                rules: 0,
+                dropped: None,
+            };
+            (f, at_ms)
+        })
+        .collect())
+}
+
+fn parse_faults(args: &ClusterArgs) -> Result<Faults, CliError> {
+    let (net, starts): (Vec<NetFault>, Vec<u64>) = parse_net(args)?.into_iter().unzip();
+    let mut timeline = parse_process_faults(args)?;
+    for (i, (f, at_ms)) in net.iter().zip(starts).enumerate() {
+        let rank = match f.kind {
+            NetKind::Cut(a, _) | NetKind::CutOneway(a, _) => a,
+            NetKind::Blackhole(r) | NetKind::Loss(r, _) => r,
+        };
+        timeline.push(Fault {
+            rank,
+            at_ms,
+            action: Action::NetOn(i),
+        });
+        timeline.push(Fault {
+            rank,
+            at_ms: at_ms.saturating_add(f.dur_ms),
+            action: Action::NetOff(i),
+        });
+    }
+    timeline.sort_by_key(|f| f.at_ms);
+    Ok(Faults { timeline, net })
+}
+
+fn parse_process_faults(args: &ClusterArgs) -> Result<Vec<Fault>, CliError> {
     let mut faults: Vec<Fault> = parse_kills(args)?
         .into_iter()
         .map(|k| Fault {
@@ -138,7 +319,6 @@ fn parse_faults(args: &ClusterArgs) -> Result<Vec<Fault>, CliError> {
             action: Action::Cont,
         });
     }
-    faults.sort_by_key(|f| f.at_ms);
     Ok(faults)
 }
 
@@ -187,12 +367,16 @@ fn parse_kills(args: &ClusterArgs) -> Result<Vec<Kill>, CliError> {
     Ok(kills)
 }
 
-/// The children and the temporary folder; dropping it kills every child that is still
-/// running and removes the folder, whatever path the command leaves by.
+/// The children, the temporary folder and the nftables table; dropping it kills every child
+/// that is still running, removes the folder and deletes the table, whatever path the command
+/// leaves by.
 struct Procs {
     children: Vec<Child>,
     stdins: Vec<Option<ChildStdin>>,
     dir: PathBuf,
+    /// Only when network faults were asked for; deleted when dropped (after the children are
+    /// killed).
+    table: Option<nft::Table>,
 }
 
 impl Drop for Procs {
@@ -236,6 +420,10 @@ struct Tally {
     refused: BTreeMap<u32, u64>,
     /// The run is over and nodes are quitting: their links going down is no finding.
     closing: bool,
+    /// rank -> wall time of its `evicted` line and the epoch it names.
+    evicted: BTreeMap<u32, (f64, Option<u64>)>,
+    /// Every link down before closing: (wall time, rank, peer, reason).
+    link_downs: Vec<(f64, u32, u32, String)>,
     /// RELM payload -> (src, dst, uid).
     relm_started: BTreeMap<String, (u32, u32, u32)>,
     relm_refused: u64,
@@ -256,9 +444,14 @@ impl Tally {
                 self.listening.insert(rank);
             }
             "link_up" => self.link_ups += 1,
+            "evicted" => {
+                self.evicted.entry(rank).or_insert((t, v["epoch"].as_u64()));
+            }
             "link_down" | "failure_confirmed" if self.closing => {}
             "link_down" => {
                 if let Some(p) = u("peer") {
+                    let why = v["reason"].as_str().unwrap_or("").to_string();
+                    self.link_downs.push((t, rank, p, why));
                     if v["reason"] != "dead" {
                         self.suspected.insert(p);
                     }
@@ -416,14 +609,21 @@ impl Tally {
     }
 }
 
-/// Two intruders at one node: garbage bytes, then a handshake with the wrong key. Both are
-/// refused by the node; nothing here is checked, the node's counters are.
-async fn intrude(addr: std::net::SocketAddr, rank: u32, claim: u32) {
+/// Two intruders at one node: garbage bytes, then a handshake with the wrong key, from the
+/// claimed rank's own address (`claim_ip`). Both are refused by the node; nothing here is
+/// checked, the node's counters are.
+async fn intrude(addr: SocketAddr, rank: u32, claim: u32, claim_ip: IpAddr) {
     use lifeline_core::tree::Rank;
     use lifeline_transport_tcp::{handshake, ClusterKey};
     let bounded = Duration::from_secs(3);
-    if let Ok(Ok(mut s)) = tokio::time::timeout(bounded, tokio::net::TcpStream::connect(addr)).await
-    {
+    let connect = |ip: Option<IpAddr>| async move {
+        let sock = tokio::net::TcpSocket::new_v4()?;
+        if let Some(ip) = ip {
+            sock.bind(SocketAddr::new(ip, 0))?;
+        }
+        sock.connect(addr).await
+    };
+    if let Ok(Ok(mut s)) = tokio::time::timeout(bounded, connect(None)).await {
         let garbage = b"GET / HTTP/1.1\r\nHost: lifeline\r\n\r\n-- not a lifeline handshake --";
         let _ = s.write_all(garbage).await;
         let mut buf = [0u8; 64];
@@ -431,7 +631,7 @@ async fn intrude(addr: std::net::SocketAddr, rank: u32, claim: u32) {
             tokio::time::timeout(bounded, tokio::io::AsyncReadExt::read(&mut s, &mut buf)).await;
     }
     if let (Ok(Ok(mut s)), Ok(key)) = (
-        tokio::time::timeout(bounded, tokio::net::TcpStream::connect(addr)).await,
+        tokio::time::timeout(bounded, connect(Some(claim_ip))).await,
         ClusterKey::from_secret(b"not the cluster key"),
     ) {
         // Claims to be a real rank from its real address, without the key.
@@ -449,13 +649,33 @@ async fn intrude(addr: std::net::SocketAddr, rank: u32, claim: u32) {
     }
 }
 
-fn free_ports(n: u32) -> Result<Vec<u16>, CliError> {
+/// Ranks that get their own loopback address (127.0.1.1 .. 127.0.254.250).
+const MAX_NODES: u32 = 250 * 254;
+
+/// Rank `r`'s loopback address: `127.0.1.(r+1)` for ranks 0-249, then `127.0.2.1`, and so on
+/// (Linux answers on all of 127.0.0.0/8); elsewhere 127.0.0.1 for every rank.
+fn rank_ip(r: u32) -> IpAddr {
+    if cfg!(target_os = "linux") {
+        IpAddr::V4(Ipv4Addr::new(
+            127,
+            0,
+            (1 + r / 250) as u8,
+            (1 + r % 250) as u8,
+        ))
+    } else {
+        IpAddr::V4(Ipv4Addr::LOCALHOST)
+    }
+}
+
+/// Every rank's listening endpoint: its own address and a port free there (found by binding
+/// port 0).
+fn endpoints(n: u32) -> Result<Vec<SocketAddr>, CliError> {
     let ls: Vec<std::net::TcpListener> = (0..n)
-        .map(|_| std::net::TcpListener::bind("127.0.0.1:0"))
+        .map(|r| std::net::TcpListener::bind((rank_ip(r), 0)))
         .collect::<Result<_, _>>()
         .map_err(|e| CliError::Failed(format!("finding free ports: {e}")))?;
     ls.iter()
-        .map(|l| l.local_addr().map(|a| a.port()))
+        .map(std::net::TcpListener::local_addr)
         .collect::<Result<_, _>>()
         .map_err(|e| CliError::Failed(format!("finding free ports: {e}")))
 }
@@ -471,8 +691,10 @@ fn secret() -> Vec<u8> {
 
 /// Runs `lifeline cluster`.
 pub(crate) fn run(args: &ClusterArgs) -> Result<(), CliError> {
-    if args.nodes < 2 {
-        return Err(CliError::Usage("--nodes must be at least 2".into()));
+    if args.nodes < 2 || args.nodes > MAX_NODES {
+        return Err(CliError::Usage(format!(
+            "--nodes must be in 2..={MAX_NODES}"
+        )));
     }
     if !(args.duration > 0.0 && args.duration <= 3600.0) || args.rate == 0 {
         return Err(CliError::Usage(
@@ -489,7 +711,7 @@ pub(crate) fn run(args: &ClusterArgs) -> Result<(), CliError> {
     rt.block_on(cluster(args, faults).instrument(span))
 }
 
-async fn cluster(args: &ClusterArgs, faults: Vec<Fault>) -> Result<(), CliError> {
+async fn cluster(args: &ClusterArgs, faults: Faults) -> Result<(), CliError> {
     let dir = std::env::temp_dir().join(format!("lifeline-cluster-{}", std::process::id()));
     std::fs::create_dir_all(&dir)
         .map_err(|e| CliError::Failed(format!("creating {}: {e}", dir.display())))?;
@@ -497,9 +719,11 @@ async fn cluster(args: &ClusterArgs, faults: Vec<Fault>) -> Result<(), CliError>
         children: Vec::new(),
         stdins: Vec::new(),
         dir,
+        table: None,
     };
     let result = drive(args, faults, &mut procs).await;
-    // Whatever happened (Ctrl-C included), every child is killed and reaped.
+    // Whatever happened (Ctrl-C included), every child is killed and reaped; dropping `procs`
+    // then deletes the nftables table.
     for c in &mut procs.children {
         let _ = c.start_kill();
         let _ = tokio::time::timeout(Duration::from_secs(2), c.wait()).await;
@@ -507,14 +731,125 @@ async fn cluster(args: &ClusterArgs, faults: Vec<Fault>) -> Result<(), CliError>
     result
 }
 
-async fn drive(args: &ClusterArgs, faults: Vec<Fault>, procs: &mut Procs) -> Result<(), CliError> {
+/// How a rank's process ended, as its parent saw it.
+#[derive(Clone, Copy, Debug)]
+struct Exit {
+    /// Milliseconds into the workload it was noticed (within one workload tick, or 50 ms
+    /// after the workload; 0 for an exit before it).
+    at_ms: i64,
+    status: std::process::ExitStatus,
+}
+
+/// The name of signal `sig` (the usual ones; others by number).
+fn signal_name(sig: i32) -> String {
+    let name = match sig {
+        1 => "SIGHUP",
+        2 => "SIGINT",
+        3 => "SIGQUIT",
+        6 => "SIGABRT",
+        9 => "SIGKILL",
+        11 => "SIGSEGV",
+        13 => "SIGPIPE",
+        15 => "SIGTERM",
+        _ => return format!("signal {sig}"),
+    };
+    name.to_string()
+}
+
+/// `(status, signal)` of an exit, for the report.
+fn exit_fields(st: Option<std::process::ExitStatus>) -> (Option<i32>, Option<String>) {
+    let Some(st) = st else {
+        return (None, None);
+    };
+    #[cfg(unix)]
+    let sig = std::os::unix::process::ExitStatusExt::signal(&st).map(signal_name);
+    #[cfg(not(unix))]
+    let sig = None;
+    (st.code(), sig)
+}
+
+/// The same in words.
+fn exit_words(st: Option<std::process::ExitStatus>) -> String {
+    match exit_fields(st) {
+        (_, Some(sig)) => format!("killed by {sig}"),
+        (Some(c), _) => format!("exited with status {c}"),
+        (None, None) => "still running".into(),
+    }
+}
+
+/// Records every child that exited since the last call (and closes its stdin).
+fn reap(procs: &mut Procs, exits: &mut BTreeMap<u32, Exit>, start: Tick) {
+    for (r, c) in procs.children.iter_mut().enumerate() {
+        let r = r as u32;
+        if exits.contains_key(&r) {
+            continue;
+        }
+        if let Ok(Some(status)) = c.try_wait() {
+            let at_ms = i64::try_from(start.elapsed().as_millis()).unwrap_or(i64::MAX);
+            tracing::debug!(rank = r, ?status, at_ms, "node exited");
+            exits.insert(r, Exit { at_ms, status });
+            procs.stdins[r as usize] = None;
+        }
+    }
+}
+
+/// Whether fault `f` is due: its time has come and, for a SIGCONT or a network fault's end,
+/// the pause or the fault has lasted its full duration from the moment it actually began (a
+/// tick can begin it late).
+fn due(f: &Fault, start: Tick, stop_at: &BTreeMap<u32, (Tick, u64)>, net: &[NetFault]) -> bool {
+    if start.elapsed() < Duration::from_millis(f.at_ms) {
+        return false;
+    }
+    match f.action {
+        Action::Cont => stop_at
+            .get(&f.rank)
+            .is_none_or(|(t, s)| t.elapsed() >= Duration::from_millis(f.at_ms.saturating_sub(*s))),
+        Action::NetOff(i) => net[i]
+            .applied
+            .is_none_or(|(t, _)| t.elapsed() >= Duration::from_millis(net[i].dur_ms)),
+        _ => true,
+    }
+}
+
+async fn drive(args: &ClusterArgs, faults: Faults, procs: &mut Procs) -> Result<(), CliError> {
     let n = args.nodes;
+    let Faults {
+        timeline: faults,
+        mut net,
+    } = faults;
+    // Ctrl-C and SIGTERM are caught from here on, before any table or process exists, so
+    // either ends the run through the same clean-up.
+    #[cfg(unix)]
+    let (mut sigint, mut sigterm) = {
+        use tokio::signal::unix::{signal, SignalKind};
+        let on =
+            |k| signal(k).map_err(|e| CliError::Failed(format!("installing signal handlers: {e}")));
+        (on(SignalKind::interrupt())?, on(SignalKind::terminate())?)
+    };
+    let interrupted = async {
+        #[cfg(unix)]
+        tokio::select! {
+            _ = sigint.recv() => {}
+            _ = sigterm.recv() => {}
+        }
+        #[cfg(not(unix))]
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    tokio::pin!(interrupted);
+
     let dir = procs.dir.clone();
-    let ports = free_ports(n)?;
-    let peers: String = ports
+    let eps = endpoints(n)?;
+    if !net.is_empty() {
+        // Checked before any node starts: without nft or root, nothing runs.
+        procs.table = Some(nft::Table::create(
+            &eps,
+            "--cut, --cut-oneway, --blackhole and --loss",
+        )?);
+    }
+    let peers: String = eps
         .iter()
         .enumerate()
-        .map(|(r, p)| format!("{r} 127.0.0.1:{p}\n"))
+        .map(|(r, a)| format!("{r} {a}\n"))
         .collect();
     let write = |name: &str, bytes: &[u8]| {
         let path = dir.join(name);
@@ -531,8 +866,8 @@ async fn drive(args: &ClusterArgs, faults: Vec<Fault>, procs: &mut Procs) -> Res
     let mut pids = Vec::new();
     let spawned = Tick::now();
     for r in 0..n {
-        let mut child = Command::new(&exe)
-            .arg("node")
+        let mut cmd = Command::new(&exe);
+        cmd.arg("node")
             .args(["--rank", &r.to_string()])
             .arg("--peers")
             .arg(&peers_file)
@@ -541,7 +876,11 @@ async fn drive(args: &ClusterArgs, faults: Vec<Fault>, procs: &mut Procs) -> Res
             .args(["--radix", &args.radix.to_string()])
             .args(["--link-timeout-ms", &args.link_timeout_ms.to_string()])
             .args(["--startup-grace-ms", &STARTUP_GRACE.as_millis().to_string()])
-            .arg("--exit-on-stdin-eof")
+            .arg("--exit-on-stdin-eof");
+        if args.detect {
+            cmd.arg("--detect");
+        }
+        let mut child = cmd
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -549,12 +888,7 @@ async fn drive(args: &ClusterArgs, faults: Vec<Fault>, procs: &mut Procs) -> Res
             .spawn()
             .map_err(|e| CliError::Failed(format!("starting node {r}: {e}")))?;
         pids.push(child.id().unwrap_or(0));
-        tracing::debug!(
-            rank = r,
-            pid = child.id(),
-            port = ports[r as usize],
-            "node started"
-        );
+        tracing::debug!(rank = r, pid = child.id(), addr = %eps[r as usize], "node started");
         let out = child.stdout.take();
         procs.stdins.push(child.stdin.take());
         procs.children.push(child);
@@ -574,24 +908,6 @@ async fn drive(args: &ClusterArgs, faults: Vec<Fault>, procs: &mut Procs) -> Res
     }
     drop(tx);
 
-    let interrupted = async {
-        #[cfg(unix)]
-        {
-            use tokio::signal::unix::{signal, SignalKind};
-            match signal(SignalKind::terminate()) {
-                Ok(mut term) => tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
-                    _ = term.recv() => {}
-                },
-                Err(_) => {
-                    let _ = tokio::signal::ctrl_c().await;
-                }
-            }
-        }
-        #[cfg(not(unix))]
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    tokio::pin!(interrupted);
     let mut t = Tally::default();
 
     // Wiring: every node listening and every tree link up at both ends.
@@ -613,16 +929,17 @@ async fn drive(args: &ClusterArgs, faults: Vec<Fault>, procs: &mut Procs) -> Res
     }
     tracing::debug!(link_ends = t.link_ups, "wired up");
     let nodes: Vec<Value> = (0..n)
-        .map(|r| json!({"rank": r, "addr": format!("127.0.0.1:{}", ports[r as usize]), "pid": pids[r as usize]}))
+        .map(|r| json!({"rank": r, "addr": eps[r as usize].to_string(), "pid": pids[r as usize]}))
         .collect();
     if args.json {
         write_stdout(|o| writeln!(o, "{}", json!({ "nodes": nodes })))?;
     } else {
+        let last = eps[n as usize - 1].ip();
         write_stdout(|o| {
             writeln!(
                 o,
-                "lifeline cluster: {n} nodes on 127.0.0.1 (radix {}), wired up; {:.1} s of xcasts at {}/s",
-                args.radix, args.duration, args.rate
+                "lifeline cluster: {n} nodes on {}..{last} (radix {}), wired up; {:.1} s of xcasts at {}/s",
+                eps[0].ip(), args.radix, args.duration, args.rate
             )
         })?;
     }
@@ -637,12 +954,14 @@ async fn drive(args: &ClusterArgs, faults: Vec<Fault>, procs: &mut Procs) -> Res
             () = &mut interrupted => return Err(CliError::Failed("interrupted".into())),
         }
     }
-    // Workload and kills.
+    // Workload and faults.
     let start = Tick::now();
+    let start_wall = wall_ms();
     let end = start + Duration::from_secs_f64(args.duration);
     let mut tick = tokio::time::interval(Duration::from_secs_f64(1.0 / f64::from(args.rate)));
     let mut killed: BTreeMap<u32, f64> = BTreeMap::new();
     let mut killed_at_ms: BTreeMap<u32, u128> = BTreeMap::new();
+    let mut exits: BTreeMap<u32, Exit> = BTreeMap::new();
     let mut stopped: BTreeSet<u32> = BTreeSet::new();
     let mut pauses: Vec<(u32, u64, u64)> = Vec::new();
     let mut stop_at: BTreeMap<u32, (Tick, u64)> = BTreeMap::new();
@@ -653,21 +972,14 @@ async fn drive(args: &ClusterArgs, faults: Vec<Fault>, procs: &mut Procs) -> Res
     let mut attack = args
         .garbage
         .then(|| start + Duration::from_secs_f64(args.duration / 2.0));
-    // Runs until the workload is over and every fault was injected (a SIGCONT is never lost).
+    // Runs until the workload is over and every fault was injected (a SIGCONT or a fault's end
+    // is never lost).
     while Tick::now() < end || next < faults.len() {
         tokio::select! {
             m = rx.recv() => if let Some((r, v)) = m { t.take(r, &v) },
             _ = tick.tick() => {
-                // A SIGCONT also waits until its pause has lasted the full duration from the
-                // moment the SIGSTOP actually went out (a tick can send it late).
-                let due = |f: &Fault, stop_at: &BTreeMap<u32, (Tick, u64)>| {
-                    start.elapsed() >= Duration::from_millis(f.at_ms)
-                        && (f.action != Action::Cont
-                            || stop_at.get(&f.rank).is_none_or(|(t, s)| {
-                                t.elapsed() >= Duration::from_millis(f.at_ms.saturating_sub(*s))
-                            }))
-                };
-                while next < faults.len() && due(&faults[next], &stop_at) {
+                reap(procs, &mut exits, start);
+                while next < faults.len() && due(&faults[next], start, &stop_at, &net) {
                     let f = faults[next];
                     next += 1;
                     let r = f.rank;
@@ -698,29 +1010,59 @@ async fn drive(args: &ClusterArgs, faults: Vec<Fault>, procs: &mut Procs) -> Res
                                 p.2 = held as u64;
                             }
                         }
+                        Action::NetOn(i) => {
+                            let Some(table) = procs.table.as_ref() else { continue };
+                            let f = &mut net[i];
+                            let rules = nft::rules(f.kind, &eps);
+                            f.handles = table.add(&rules).await.map_err(|e| {
+                                CliError::Failed(format!("{}: nft: {e}", f.flag))
+                            })?;
+                            f.rules = rules.len();
+                            f.applied = Some((Tick::now(), start.elapsed().as_millis() as u64));
+                            tracing::debug!(fault = f.flag, handles = ?f.handles, "rules in");
+                        }
+                        Action::NetOff(i) => {
+                            let Some(table) = procs.table.as_ref() else { continue };
+                            let f = &mut net[i];
+                            f.dropped = table.dropped(&f.handles).await.ok();
+                            table.delete(&f.handles).await.map_err(|e| {
+                                CliError::Failed(format!("{}: nft: {e}", f.flag))
+                            })?;
+                            f.handles.clear();
+                            f.removed_ms = Some(start.elapsed().as_millis() as u64);
+                            tracing::debug!(fault = f.flag, "rules out");
+                        }
                     }
                 }
                 if attack.is_some_and(|at| Tick::now() >= at) {
                     attack = None;
-                    for (r, p) in ports.iter().enumerate() {
-                        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], *p));
-                        tokio::spawn(intrude(addr, r as u32, (r as u32 + 1) % n));
+                    for (r, a) in eps.iter().enumerate() {
+                        let claim = (r as u32 + 1) % n;
+                        tokio::spawn(intrude(*a, r as u32, claim, eps[claim as usize].ip()));
                     }
                 }
                 if Tick::now() < end {
+                    // Ranks that are gone (killed, exited, evicted) are neither origins nor
+                    // destinations.
+                    let gone: BTreeSet<u32> = killed
+                        .keys()
+                        .chain(exits.keys())
+                        .chain(t.evicted.keys())
+                        .copied()
+                        .collect();
                     for _ in 0..n {
                         origin = (origin + 1) % n;
-                        if !killed.contains_key(&origin) && !stopped.contains(&origin) {
+                        if !gone.contains(&origin) && !stopped.contains(&origin) {
                             break;
                         }
                     }
-                    if !stopped.contains(&origin) {
+                    if !gone.contains(&origin) && !stopped.contains(&origin) {
                         procs.send(origin, &format!("xcast 16 c{k}\n")).await;
                         *sent.entry(origin).or_default() += 1;
                         // All-to-all RELM: the destination rotates through the other ranks.
                         let dst = (1..n)
                             .map(|i| (origin + 1 + (k as u32 + i) % (n - 1).max(1)) % n)
-                            .find(|d| *d != origin && !killed.contains_key(d));
+                            .find(|d| *d != origin && !gone.contains(d));
                         if let Some(dst) = dst {
                             procs.send(origin, &format!("relm {dst} 16 m{k}\n")).await;
                             *sent.entry(origin).or_default() += 1;
@@ -732,8 +1074,15 @@ async fn drive(args: &ClusterArgs, faults: Vec<Fault>, procs: &mut Procs) -> Res
             () = &mut interrupted => return Err(CliError::Failed("interrupted".into())),
         }
     }
-    let survivors: BTreeSet<u32> = (0..n).filter(|r| !killed.contains_key(r)).collect();
-    let all_confirmed = |t: &Tally| {
+    // Survivors: the ranks neither killed, nor exited, nor evicted (so far).
+    let survivors_of = |t: &Tally, exits: &BTreeMap<u32, Exit>| -> BTreeSet<u32> {
+        (0..n)
+            .filter(|r| {
+                !killed.contains_key(r) && !exits.contains_key(r) && !t.evicted.contains_key(r)
+            })
+            .collect()
+    };
+    let all_confirmed = |t: &Tally, survivors: &BTreeSet<u32>| {
         killed.keys().all(|d| {
             t.confirmed
                 .get(d)
@@ -743,13 +1092,20 @@ async fn drive(args: &ClusterArgs, faults: Vec<Fault>, procs: &mut Procs) -> Res
     let settle =
         Tick::now() + Duration::from_millis(args.link_timeout_ms) + Duration::from_secs(10);
     let mut check = tokio::time::interval(Duration::from_millis(50));
-    while Tick::now() < settle && !(t.settled(&survivors, &sent) && all_confirmed(&t)) {
+    loop {
+        let survivors = survivors_of(&t, &exits);
+        if Tick::now() >= settle || (t.settled(&survivors, &sent) && all_confirmed(&t, &survivors))
+        {
+            break;
+        }
         tokio::select! {
             m = rx.recv() => match m { Some((r, v)) => t.take(r, &v), None => break },
-            _ = check.tick() => {}
+            _ = check.tick() => reap(procs, &mut exits, start),
             () = &mut interrupted => return Err(CliError::Failed("interrupted".into())),
         }
     }
+    reap(procs, &mut exits, start);
+    let survivors = survivors_of(&t, &exits);
     for s in &survivors {
         procs.send(*s, "stats\n").await;
     }
@@ -760,17 +1116,21 @@ async fn drive(args: &ClusterArgs, faults: Vec<Fault>, procs: &mut Procs) -> Res
             () = tokio::time::sleep_until(stats_end) => {}
         }
     }
+    reap(procs, &mut exits, start);
     t.closing = true;
     for s in &survivors {
         procs.send(*s, "quit\n").await;
     }
-    for c in &mut procs.children {
-        if tokio::time::timeout(Duration::from_secs(2), c.wait())
-            .await
-            .is_err()
-        {
-            let _ = c.start_kill();
-            let _ = c.wait().await;
+    let mut final_status = BTreeMap::new();
+    for (r, c) in procs.children.iter_mut().enumerate() {
+        match tokio::time::timeout(Duration::from_secs(2), c.wait()).await {
+            Ok(Ok(st)) => {
+                final_status.insert(r as u32, st);
+            }
+            _ => {
+                let _ = c.start_kill();
+                let _ = c.wait().await;
+            }
         }
     }
     // Everything the nodes printed before exiting counts.
@@ -778,9 +1138,151 @@ async fn drive(args: &ClusterArgs, faults: Vec<Fault>, procs: &mut Procs) -> Res
     while let Ok(Some((r, v))) = tokio::time::timeout_at(drained, rx.recv()).await {
         t.take(r, &v);
     }
-    report(args, &t, &killed, &killed_at_ms, &pauses, &survivors, k)
+    // A rank evicted at the very end exited after the last look: its status is the final one.
+    for r in t.evicted.keys() {
+        if let (false, Some(st)) = (exits.contains_key(r), final_status.get(r)) {
+            let at_ms = i64::try_from(start.elapsed().as_millis()).unwrap_or(i64::MAX);
+            exits.insert(*r, Exit { at_ms, status: *st });
+        }
+    }
+    let outcome = Outcome {
+        start_wall,
+        exits,
+        net,
+        table: procs.table.as_ref().map(|t| t.name().to_string()),
+    };
+    report(
+        args,
+        &t,
+        &killed,
+        &killed_at_ms,
+        &pauses,
+        &survivors,
+        k,
+        &outcome,
+    )
 }
 
+/// What the report adds to the kills and pauses: exits, network faults, the table.
+struct Outcome {
+    /// Wall time (ms since the Unix epoch) of the workload's start.
+    start_wall: f64,
+    exits: BTreeMap<u32, Exit>,
+    net: Vec<NetFault>,
+    table: Option<String>,
+}
+
+/// How a rank left the cluster before the end.
+#[derive(Debug)]
+struct Gone {
+    rank: u32,
+    /// `killed` (by `--kill`), `exited` (by itself), `evicted` (a live rank removed).
+    cause: &'static str,
+    /// Ms into the workload: the kill, the exit, or (evicted) the first `failure_confirmed`
+    /// naming it or its own `evicted` line, whichever came first.
+    at_ms: i64,
+    /// Evicted: when it printed `evicted` (it was told), ms into the workload.
+    told_ms: Option<i64>,
+    /// Its exit status, if it exited before the end.
+    status: Option<std::process::ExitStatus>,
+    /// Evicted and told: the epoch it was told.
+    epoch: Option<u64>,
+    /// Evicted: the ranks whose `failure_confirmed` named it (after a partition each side may
+    /// confirm the other: this says whose view it is).
+    confirmed_by: Vec<u32>,
+}
+
+impl Gone {
+    fn json(&self) -> Value {
+        let (status, signal) = exit_fields(self.status);
+        let mut v = json!({"rank": self.rank, "at_ms": self.at_ms, "status": status,
+                           "signal": signal});
+        if self.cause == "evicted" {
+            v["told_ms"] = json!(self.told_ms);
+            v["epoch"] = json!(self.epoch);
+            v["confirmed_by"] = json!(self.confirmed_by);
+        } else {
+            v["cause"] = json!(self.cause);
+        }
+        v
+    }
+}
+
+/// Attributes every rank that left: `(deaths, evicted)`. A rank killed by `--kill` is a death
+/// whatever it printed. A rank that exited without being told it was evicted (no `evicted`
+/// line, a status other than 3) died by itself, e.g. an outside tester's SIGKILL. A live rank
+/// that a `failure_confirmed` named, or that was told it was evicted, is evicted, whether it
+/// then exited or is still running.
+fn attribute(t: &Tally, killed_at_ms: &BTreeMap<u32, u128>, o: &Outcome) -> (Vec<Gone>, Vec<Gone>) {
+    let into = |wall: f64| (wall - o.start_wall).round() as i64;
+    let evicted_status = Some(i32::from(crate::EXIT_EVICTED));
+    let mut deaths = Vec::new();
+    let mut evicted = Vec::new();
+    let ranks: BTreeSet<u32> = killed_at_ms
+        .keys()
+        .chain(o.exits.keys())
+        .chain(t.evicted.keys())
+        .chain(t.confirmed.keys())
+        .copied()
+        .collect();
+    for r in ranks {
+        let exit = o.exits.get(&r);
+        let status = exit.map(|e| e.status);
+        let told = t.evicted.get(&r);
+        if let Some(at) = killed_at_ms.get(&r) {
+            deaths.push(Gone {
+                rank: r,
+                cause: "killed",
+                at_ms: i64::try_from(*at).unwrap_or(i64::MAX),
+                told_ms: None,
+                status,
+                epoch: None,
+                confirmed_by: Vec::new(),
+            });
+        } else if let (Some(e), None) = (exit, told) {
+            if e.status.code() != evicted_status {
+                deaths.push(Gone {
+                    rank: r,
+                    cause: "exited",
+                    at_ms: e.at_ms,
+                    told_ms: None,
+                    status,
+                    epoch: None,
+                    confirmed_by: Vec::new(),
+                });
+                continue;
+            }
+        }
+        if killed_at_ms.contains_key(&r) {
+            continue;
+        }
+        let confirmed = t
+            .confirmed
+            .get(&r)
+            .and_then(|m| m.values().copied().reduce(f64::min));
+        let first = [confirmed, told.map(|x| x.0)]
+            .into_iter()
+            .flatten()
+            .reduce(f64::min);
+        let at_ms = first.map_or_else(|| exit.map_or(0, |e| e.at_ms), into);
+        evicted.push(Gone {
+            rank: r,
+            cause: "evicted",
+            at_ms,
+            told_ms: told.map(|x| into(x.0)),
+            status,
+            epoch: told.and_then(|x| x.1),
+            confirmed_by: t
+                .confirmed
+                .get(&r)
+                .map(|m| m.keys().copied().collect())
+                .unwrap_or_default(),
+        });
+    }
+    (deaths, evicted)
+}
+
+#[allow(clippy::too_many_arguments)]
 fn report(
     args: &ClusterArgs,
     t: &Tally,
@@ -789,6 +1291,7 @@ fn report(
     pauses: &[(u32, u64, u64)],
     survivors: &BTreeSet<u32>,
     attempted: u64,
+    o: &Outcome,
 ) -> Result<(), CliError> {
     let detect: BTreeMap<u32, Option<(f64, u32)>> = killed
         .iter()
@@ -852,11 +1355,20 @@ fn report(
             })
         })
         .count();
+    let (deaths, evicted) = attribute(t, killed_at_ms, o);
+    let dead: BTreeSet<u32> = deaths.iter().map(|g| g.rank).collect();
+    // Reported lost but alive: a false positive. A rank that died by itself (not by `--kill`)
+    // was truly lost; an evicted rank was not.
     let false_pos: Vec<u32> = t
         .suspected
         .iter()
         .copied()
-        .filter(|r| !killed.contains_key(r))
+        .filter(|r| !killed.contains_key(r) && !dead.contains(r))
+        .collect();
+    let live_downs: Vec<&(f64, u32, u32, String)> = t
+        .link_downs
+        .iter()
+        .filter(|(_, _, p, _)| !dead.contains(p))
         .collect();
     let refused: u64 = t.refused.values().sum();
     let (relm_delivered, relm_dups, relm_lost, relm_failed) = t.relm_counts(survivors);
@@ -868,6 +1380,7 @@ fn report(
         && false_pos.is_empty()
         && detect_max.is_some() != killed.is_empty();
     let round = |x: Option<f64>| x.map(|v| (v * 1000.0).round() / 1000.0);
+    let into = |wall: f64| (wall - o.start_wall).round() as i64;
     if args.json {
         let v = json!({
             "nodes": args.nodes,
@@ -879,6 +1392,9 @@ fn report(
             "xcast_ops": t.started.len(),
             "xcast_refused": t.refused_xcasts,
             "xcast_delivered_exactly_once": exactly_once,
+            "xcast_duplicated": duplicates,
+            "xcast_partial": partial,
+            "xcast_lost": lost,
             "relm_sent": t.relm_started.len(),
             "relm_delivered": relm_delivered,
             "relm_duplicates": relm_dups,
@@ -888,37 +1404,84 @@ fn report(
             "refused_connections": refused,
             "relm_refused": t.relm_refused,
             "relm_failed_reported": relm_failed,
+            "deaths": deaths.iter().map(Gone::json).collect::<Vec<_>>(),
+            "evicted": evicted.iter().map(Gone::json).collect::<Vec<_>>(),
+            "net_faults": o.net.iter().map(|f| json!({
+                "flag": f.flag, "at_ms": f.applied.map(|a| a.1), "removed_ms": f.removed_ms,
+                "rules": f.rules, "dropped_packets": f.dropped})).collect::<Vec<_>>(),
+            "link_downs_live": live_downs.iter().map(|(at, by, p, why)| json!({
+                "rank": by, "peer": p, "reason": why, "at_ms": into(*at)})).collect::<Vec<_>>(),
+            "nft_table": o.table,
+            "detect": args.detect,
             "pass": pass,
         });
         write_stdout(|o| writeln!(o, "{v}"))?;
     } else {
-        write_stdout(|o| {
+        write_stdout(|out| {
+            for f in &o.net {
+                match (f.applied, f.removed_ms) {
+                    (Some((_, a)), Some(b)) => writeln!(
+                        out,
+                        "  {}: {} nftables rules in from {a} to {b} ms into the workload, \
+                         {} packets dropped",
+                        f.flag,
+                        f.rules,
+                        f.dropped.map_or("?".into(), |d| d.to_string())
+                    )?,
+                    _ => writeln!(out, "  {}: NOT applied", f.flag)?,
+                }
+            }
             for r in killed.keys() {
                 writeln!(
-                    o,
+                    out,
                     "  killed rank {r} with SIGKILL {} ms into the workload",
                     killed_at_ms.get(r).copied().unwrap_or(0)
                 )?;
                 match detect[r] {
                     Some((d, by)) => writeln!(
-                        o,
+                        out,
                         "  rank {r}: rank {by} noticed first, {d:.1} ms after the kill"
                     )?,
-                    None => writeln!(o, "  rank {r}: NOBODY noticed")?,
+                    None => writeln!(out, "  rank {r}: NOBODY noticed")?,
                 }
                 match repair[r] {
                     Some(ms) => writeln!(
-                        o,
+                        out,
                         "  rank {r}: confirmed dead at all {} survivors {ms:.1} ms after the kill",
                         survivors.len()
                     )?,
-                    None => writeln!(o, "  rank {r}: not confirmed dead at every survivor")?,
+                    None => writeln!(out, "  rank {r}: not confirmed dead at every survivor")?,
                 }
+            }
+            for g in deaths.iter().filter(|g| g.cause != "killed") {
+                writeln!(
+                    out,
+                    "  rank {} died {} ms into the workload, not by this launcher: {}",
+                    g.rank,
+                    g.at_ms,
+                    exit_words(g.status)
+                )?;
+            }
+            for g in &evicted {
+                let told = match (g.told_ms, g.epoch) {
+                    (Some(at), Some(e)) => format!("told at {at} ms (epoch {e})"),
+                    (Some(at), None) => format!("found its slot gone at {at} ms"),
+                    _ => "never told".into(),
+                };
+                writeln!(
+                    out,
+                    "  rank {} EVICTED {} ms into the workload (a live rank; confirmed dead by \
+                     {:?}), {told}; {}",
+                    g.rank,
+                    g.at_ms,
+                    g.confirmed_by,
+                    exit_words(g.status)
+                )?;
             }
             for (r, at, dur) in pauses {
                 let evicted = t.suspected.contains(r);
                 writeln!(
-                    o,
+                    out,
                     "  paused rank {r} with SIGSTOP {at} ms into the workload for {dur} ms: {}",
                     if evicted {
                         "EVICTED (a false positive)"
@@ -927,8 +1490,23 @@ fn report(
                     }
                 )?;
             }
+            const SHOWN: usize = 20;
+            for (at, by, p, why) in live_downs.iter().take(SHOWN) {
+                writeln!(
+                    out,
+                    "  link down: rank {by} lost live rank {p} ({why}) {} ms into the workload",
+                    into(*at)
+                )?;
+            }
+            if live_downs.len() > SHOWN {
+                writeln!(
+                    out,
+                    "  ... and {} more link downs",
+                    live_downs.len() - SHOWN
+                )?;
+            }
             writeln!(
-                o,
+                out,
                 "  xcast: {} ops started ({} refused for back-pressure, {attempted} attempted); \
                  {duplicates} duplicated, {partial} reached only some survivors, {lost} lost: {}",
                 t.started.len(),
@@ -940,18 +1518,18 @@ fn report(
                 }
             )?;
             writeln!(
-                o,
+                out,
                 "  survivors continued: {continued}/{} delivered ops started after the last kill",
                 survivors.len()
             )?;
             writeln!(
-                o,
+                out,
                 "  false positives: {} {:?}; refused connections: {refused}",
                 false_pos.len(),
                 false_pos
             )?;
             writeln!(
-                o,
+                out,
                 "  RELM: {} messages sent all-to-all ({} refused for back-pressure); {relm_delivered} \
                  delivered, {relm_dups} duplicated, {relm_lost} lost, {relm_failed} to killed ranks \
                  reported failed to their senders: {}",
@@ -963,7 +1541,7 @@ fn report(
                     "NOT exactly once"
                 }
             )?;
-            writeln!(o, "{}", if pass { "PASS" } else { "FAIL" })
+            writeln!(out, "{}", if pass { "PASS" } else { "FAIL" })
         })?;
     }
     if pass {

@@ -2,7 +2,8 @@
 //!
 //! Exit status: 0 on success (including a reader closing the pipe early), 2 for bad input (clap
 //! usage errors, the subcommands' own checks, malformed frames given to `decode`), 1 when a
-//! simulation fails or writing the output fails.
+//! simulation fails or writing the output fails, 3 when `lifeline node` was evicted from its
+//! cluster.
 //!
 //! Diagnostics: `lifeline node` and `lifeline cluster` write structured diagnostics (dials,
 //! accepts, refusals, handshake failures, link changes with reasons, view changes, injected
@@ -18,6 +19,7 @@ use clap::Parser;
 
 mod cluster_cmd;
 mod decode_cmd;
+mod nft;
 mod node_cmd;
 mod sim_cmd;
 mod sim_membership;
@@ -39,6 +41,9 @@ enum Cli {
     Cluster(cluster_cmd::ClusterArgs),
 }
 
+/// The exit status of an evicted `lifeline node` (`lifeline cluster` tells it from others).
+pub(crate) const EXIT_EVICTED: u8 = 3;
+
 /// Why a subcommand failed; decides the exit status.
 #[derive(Debug)]
 enum CliError {
@@ -49,6 +54,8 @@ enum CliError {
     /// The command ran and failed (e.g. a simulation broke an invariant); the message may span
     /// several lines: exit 1.
     Failed(String),
+    /// `lifeline node` was removed from its cluster: exit 3.
+    Evicted(String),
 }
 
 /// Runs `body` on a buffered, locked stdout and flushes it. A reader that closes the pipe early
@@ -111,6 +118,10 @@ fn main() -> ExitCode {
         Err(CliError::Failed(msg)) => {
             eprintln!("lifeline: {msg}");
             ExitCode::FAILURE
+        }
+        Err(CliError::Evicted(msg)) => {
+            eprintln!("lifeline: {msg}");
+            ExitCode::from(EXIT_EVICTED)
         }
     }
 }

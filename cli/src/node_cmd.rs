@@ -21,8 +21,15 @@
 //! (`op`, `origin`, `seq`, `tag`, `payload`), `xcast_completed`, `xcast_root_completed`,
 //! `failure_confirmed` (`epoch`, `ranks`), `view_changed` (`slot`, `parent`), `flood_delivered`,
 //! `relm_delivered` (`src`, `uid`, `tag`, `payload`), `relm_acked` (`dst`, `upto`),
-//! `relm_failed` (`dst`, `first`, `count`), `relm_source_lost`, and the answers to commands. A node the cluster evicts (its own view is gone) prints
-//! `evicted` and exits with status 1.
+//! `relm_failed` (`dst`, `first`, `count`), `relm_source_lost`, and the answers to commands.
+//!
+//! A node the cluster removes prints one `evicted` line (`epoch`: the failure epoch of the
+//! member that told it, from the core's `MembershipEvent::Evicted`; `null` when it only found
+//! its own slot gone from its view) and exits with status 3, so a supervisor tells an evicted
+//! node from one that failed (1) or was killed (a signal).
+//!
+//! `--detect` turns on the core's heartbeat failure detector (`Config::detect`), which also
+//! notices hung processes and cut links that TCP alone does not; it is off by default.
 //!
 //! stdin takes commands, one per line: `xcast TAG TEXT` (answered `xcast_started` with its
 //! `seq`, or `error`), `relm DST TAG TEXT` (a reliable message to rank DST; answered
@@ -77,7 +84,15 @@ pub(crate) struct NodeArgs {
     /// Stop when stdin closes.
     #[arg(long)]
     exit_on_stdin_eof: bool,
+    /// Run the core's heartbeat failure detector (off by default; every node of a cluster
+    /// must agree).
+    #[arg(long)]
+    detect: bool,
 }
+
+/// How long an evicted node waits for the core's `Evicted` event after its own slot left its
+/// view (the event names the epoch and normally follows in the same batch).
+const EVICTED_GRACE: Duration = Duration::from_millis(250);
 
 /// Milliseconds since the Unix epoch.
 pub(crate) fn wall_ms() -> f64 {
@@ -139,6 +154,9 @@ fn event_json(e: &Event) -> (&'static str, Value) {
             "xcast_root_completed",
             json!({"op": op, "origin": origin.0, "seq": seq}),
         ),
+        Event::Membership(MembershipEvent::Evicted { epoch }) => {
+            ("evicted", json!({ "epoch": epoch }))
+        }
         Event::Membership(MembershipEvent::FailureConfirmed { epoch, ranks }) => (
             "failure_confirmed",
             json!({"epoch": epoch, "ranks": ranks.iter().map(|r| r.0).collect::<Vec<_>>()}),
@@ -248,8 +266,10 @@ pub(crate) fn run(args: &NodeArgs) -> Result<(), CliError> {
     let key = load_key(args)?;
     let seed =
         u64::from(std::process::id()) << 32 ^ u64::from(args.rank) ^ (wall_ms() * 1e3) as u64;
-    let node = Node::new(Config::new(span, args.radix), me, seed, Instant::ZERO)
-        .map_err(|e| CliError::Usage(e.to_string()))?;
+    let mut config = Config::new(span, args.radix);
+    config.detect.enabled = args.detect;
+    let node =
+        Node::new(config, me, seed, Instant::ZERO).map_err(|e| CliError::Usage(e.to_string()))?;
     let cfg = TcpConfig {
         link_timeout: Duration::from_millis(args.link_timeout_ms.max(1)),
         dial_attempts: args.dial_attempts.max(1),
@@ -276,6 +296,9 @@ pub(crate) fn run(args: &NodeArgs) -> Result<(), CliError> {
         let mut stdin_open = true;
         let mut last_now = Instant::ZERO;
         let mut evicted = false;
+        // Set when this rank's own slot left its view: the core's `Evicted` event (with the
+        // epoch) is awaited until then.
+        let mut view_lost: Option<tokio::time::Instant> = None;
         loop {
             tokio::select! {
                 out = tcp.outputs.recv() => {
@@ -284,13 +307,17 @@ pub(crate) fn run(args: &NodeArgs) -> Result<(), CliError> {
                         Output::Event(e) => {
                             let (name, v) = event_json(&e);
                             p.line(last_now, name, v);
-                            if matches!(&e, Event::ViewChanged(d) if d.new_slot.is_none()) {
-                                // The cluster presumes this rank dead; a departed rank never
-                                // comes back, so it stops.
+                            if matches!(&e, Event::Membership(MembershipEvent::Evicted { .. })) {
+                                // The cluster removed this rank; a departed rank never comes
+                                // back, so it stops.
                                 tracing::debug!(rank = args.rank, "evicted: stopping");
-                                p.line(last_now, "evicted", json!({}));
                                 evicted = true;
                                 break;
+                            }
+                            if matches!(&e, Event::ViewChanged(d) if d.new_slot.is_none()) {
+                                view_lost.get_or_insert_with(|| {
+                                    tokio::time::Instant::now() + EVICTED_GRACE
+                                });
                             }
                         }
                         Output::LinkUp { peer, at } => {
@@ -318,16 +345,31 @@ pub(crate) fn run(args: &NodeArgs) -> Result<(), CliError> {
                         }
                     }
                 },
+                () = sleep_until_some(view_lost) => {
+                    // Presumed dead without being told (no `Evicted` event): stops all the same.
+                    tracing::debug!(rank = args.rank, "own slot left the view: stopping");
+                    p.line(last_now, "evicted", json!({ "epoch": null }));
+                    evicted = true;
+                    break;
+                }
                 _ = tokio::signal::ctrl_c() => break,
             }
         }
         tcp.handle.shutdown().await;
         let _ = tcp.task.await;
         if evicted {
-            return Err(CliError::Failed(format!("rank {} was evicted", args.rank)));
+            return Err(CliError::Evicted(format!("rank {} was evicted", args.rank)));
         }
         Ok(())
     })
+}
+
+/// Sleeps until `at`, or forever when it is `None`.
+async fn sleep_until_some(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
 }
 
 /// Runs one stdin command; false for `quit`.

@@ -1,4 +1,5 @@
-//! End-to-end tests of `lifeline node` and `lifeline cluster`: real processes on 127.0.0.1.
+//! End-to-end tests of `lifeline node` and `lifeline cluster`: real processes on loopback.
+//! (Network faults, which need nftables and root, are in `faults.rs`.)
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, Command, Stdio};
@@ -66,7 +67,8 @@ fn cluster_survives_a_kill_a_pause_and_intruders() {
     assert_eq!(lines.len(), 2, "{stdout}");
     let nodes = lines[0]["nodes"].as_array().expect("nodes");
     assert_eq!(nodes.len(), 5);
-    assert!(nodes[3]["addr"].as_str().unwrap().starts_with("127.0.0.1:"));
+    // Each rank on its own loopback address (Linux).
+    assert!(nodes[3]["addr"].as_str().unwrap().starts_with("127.0.1.4:"));
     let r = &lines[1];
     assert_eq!(r["killed"], serde_json::json!([1]));
     assert_eq!(r["survivors"], 4);
@@ -78,6 +80,12 @@ fn cluster_survives_a_kill_a_pause_and_intruders() {
     assert!(r["refused_connections"].as_u64().unwrap() >= 8, "{r}");
     assert!(r["stopped"][0]["for_ms"].as_u64().unwrap() >= 500, "{r}");
     assert!(r["xcast_ops"].as_u64().unwrap() > 20, "{r}");
+    // Every exit attributed: the kill is a death, nobody was evicted.
+    assert_eq!(r["deaths"][0]["rank"], 1, "{r}");
+    assert_eq!(r["deaths"][0]["cause"], "killed", "{r}");
+    assert_eq!(r["deaths"][0]["signal"], "SIGKILL", "{r}");
+    assert_eq!(r["evicted"], serde_json::json!([]), "{r}");
+    assert_eq!(r["nft_table"], Value::Null, "{r}");
     let detect = r["detect_ms_max"].as_f64().expect("detected");
     assert!(detect < 1000.0, "{r}");
     // All-to-all RELM alongside the xcasts: every message between survivors exactly once.
@@ -223,4 +231,89 @@ fn node_takes_commands_and_refuses_bad_input() {
     let v = wait_for(&mut out0, "link_down");
     assert_eq!(v["peer"], 1);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A rank killed by someone else than the launcher (an outside tester's SIGKILL) is attributed
+/// as a death by itself, with its signal; it is no false positive and the survivors go on.
+#[test]
+fn cluster_attributes_an_outside_kill() {
+    let child = lifeline()
+        .args([
+            "cluster",
+            "--nodes",
+            "4",
+            "--radix",
+            "2",
+            "--duration",
+            "2.5",
+        ])
+        .arg("--json")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("run lifeline cluster");
+    let mut g = Guard(child);
+    let mut lines = BufReader::new(g.0.stdout.take().unwrap()).lines();
+    let first: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    let pid = first["nodes"][2]["pid"].as_u64().unwrap();
+    // The workload starts 1.5 s after the nodes (their start-up grace); kill halfway through.
+    std::thread::sleep(Duration::from_millis(2500));
+    let sent = Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status()
+        .expect("kill -KILL");
+    assert!(sent.success());
+    let last = lines.last().expect("report").unwrap();
+    let r: Value = serde_json::from_str(&last).unwrap();
+    assert_eq!(r["killed"], serde_json::json!([]), "{r}");
+    let deaths = r["deaths"].as_array().unwrap();
+    assert_eq!(deaths.len(), 1, "{r}");
+    assert_eq!(deaths[0]["rank"], 2, "{r}");
+    assert_eq!(deaths[0]["cause"], "exited", "{r}");
+    assert_eq!(deaths[0]["signal"], "SIGKILL", "{r}");
+    assert_eq!(r["evicted"], serde_json::json!([]), "{r}");
+    assert_eq!(r["false_positives"], 0, "{r}");
+    assert_eq!(r["survivors"], 3, "{r}");
+    assert_eq!(r["survivors_continued"], 3, "{r}");
+    assert_eq!(r["xcast_delivered_exactly_once"], true, "{r}");
+    assert_eq!(r["relm_lost"], 0, "{r}");
+    assert_eq!(r["relm_duplicates"], 0, "{r}");
+    assert!(g.0.wait().unwrap().success(), "{r}");
+}
+
+/// Malformed fault flags are usage errors (exit 2), and network faults without nftables fail
+/// before any node starts.
+#[test]
+fn cluster_refuses_bad_fault_flags() {
+    for bad in [
+        ["--cut", "1-1@0+10"],
+        ["--cut", "1-3@0+10"],
+        ["--cut", "1@0+10"],
+        ["--cut-oneway", "0-1@10"],
+        ["--blackhole", "1@x+10"],
+        ["--loss", "1:0@0+10"],
+        ["--loss", "1:101@0+10"],
+        ["--loss", "1@0+10"],
+    ] {
+        let out = lifeline()
+            .args(["cluster", "--nodes", "3"])
+            .args(bad)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{bad:?}: {err}");
+        assert!(
+            err.contains(bad[0]) && err.contains(bad[1]),
+            "{bad:?}: {err}"
+        );
+    }
+    let out = lifeline()
+        .args(["cluster", "--nodes", "3", "--blackhole", "1@0+10", "--json"])
+        .env("LIFELINE_NFT", "/nonexistent/nft")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("nftables"), "{err}");
+    assert!(out.stdout.is_empty(), "no node may start: {out:?}");
 }

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
 use std::time::Duration;
 
@@ -230,6 +230,46 @@ pub struct TcpConfig {
     pub io_buffer: usize,
     /// Handshakes in progress at once; connections past it are closed unanswered (counted).
     pub max_handshakes: usize,
+    /// The source address of outgoing connections ([`BindLocal`]): by default this node's own
+    /// address-book IP when that is a loopback address, else whatever the OS picks.
+    pub bind_local: BindLocal,
+}
+
+/// Which source address a node's outgoing connections carry. The acceptor's handshake checks
+/// that a peer connects from its address-book IP, so the source address must be that IP.
+///
+/// Binding happens before `connect`, to port 0 (the kernel picks the port).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum BindLocal {
+    /// [`BindLocal::Book`] when this node's address-book IP is a loopback address
+    /// (`127.0.0.0/8`, `::1`), else [`BindLocal::Os`]. Several nodes on one host, each on its
+    /// own loopback address (`127.0.1.R`, as `lifeline cluster` runs them), then connect from
+    /// their own addresses, which the OS would not pick (it uses `127.0.0.1` for every
+    /// loopback destination); on a real network the OS's choice is kept, so an address-book IP
+    /// that is not on the host (a NAT or port-forwarded address) still works as before.
+    #[default]
+    Auto,
+    /// Always bind to this node's address-book IP. For a multi-homed host whose route to the
+    /// peers leaves by another interface than the one the book names: the OS would pick that
+    /// interface's address and the peers would refuse it. A dial fails (and is retried like
+    /// any failed dial) if the IP is not assigned to this host.
+    Book,
+    /// Never bind: the OS picks the source address from its routing table.
+    Os,
+}
+
+impl BindLocal {
+    /// The IP to bind outgoing connections to, for a node whose address-book IP is `own`
+    /// (`None`: no entry); `None` means the OS picks.
+    pub fn source_ip(self, own: Option<IpAddr>) -> Option<IpAddr> {
+        let own = own.filter(|ip| !ip.is_unspecified())?;
+        match self {
+            Self::Auto if own.is_loopback() => Some(own),
+            Self::Book => Some(own),
+            Self::Auto | Self::Os => None,
+        }
+    }
 }
 
 impl Default for TcpConfig {
@@ -250,6 +290,7 @@ impl Default for TcpConfig {
             frame_buffer: 1024,
             io_buffer: 256 << 10,
             max_handshakes: 64,
+            bind_local: BindLocal::Auto,
         }
     }
 }
@@ -315,5 +356,19 @@ mod tests {
         assert_eq!(l.validate(), Ok(()));
         assert_eq!((l.dial_attempts, l.refused_attempts), (1, 1));
         assert_eq!(l.backoff_initial, l.backoff_max);
+    }
+
+    #[test]
+    fn source_ip() {
+        let ip = |s: &str| Some(s.parse::<IpAddr>().unwrap());
+        assert_eq!(BindLocal::default(), BindLocal::Auto);
+        assert_eq!(BindLocal::Auto.source_ip(ip("127.0.1.7")), ip("127.0.1.7"));
+        assert_eq!(BindLocal::Auto.source_ip(ip("127.0.0.1")), ip("127.0.0.1"));
+        assert_eq!(BindLocal::Auto.source_ip(ip("::1")), ip("::1"));
+        assert_eq!(BindLocal::Auto.source_ip(ip("10.0.0.9")), None);
+        assert_eq!(BindLocal::Book.source_ip(ip("10.0.0.9")), ip("10.0.0.9"));
+        assert_eq!(BindLocal::Os.source_ip(ip("127.0.1.7")), None);
+        assert_eq!(BindLocal::Book.source_ip(ip("0.0.0.0")), None);
+        assert_eq!(BindLocal::Book.source_ip(None), None);
     }
 }

@@ -11,7 +11,7 @@
 
 use std::collections::VecDeque;
 use std::io::{self, IoSlice};
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -23,7 +23,7 @@ use lifeline_core::Class;
 use socket2::{SockRef, TcpKeepalive};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::{mpsc, Semaphore};
 use tracing::Instrument;
 
@@ -208,7 +208,9 @@ pub(crate) async fn dial(
     sh: Shared,
 ) {
     let dialing = async {
-        let mut s = tokio::time::timeout(sh.cfg.connect_timeout, TcpStream::connect(addr))
+        let own = sh.addr(sh.me).map(|a| a.ip());
+        let connect = connect_from(sh.cfg.bind_local.source_ip(own), addr);
+        let mut s = tokio::time::timeout(sh.cfg.connect_timeout, connect)
             .await
             .map_err(|_| HandshakeError::Timeout)??;
         configure(&s, &sh.cfg)?;
@@ -230,6 +232,19 @@ pub(crate) async fn dial(
             result,
         })
         .await;
+}
+
+/// Connects to `addr`, from `local` (port 0) when given and of the same address family.
+async fn connect_from(local: Option<IpAddr>, addr: SocketAddr) -> io::Result<TcpStream> {
+    let sock = if addr.is_ipv4() {
+        TcpSocket::new_v4()?
+    } else {
+        TcpSocket::new_v6()?
+    };
+    if let Some(ip) = local.filter(|ip| ip.is_ipv4() == addr.is_ipv4()) {
+        sock.bind(SocketAddr::new(ip, 0))?;
+    }
+    sock.connect(addr).await
 }
 
 /// Runs one installed connection until it ends, then reports why. `verdict` is the acceptor's

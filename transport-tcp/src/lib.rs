@@ -57,6 +57,12 @@
 //!   150 ms) instead, so a repair that points at another dead rank is not held up.
 //!   Simultaneous dials between a pair are resolved per class: the connection dialed by the
 //!   lower rank wins and the other is answered "duplicate" (not a failure).
+//! - **Source address**: a dial binds to the node's own address-book IP (port 0) before
+//!   connecting when [`TcpConfig::bind_local`] says so ([`BindLocal`]; by default when that IP
+//!   is a loopback address), so nodes sharing a host on distinct loopback addresses
+//!   (`127.0.1.R`) connect from their own addresses: the peer's handshake check holds, and
+//!   every packet of a rank pair carries both ranks' addresses (a firewall rule can match
+//!   one pair).
 //! - **Handshake** before any frame: both sides prove the cluster key by MAC over fresh nonces,
 //!   the claimed rank must be in the address book and connect from its IP, and the class is
 //!   declared ([`handshake`]). A peer that fails is refused and counted
@@ -116,6 +122,6 @@ pub mod handshake;
 mod queue;
 mod stats;
 
-pub use config::{AddressBook, BookError, ClusterKey, KeyError, TcpConfig};
+pub use config::{AddressBook, BindLocal, BookError, ClusterKey, KeyError, TcpConfig};
 pub use driver::{spawn, DownReason, Handle, Output, TcpNode, TransportError};
 pub use stats::TransportStats;
