@@ -332,7 +332,7 @@ enum Step {
 const SPAN: u32 = 16;
 const ME: Rank = Rank(5);
 
-/// The kind byte of a [`Step::Frame`] for the fuzzer's byte `b`, from the one message table
+/// The kind byte of a `Step::Frame` for the fuzzer's byte `b`, from the one message table
 /// ([`Kind::all`]), so a new machine's kinds are fuzzed with no edit here. The mapping keeps
 /// committed corpora meaning what they meant: `b % 32`, as before, whenever that names a kind
 /// or `b < 32` (so unknown kind bytes still reach the node); the other bytes, which used to name
