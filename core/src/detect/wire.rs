@@ -66,9 +66,3 @@ crate::message_family! { Detect =>
         Suspect(SuspectMsg) = 31, Control, Suspect, "suspect";
     }
 }
-
-impl DetectMsg {
-    fn check_fields(&self) -> Result<(), DecodeError> {
-        Ok(())
-    }
-}

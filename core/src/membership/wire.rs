@@ -233,9 +233,3 @@ crate::message_family! { Membership =>
         Removed(RemovedMsg) = 42, Control, Removed, "removed";
     }
 }
-
-impl MembershipMsg {
-    fn check_fields(&self) -> Result<(), DecodeError> {
-        Ok(())
-    }
-}

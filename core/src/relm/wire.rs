@@ -238,12 +238,6 @@ crate::message_family! { Relm =>
     }
 }
 
-impl RelmMsg {
-    fn check_fields(&self) -> Result<(), DecodeError> {
-        Ok(())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

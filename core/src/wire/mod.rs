@@ -174,11 +174,12 @@ pub trait Family: Sized {
 
 /// Declares a machine's message family: an enum with one variant per message, its kind bytes,
 /// classes and kind constants, and `From` conversions into the family and into [`Message`]
-/// (whose variant for the family is named first).
+/// (whose variant for the family is named first). `check = path` names a whole-message check
+/// run after decoding (plausible counters, ...).
 #[macro_export]
 #[doc(hidden)]
 macro_rules! message_family {
-    ($top:ident => $(#[$fdoc:meta])* $vis:vis enum $family:ident {
+    ($top:ident $(, check = $check:path)? => $(#[$fdoc:meta])* $vis:vis enum $family:ident {
         $($(#[$doc:meta])* $variant:ident($msg:ty) = $kind:literal, $class:ident, $kconst:ident, $name:literal;)*
     }) => {
         $(#[$fdoc])*
@@ -228,7 +229,8 @@ macro_rules! message_family {
             }
 
             fn check(&self) -> Result<(), $crate::wire::DecodeError> {
-                self.check_fields()
+                let checks: &[fn(&Self) -> Result<(), $crate::wire::DecodeError>] = &[$($check)?];
+                checks.iter().try_for_each(|check| check(self))
             }
         }
 

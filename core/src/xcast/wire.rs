@@ -315,7 +315,7 @@ impl Codec for RecoveredOpMsg {
     }
 }
 
-crate::message_family! { Xcast =>
+crate::message_family! { Xcast, check = XcastMsg::check_fields =>
     /// Reliable broadcast messages (kinds 10–19).
     pub enum XcastMsg {
         /// Relay, origin to root ([`RelayMsg`]).
