@@ -274,6 +274,13 @@ pub(crate) fn run(args: &NodeArgs) -> Result<(), CliError> {
         link_timeout: Duration::from_millis(args.link_timeout_ms.max(1)),
         dial_attempts: args.dial_attempts.max(1),
         startup_grace: Duration::from_millis(args.startup_grace_ms),
+        // With the detector deciding soft evidence, a refused fresh dial (after start-up) is
+        // the hard evidence that settles a reset or close at once.
+        refused_attempts: if args.detect {
+            1
+        } else {
+            TcpConfig::default().refused_attempts
+        },
         ..TcpConfig::default()
     };
     let rt = tokio::runtime::Builder::new_current_thread()

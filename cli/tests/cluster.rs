@@ -99,6 +99,49 @@ fn cluster_survives_a_kill_a_pause_and_intruders() {
     }
 }
 
+/// With the heartbeat detector on, a close is not evidence by itself: the re-dial it triggers
+/// is refused (the process is gone), and that hard evidence repairs at once, as without the
+/// detector. A 150 ms pause is shorter than the detector's timeout: nobody is evicted.
+#[test]
+fn cluster_with_the_detector_confirms_a_kill_on_hard_evidence() {
+    let out = lifeline()
+        .args([
+            "cluster",
+            "--nodes",
+            "6",
+            "--radix",
+            "2",
+            "--duration",
+            "1.5",
+        ])
+        .args([
+            "--kill",
+            "1@300",
+            "--stop",
+            "3@200+150",
+            "--detect",
+            "--json",
+        ])
+        .output()
+        .expect("run lifeline cluster");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(r["detect"], true, "{r}");
+    assert_eq!(r["killed"], serde_json::json!([1]), "{r}");
+    assert_eq!(r["survivors"], 5, "{r}");
+    assert_eq!(r["false_positives"], 0, "{r}");
+    assert_eq!(r["evicted"], serde_json::json!([]), "{r}");
+    assert_eq!(r["xcast_delivered_exactly_once"], true, "{r}");
+    // Hard evidence, not the detector's timeout (which alone would take about 400 ms).
+    let repair = r["repair_ms_max"].as_f64().expect("repaired");
+    assert!(repair < 100.0, "repaired everywhere after {repair} ms: {r}");
+}
+
 #[test]
 fn cluster_cleans_up_on_ctrl_c() {
     let child = lifeline()

@@ -859,6 +859,12 @@ impl Driver {
         let now = self.now();
         if self.links.handle_closed(now, peer, i) {
             self.report_down(peer, reason);
+            // With the core's detector on, a close or reset is not evidence by itself: one
+            // re-dial settles it (refused: hard evidence, reported as such; connected: nothing).
+            let settle = !matches!(reason, DownReason::Io(io::ErrorKind::TimedOut));
+            if settle && self.node.config().detect.enabled && alive(&self.node)(peer) {
+                self.want(peer);
+            }
         }
         self.apply_links();
         self.drain();
