@@ -75,6 +75,11 @@ impl Ctx<'_> {
             self.stats.suppressed_to_dead += 1;
             return;
         }
+        self.push(to, class, frame);
+    }
+
+    /// Queues a frame without the liveness check, counting it or the full queue.
+    fn push(&mut self, to: Rank, class: Class, frame: Bytes) {
         if self
             .out
             .push_transmit(Transmit { to, class, frame }, self.cfg.max_transmits)
@@ -88,20 +93,8 @@ impl Ctx<'_> {
     /// Queues a fencing notice to a removed rank: the one frame ever addressed to a rank known
     /// dead (the node's dead-rank filters let it through by its kind).
     pub(crate) fn send_fence(&mut self, to: Rank, m: crate::membership::EvictedMsg) {
-        let m: Message = m.into();
-        let frame = m.encode();
-        if self.out.push_transmit(
-            Transmit {
-                to,
-                class: Class::Control,
-                frame,
-            },
-            self.cfg.max_transmits,
-        ) {
-            self.stats.frames_out += 1;
-        } else {
-            self.stats.dropped_outbox_full += 1;
-        }
+        let frame = Message::from(m).encode();
+        self.push(to, Class::Control, frame);
     }
 
     /// Queues a message on its kind's traffic class.

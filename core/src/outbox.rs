@@ -32,7 +32,7 @@ impl Transmit {
     /// Whether this is a fencing notice to a removed rank (the only frame ever addressed to a
     /// rank known dead; an adapter delivers it if it still can, and drops it otherwise).
     pub fn is_fence(&self) -> bool {
-        self.frame.get(1) == Some(&crate::wire::Kind::Evicted.byte())
+        crate::wire::is_fence(&self.frame)
     }
 }
 

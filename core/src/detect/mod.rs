@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 use crate::machine::{Ctx, Effect, Machine};
 use crate::time::Instant;
 use crate::timer::{TimerKey, TimerToken};
-use crate::tree::{Rank, ViewDelta};
+use crate::tree::Rank;
 
 mod config;
 mod event;
@@ -310,13 +310,9 @@ impl Machine for Detect {
         self.recompute(ctx);
     }
 
-    fn on_view_change(&mut self, ctx: &mut Ctx<'_>, _d: &ViewDelta) {
-        self.recompute(ctx);
-    }
-
-    /// The rings are a function of the live set, not of this rank's view: a death far away
-    /// can still change who watches whom here.
-    /// Standing alerts go out again at once: the coordinator may have changed with the
+    /// The rings are a function of the live set, not of this rank's view: they are recomputed
+    /// here, once per change of the live set (a death far away can still change who watches
+    /// whom here; a view change always comes with one). Standing alerts go out again at once: the coordinator may have changed with the
     /// members (a coordinator that froze with alerts unprocessed is replaced by one that has
     /// none).
     fn on_members_change(&mut self, ctx: &mut Ctx<'_>) {

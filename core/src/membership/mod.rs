@@ -645,7 +645,11 @@ impl Machine for Membership {
 
     fn on_view_change(&mut self, ctx: &mut Ctx<'_>, d: &ViewDelta) {
         self.hello_sent = self.view_changed(ctx, d);
-        // Evidence about ranks now gone, and alerts for them, are moot.
+    }
+
+    /// Evidence about ranks now gone, and alerts for them, are moot (whether or not the deaths
+    /// changed this rank's view).
+    fn on_members_change(&mut self, ctx: &mut Ctx<'_>) {
         let tree = ctx.tree;
         self.reports.retain(|s, _| tree.is_alive(*s));
         self.outgoing

@@ -103,8 +103,7 @@ impl Node {
             // membership) answered with a rate-limited fencing notice. A fencing notice itself
             // is heard from anyone: this rank may have inferred the teller dead while it was
             // itself the one cut off.
-            let fence =
-                self.cfg.detect.enabled && frame.get(1) == Some(&crate::wire::Kind::Evicted.byte());
+            let fence = self.cfg.detect.enabled && crate::wire::is_fence(&frame);
             if !fence {
                 self.stats.dropped_stale_sender += 1;
                 run!(self, membership.on_frame_from_removed(from));

@@ -394,6 +394,12 @@ fn header(buf: &[u8], limits: &Limits) -> Result<(Kind, u32), DecodeError> {
     Ok((kind, len))
 }
 
+/// Whether `frame` is a fencing notice to a removed rank (the one frame ever addressed to a rank
+/// known dead, and heard from anyone).
+pub fn is_fence(frame: &[u8]) -> bool {
+    frame.get(1) == Some(&Kind::Evicted.byte())
+}
+
 /// For stream adapters: the total length of the frame starting at `prefix`, once at least
 /// [`HEADER_LEN`] bytes are available (`Ok(None)` before that). Refuses a bad version, an unknown
 /// kind or an oversized frame from the header alone, before any buffer is grown for the body.
