@@ -9,7 +9,7 @@
 
 use std::time::Instant;
 
-use lifeline_core::sim::membership::{run_membership, MembershipParams};
+use lifeline_core::sim::membership::{run_membership, MembershipParams, MembershipSummary};
 use lifeline_core::sim::Hooks;
 use lifeline_core::tree::Layout;
 use serde_json::Value;
@@ -36,13 +36,6 @@ The last stdout line is JSON: {\"ranks\",\"runs\",\"wrongful_evictions\",\"misse
 \"hard_detect_ms_p99\",\"hard_detect_ms_max\",\"view_changes\",\"frames_per_view_change\",
 \"peak_rss_bytes\",\"wall_ms\"}.";
 
-fn quantile(v: &[f64], q: f64) -> f64 {
-    if v.is_empty() {
-        return 0.0;
-    }
-    v[((v.len() as f64 * q).ceil() as usize).clamp(1, v.len()) - 1]
-}
-
 /// Runs `scale membership`.
 pub fn cli(args: &[String]) -> Result<(), CliError> {
     let f = Flags::parse(args, &["ranks", "radix", "seeds", "seed", "cut-ms"])?;
@@ -58,42 +51,28 @@ pub fn cli(args: &[String]) -> Result<(), CliError> {
         ));
     }
     let start = Instant::now();
-    let (mut silent, mut hard) = (Vec::new(), Vec::new());
-    let (mut wrongful, mut missed, mut view_changes, mut frames) = (0u64, 0u64, 0u64, 0f64);
+    let mut t = MembershipSummary::default();
     for seed in first..first.saturating_add(seeds) {
         let mut p = MembershipParams::new(ranks, radix, seed);
         p.cut_ms = cut_ms;
         let r =
             run_membership(&p, Hooks::default()).map_err(|e| CliError::Failed(e.to_string()))?;
-        if !r.violations().is_empty() || r.evicted_told < p.long_pauses {
-            return Err(CliError::Failed(format!(
-                "seed {seed}: {:?}, {} long-paused ranks told; replay: {}",
-                r.violations(),
-                r.evicted_told,
-                p.replay_command()
-            )));
+        t.add(&p, r);
+        if let Some(f) = t.failing.first() {
+            return Err(CliError::Failed(f.clone()));
         }
-        wrongful += u64::from(r.wrongful_evictions);
-        missed += u64::from(r.missed_removals);
-        view_changes += u64::from(r.view_changes);
-        frames += r.frames_per_view_change * f64::from(r.view_changes);
-        silent.extend(r.detect_ms_silent);
-        hard.extend(r.detect_ms_hard);
     }
-    silent.sort_by(f64::total_cmp);
-    hard.sort_by(f64::total_cmp);
     let wall_ms = start.elapsed().as_secs_f64() * 1e3;
-    let per_change = frames / view_changes.max(1) as f64;
+    let [s50, s99, smax] = MembershipSummary::percentiles(&t.silent_ms);
+    let [h50, h99, hmax] = MembershipSummary::percentiles(&t.hard_ms);
+    let per_change = t.frames_per_view_change();
     println!(
-        "membership: {ranks} ranks, radix {radix}, {seeds} runs: {wrongful} wrongful evictions, \
-         {missed} missed; silent loss p50/p99/max {:.0}/{:.0}/{:.0} ms, with reset {:.1}/{:.1}/{:.1} \
-         ms; {view_changes} view changes, {per_change:.0} frames each; {:.1} s",
-        quantile(&silent, 0.5),
-        quantile(&silent, 0.99),
-        quantile(&silent, 1.0),
-        quantile(&hard, 0.5),
-        quantile(&hard, 0.99),
-        quantile(&hard, 1.0),
+        "membership: {ranks} ranks, radix {radix}, {seeds} runs: {} wrongful evictions, {} \
+         missed; silent loss p50/p99/max {s50:.0}/{s99:.0}/{smax:.0} ms, with reset \
+         {h50:.1}/{h99:.1}/{hmax:.1} ms; {} view changes, {per_change:.0} frames each; {:.1} s",
+        t.wrongful_evictions,
+        t.missed_removals,
+        t.view_changes,
         wall_ms / 1e3
     );
     println!(
@@ -101,15 +80,15 @@ pub fn cli(args: &[String]) -> Result<(), CliError> {
         json_line(&[
             ("ranks", Value::from(ranks)),
             ("runs", Value::from(seeds)),
-            ("wrongful_evictions", Value::from(wrongful)),
-            ("missed_removals", Value::from(missed)),
-            ("silent_detect_ms_p50", Value::from(quantile(&silent, 0.5))),
-            ("silent_detect_ms_p99", Value::from(quantile(&silent, 0.99))),
-            ("silent_detect_ms_max", Value::from(quantile(&silent, 1.0))),
-            ("hard_detect_ms_p50", Value::from(quantile(&hard, 0.5))),
-            ("hard_detect_ms_p99", Value::from(quantile(&hard, 0.99))),
-            ("hard_detect_ms_max", Value::from(quantile(&hard, 1.0))),
-            ("view_changes", Value::from(view_changes)),
+            ("wrongful_evictions", Value::from(t.wrongful_evictions)),
+            ("missed_removals", Value::from(t.missed_removals)),
+            ("silent_detect_ms_p50", Value::from(s50)),
+            ("silent_detect_ms_p99", Value::from(s99)),
+            ("silent_detect_ms_max", Value::from(smax)),
+            ("hard_detect_ms_p50", Value::from(h50)),
+            ("hard_detect_ms_p99", Value::from(h99)),
+            ("hard_detect_ms_max", Value::from(hmax)),
+            ("view_changes", Value::from(t.view_changes)),
             ("frames_per_view_change", Value::from(per_change)),
             ("peak_rss_bytes", Value::from(peak_rss_bytes())),
             ("wall_ms", Value::from(wall_ms)),

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use lifeline_core::sim::membership::{run_membership, MembershipParams, MembershipReport};
+use lifeline_core::sim::membership::{run_membership, MembershipParams, MembershipSummary};
 
 use crate::sim_cmd::run_scenario;
 use crate::write_stdout;
@@ -58,58 +58,6 @@ pub(crate) struct MembershipArgs {
     json: bool,
 }
 
-/// Everything the runs measured, merged.
-#[derive(Default)]
-struct Totals {
-    runs: u64,
-    faulty: u64,
-    wrongful: u64,
-    missed: u64,
-    long_pauses: u64,
-    told: u64,
-    view_changes: u64,
-    frames: f64,
-    silent: Vec<f64>,
-    hard: Vec<f64>,
-    everywhere: Vec<f64>,
-    failing: Vec<String>,
-}
-
-impl Totals {
-    fn add(&mut self, p: &MembershipParams, r: MembershipReport) {
-        self.runs += 1;
-        self.faulty += u64::from(r.faulty);
-        self.wrongful += u64::from(r.wrongful_evictions);
-        self.missed += u64::from(r.missed_removals);
-        self.long_pauses += u64::from(p.long_pauses);
-        self.told += u64::from(r.evicted_told);
-        self.view_changes += u64::from(r.view_changes);
-        self.frames += r.frames_per_view_change * f64::from(r.view_changes);
-        if !r.violations().is_empty() || r.evicted_told < p.long_pauses {
-            self.failing.push(format!(
-                "seed {}: {:?}, {} of {} long-paused ranks told; replay: {}",
-                p.seed,
-                r.violations(),
-                r.evicted_told,
-                p.long_pauses,
-                p.replay_command()
-            ));
-        }
-        self.silent.extend(r.detect_ms_silent);
-        self.hard.extend(r.detect_ms_hard);
-        self.everywhere.extend(r.everywhere_ms);
-    }
-}
-
-/// The `q` quantile (0..=1) of sorted `v`, nearest rank; 0 for an empty list.
-fn quantile(v: &[f64], q: f64) -> f64 {
-    if v.is_empty() {
-        return 0.0;
-    }
-    let i = ((v.len() as f64 * q).ceil() as usize).clamp(1, v.len()) - 1;
-    v[i]
-}
-
 /// Runs `lifeline sim membership`.
 pub(crate) fn run(args: &MembershipArgs) -> Result<(), CliError> {
     if args.seeds == 0 {
@@ -121,7 +69,7 @@ pub(crate) fn run(args: &MembershipArgs) -> Result<(), CliError> {
         ));
     }
     let start = Instant::now();
-    let mut t = Totals::default();
+    let mut t = MembershipSummary::default();
     for seed in args.seed..args.seed.saturating_add(args.seeds) {
         let p = MembershipParams {
             ranks: args.ranks,
@@ -141,11 +89,11 @@ pub(crate) fn run(args: &MembershipArgs) -> Result<(), CliError> {
         t.add(&p, r);
     }
     let wall = start.elapsed();
-    for v in [&mut t.silent, &mut t.hard, &mut t.everywhere] {
+    for v in [&mut t.silent_ms, &mut t.hard_ms] {
         v.sort_by(f64::total_cmp);
     }
     if let Some(path) = &args.svg {
-        write_cdf(path, &t.silent, &t.hard)?;
+        write_cdf(path, &t.silent_ms, &t.hard_ms)?;
     }
     write_stdout(|out| {
         if args.json {
@@ -166,57 +114,49 @@ pub(crate) fn run(args: &MembershipArgs) -> Result<(), CliError> {
     }
 }
 
-fn summary(a: &MembershipArgs, t: &Totals, wall: Duration) -> String {
+fn summary(a: &MembershipArgs, t: &MembershipSummary, wall: Duration) -> String {
     let verdict = if t.failing.is_empty() {
         "ok".to_string()
     } else {
         format!("BROKEN in {} runs", t.failing.len())
     };
+    let [s50, s99, smax] = MembershipSummary::percentiles(&t.silent_ms);
+    let [h50, h99, hmax] = MembershipSummary::percentiles(&t.hard_ms);
     format!(
         "membership: {} ranks, radix {}, {} runs: {} faulty ranks, {} wrongful evictions, {} \
-         missed removals, {}/{} long-paused ranks told; silent loss decided in p50 {:.0} ms, \
-         p99 {:.0} ms, max {:.0} ms; loss with reset p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms; \
-         {} view changes, {:.0} frames each; {verdict} ({:.1} s)",
+         missed removals, {}/{} long-paused ranks told; silent loss decided in p50 {s50:.0} ms, \
+         p99 {s99:.0} ms, max {smax:.0} ms; loss with reset p50 {h50:.1} ms, p99 {h99:.1} ms, \
+         max {hmax:.1} ms; {} view changes, {:.0} frames each; {verdict} ({:.1} s)",
         a.ranks,
         a.radix,
         t.runs,
         t.faulty,
-        t.wrongful,
-        t.missed,
-        t.told,
+        t.wrongful_evictions,
+        t.missed_removals,
+        t.evicted_told,
         t.long_pauses,
-        quantile(&t.silent, 0.5),
-        quantile(&t.silent, 0.99),
-        quantile(&t.silent, 1.0),
-        quantile(&t.hard, 0.5),
-        quantile(&t.hard, 0.99),
-        quantile(&t.hard, 1.0),
         t.view_changes,
-        t.frames / t.view_changes.max(1) as f64,
+        t.frames_per_view_change(),
         wall.as_secs_f64()
     )
 }
 
-fn json(a: &MembershipArgs, t: &Totals, wall: Duration) -> String {
+fn json(a: &MembershipArgs, t: &MembershipSummary, wall: Duration) -> String {
+    let [s50, s99, smax] = MembershipSummary::percentiles(&t.silent_ms);
+    let [h50, h99, hmax] = MembershipSummary::percentiles(&t.hard_ms);
     format!(
-        r#"{{"ranks":{},"radix":{},"runs":{},"faulty":{},"wrongful_evictions":{},"missed_removals":{},"evicted_told":{},"long_pauses":{},"silent_detect_ms_p50":{:.3},"silent_detect_ms_p99":{:.3},"silent_detect_ms_max":{:.3},"hard_detect_ms_p50":{:.3},"hard_detect_ms_p99":{:.3},"hard_detect_ms_max":{:.3},"everywhere_ms_max":{:.3},"view_changes":{},"frames_per_view_change":{:.1},"wall_ms":{:.1}}}"#,
+        r#"{{"ranks":{},"radix":{},"runs":{},"faulty":{},"wrongful_evictions":{},"missed_removals":{},"evicted_told":{},"long_pauses":{},"silent_detect_ms_p50":{s50:.3},"silent_detect_ms_p99":{s99:.3},"silent_detect_ms_max":{smax:.3},"hard_detect_ms_p50":{h50:.3},"hard_detect_ms_p99":{h99:.3},"hard_detect_ms_max":{hmax:.3},"everywhere_ms_max":{:.3},"view_changes":{},"frames_per_view_change":{:.1},"wall_ms":{:.1}}}"#,
         a.ranks,
         a.radix,
         t.runs,
         t.faulty,
-        t.wrongful,
-        t.missed,
-        t.told,
+        t.wrongful_evictions,
+        t.missed_removals,
+        t.evicted_told,
         t.long_pauses,
-        quantile(&t.silent, 0.5),
-        quantile(&t.silent, 0.99),
-        quantile(&t.silent, 1.0),
-        quantile(&t.hard, 0.5),
-        quantile(&t.hard, 0.99),
-        quantile(&t.hard, 1.0),
-        quantile(&t.everywhere, 1.0),
+        MembershipSummary::quantile(&t.everywhere_ms, 1.0),
         t.view_changes,
-        t.frames / t.view_changes.max(1) as f64,
+        t.frames_per_view_change(),
         wall.as_secs_f64() * 1e3
     )
 }

@@ -128,6 +128,83 @@ impl MembershipReport {
     }
 }
 
+/// Many runs merged: the oracle's verdicts summed, latencies pooled for percentiles. Used by
+/// `lifeline sim membership` and `scale membership`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct MembershipSummary {
+    /// Runs merged.
+    pub runs: u64,
+    /// Ranks the oracle said must be removed.
+    pub faulty: u64,
+    /// Wrongful evictions (must be 0).
+    pub wrongful_evictions: u64,
+    /// Faulty ranks not removed (must be 0).
+    pub missed_removals: u64,
+    /// Long-paused ranks, and how many of them were told.
+    pub long_pauses: u64,
+    /// Long-paused ranks told of their eviction on resume.
+    pub evicted_told: u64,
+    /// View changes.
+    pub view_changes: u64,
+    /// Frames other than heartbeats, over all view changes.
+    pub frames: f64,
+    /// Decided latencies of silent losses (ms), sorted by [`Self::quantile`].
+    pub silent_ms: Vec<f64>,
+    /// Decided latencies of losses with reset (ms).
+    pub hard_ms: Vec<f64>,
+    /// Fault-to-everywhere latencies (ms).
+    pub everywhere_ms: Vec<f64>,
+    /// One line per run that broke the oracle (with its replay command).
+    pub failing: Vec<String>,
+}
+
+impl MembershipSummary {
+    /// Merges one run.
+    pub fn add(&mut self, p: &MembershipParams, r: MembershipReport) {
+        self.runs += 1;
+        self.faulty += u64::from(r.faulty);
+        self.wrongful_evictions += u64::from(r.wrongful_evictions);
+        self.missed_removals += u64::from(r.missed_removals);
+        self.long_pauses += u64::from(p.long_pauses);
+        self.evicted_told += u64::from(r.evicted_told);
+        self.view_changes += u64::from(r.view_changes);
+        self.frames += r.frames_per_view_change * f64::from(r.view_changes);
+        if !r.violations().is_empty() || r.evicted_told < p.long_pauses {
+            self.failing.push(format!(
+                "seed {}: {:?}, {} of {} long-paused ranks told; replay: {}",
+                p.seed,
+                r.violations(),
+                r.evicted_told,
+                p.long_pauses,
+                p.replay_command()
+            ));
+        }
+        self.silent_ms.extend(r.detect_ms_silent);
+        self.hard_ms.extend(r.detect_ms_hard);
+        self.everywhere_ms.extend(r.everywhere_ms);
+    }
+
+    /// The `q` quantile (0..=1, nearest rank) of `v`; 0 for an empty list.
+    pub fn quantile(v: &[f64], q: f64) -> f64 {
+        let mut v = v.to_vec();
+        v.sort_by(f64::total_cmp);
+        if v.is_empty() {
+            return 0.0;
+        }
+        v[((v.len() as f64 * q).ceil() as usize).clamp(1, v.len()) - 1]
+    }
+
+    /// p50, p99 and max of `v`.
+    pub fn percentiles(v: &[f64]) -> [f64; 3] {
+        [0.5, 0.99, 1.0].map(|q| Self::quantile(v, q))
+    }
+
+    /// Non-heartbeat frames per view change.
+    pub fn frames_per_view_change(&self) -> f64 {
+        self.frames / self.view_changes.max(1) as f64
+    }
+}
+
 /// Confirmation and eviction times, per rank.
 #[derive(Default)]
 struct Watch {
