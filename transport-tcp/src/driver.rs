@@ -643,8 +643,21 @@ impl Driver {
     /// Queues the staged frames (leaving `staged` empty) to `to` on `class`.
     fn route_staged(&mut self, to: Rank, class: Class) {
         if !self.alive(to) {
-            self.staged.clear();
-            return; // the core never asks this; be safe
+            // Only a fencing notice is ever addressed to a dead rank. It goes out on a
+            // connection that is still open (the removed rank's frames came in on it); a
+            // removed rank is never dialled (it learns its fate when it dials: the handshake
+            // answers "removed").
+            let i = ci(class);
+            let open = self.peers.get(&to).is_some_and(|p| p.conns[i].is_some());
+            if open && self.staged.iter().all(|f| lifeline_core::wire::is_fence(f)) {
+                let p = self.peers.get_mut(&to).expect("checked above");
+                let n = self.staged.len();
+                p.queues[i].push_many(self.staged.drain(..));
+                Counters::add_n(&self.sh.counters.frames_out, n);
+            } else {
+                self.staged.clear();
+            }
+            return;
         }
         let hard = self.sh.cfg.queue_hard_bytes;
         let i = ci(class);
@@ -890,7 +903,22 @@ impl Driver {
             }
             AcceptVerdict::Refuse => {
                 Counters::add(&self.sh.counters.refused_dead);
-                tokio::spawn(conn::reject(stream, Verdict::Refuse));
+                // A rank the coordinator removed is told so (that is how a paused or cut-off
+                // rank learns its fate: nobody dials it). Shutting down: a plain refusal.
+                let now = self.now();
+                let removed = (!self.stopping)
+                    .then(|| self.node.fence_verdict(now, peer))
+                    .flatten();
+                let verdict = match removed {
+                    Some(epoch) => {
+                        Counters::add(&self.sh.counters.fenced);
+                        tracing::debug!(peer = peer.0, epoch, "refused a removed rank: fenced");
+                        Verdict::Removed { epoch }
+                    }
+                    None => Verdict::Refuse,
+                };
+                tokio::spawn(conn::reject(stream, verdict));
+                self.drain();
             }
         }
     }
@@ -918,6 +946,15 @@ impl Driver {
             self.refused.remove(&peer);
         }
         let now = self.now();
+        if let Err(HandshakeError::Removed { epoch }) = &result {
+            tracing::info!(
+                peer = peer.0,
+                epoch,
+                "this rank was removed from the cluster"
+            );
+            self.node.handle_fenced(now, peer, *epoch);
+            self.drain();
+        }
         let run = self
             .links
             .handle_dial_result(now, peer, i, attempt, outcome, alive(&self.node));

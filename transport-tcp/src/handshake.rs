@@ -7,6 +7,7 @@
 //! acceptor → dialer  CHALLENGE  "LLT1" me:u32 nonce_a[32] mac_a[32]                      (72 B)
 //! dialer → acceptor  PROOF      mac_d[32]
 //! acceptor → dialer  RESULT     0 accepted | 1 duplicate (the acceptor's own dial wins) | 2 refused
+//!                               | 3 epoch:u64  removed (the dialer was removed from the cluster)
 //!
 //! mac_a = BLAKE3-keyed(key, "acceptor" | HELLO | me | nonce_a)
 //! mac_d = BLAKE3-keyed(key, "dialer.." | HELLO | me | nonce_a)
@@ -43,16 +44,45 @@ pub const CHALLENGE_LEN: usize = 72;
 const LABEL_ACCEPTOR: &[u8; 8] = b"acceptor";
 const LABEL_DIALER: &[u8; 8] = b"dialer..";
 
-/// The acceptor's verdict, sent as the RESULT byte.
+/// The acceptor's verdict, sent as the RESULT byte (and, for [`Verdict::Removed`], the epoch).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Verdict {
     /// The connection is installed; frames may flow.
-    Accept = 0,
+    Accept,
     /// The acceptor has (or is dialing) this class's connection and it wins the tie-break;
     /// the dialer drops this one and uses the other.
-    Duplicate = 1,
+    Duplicate,
     /// The acceptor will not talk to this rank (known dead, shutting down).
-    Refuse = 2,
+    Refuse,
+    /// The dialer was removed from the cluster as of `epoch` (the core's
+    /// `Node::fence_verdict`): it is fenced, and learns it from this answer.
+    Removed {
+        /// The acceptor's failure epoch.
+        epoch: u64,
+    },
+}
+
+impl Verdict {
+    /// The RESULT bytes: one byte, then the epoch for [`Verdict::Removed`].
+    fn encode(self) -> ([u8; 9], usize) {
+        let mut b = [0u8; 9];
+        match self {
+            Self::Accept => (b, 1),
+            Self::Duplicate => {
+                b[0] = 1;
+                (b, 1)
+            }
+            Self::Refuse => {
+                b[0] = 2;
+                (b, 1)
+            }
+            Self::Removed { epoch } => {
+                b[0] = 3;
+                b[1..9].copy_from_slice(&epoch.to_be_bytes());
+                (b, 9)
+            }
+        }
+    }
 }
 
 /// Why a handshake failed.
@@ -90,6 +120,12 @@ pub enum HandshakeError {
     /// The acceptor refused us.
     #[error("refused by the peer")]
     Refused,
+    /// The acceptor answered that this rank was removed from the cluster (fenced).
+    #[error("this rank was removed from the cluster (epoch {epoch})")]
+    Removed {
+        /// The acceptor's failure epoch.
+        epoch: u64,
+    },
 }
 
 /// An authenticated HELLO.
@@ -209,6 +245,13 @@ pub async fn dial<S: AsyncRead + AsyncWrite + Unpin>(
     match verdict[0] {
         0 => Ok(()),
         1 => Err(HandshakeError::Duplicate),
+        3 => {
+            let mut epoch = [0u8; 8];
+            s.read_exact(&mut epoch).await?;
+            Err(HandshakeError::Removed {
+                epoch: u64::from_be_bytes(epoch),
+            })
+        }
         _ => Err(HandshakeError::Refused),
     }
 }
@@ -257,7 +300,8 @@ pub async fn accept<S: AsyncRead + AsyncWrite + Unpin>(
 
 /// Writes the acceptor's verdict.
 pub async fn finish<S: AsyncWrite + Unpin>(s: &mut S, v: Verdict) -> io::Result<()> {
-    s.write_all(&[v as u8]).await?;
+    let (b, n) = v.encode();
+    s.write_all(&b[..n]).await?;
     s.flush().await
 }
 
@@ -325,6 +369,38 @@ mod tests {
         assert!(matches!(a, Err(HandshakeError::UnknownRank(Rank(9)))));
         let (_, a) = run(b"k", Rank(0), Rank(2), "127.0.0.1").await;
         assert!(matches!(a, Err(HandshakeError::UnknownRank(_))));
+    }
+
+    #[tokio::test]
+    async fn a_removed_dialer_is_told_its_epoch() {
+        let (mut a, b) = tokio::io::duplex(1024);
+        let key = ClusterKey::from_secret(b"k").unwrap();
+        let dkey = key.clone();
+        let acc = async move {
+            let mut b = b;
+            let h = accept(&mut b, &key, Rank(1), &book(), "127.0.0.1".parse().unwrap()).await;
+            finish(
+                &mut b,
+                Verdict::Removed {
+                    epoch: 0x0102_0304_0506_0708,
+                },
+            )
+            .await
+            .unwrap();
+            h
+        };
+        let dialer = async move { dial(&mut a, &dkey, Rank(0), Rank(1), Class::Control).await };
+        let (d, a) = tokio::join!(dialer, acc);
+        assert!(a.is_ok(), "{a:?}");
+        assert!(
+            matches!(
+                d,
+                Err(HandshakeError::Removed {
+                    epoch: 0x0102_0304_0506_0708
+                })
+            ),
+            "{d:?}"
+        );
     }
 
     #[tokio::test]

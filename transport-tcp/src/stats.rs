@@ -43,6 +43,9 @@ counters! {
     handshakes_refused,
     /// Authenticated connections refused because the rank is known dead.
     refused_dead,
+    /// Of those, connections answered "you were removed" (the coordinator removed the rank;
+    /// this is how a paused or cut-off rank learns its fate).
+    fenced,
     /// Inbound connections answered "duplicate" by the simultaneous-dial tie-break (the
     /// other connection of the pair wins; not a failure).
     duplicates,

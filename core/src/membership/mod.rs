@@ -296,6 +296,27 @@ impl Membership {
         ctx.send_fence(from, EvictedMsg { epoch: self.epoch });
     }
 
+    /// A member refused this rank's dial with "you were removed" (a transport's handshake
+    /// verdict, the same news as an [`EvictedMsg`]).
+    pub(crate) fn on_fenced(&mut self, ctx: &mut Ctx<'_>, epoch: u64) {
+        ctx.stats.membership.fenced_dials_in += 1;
+        self.on_evicted_msg(ctx, EvictedMsg { epoch });
+    }
+
+    /// Whether a dial from `peer` gets the verdict "you were removed" (and the epoch to send):
+    /// with the detector on, to a rank the coordinator's decision removed (confirmed here),
+    /// while this rank is a member. Not rate-limited: the dialer's back-off bounds its dials.
+    pub(crate) fn fence_verdict(&mut self, ctx: &mut Ctx<'_>, peer: Rank) -> Option<u64> {
+        if !ctx.cfg.detect.enabled
+            || !ctx.tree.confirmed().contains(peer)
+            || ctx.tree.view().is_none()
+        {
+            return None;
+        }
+        ctx.stats.membership.evicted_sent += 1;
+        Some(self.epoch)
+    }
+
     /// Detector evidence from this rank: to the coordinator (the root of the view without the
     /// subject), batched for `membership.alert_batch`; counted here if this rank is it.
     pub(crate) fn on_local_alert(

@@ -22,6 +22,9 @@ pub struct MembershipStats {
     pub decisions_deferred: u64,
     /// Decision frames sent (the coordinator's flood ahead of the ordered notice).
     pub removed_out: u64,
-    /// Fencing notices sent to removed ranks.
+    /// Fencing notices sent to removed ranks (frames answered, and dials refused with the
+    /// verdict "removed" through [`Node::fence_verdict`](crate::Node::fence_verdict)).
     pub evicted_sent: u64,
+    /// Dials of this rank refused with the verdict "removed" ([`Node::handle_fenced`](crate::Node::handle_fenced)).
+    pub fenced_dials_in: u64,
 }

@@ -186,6 +186,51 @@ fn long_paused_rank_is_removed_then_told_it_was_evicted() {
     }
 }
 
+/// The transport path of fencing: a member answers a removed rank's dial with the verdict
+/// "removed" (and only a removed rank's), and the dialer that hears it is evicted.
+#[test]
+fn a_removed_ranks_dial_is_answered_removed_and_the_answer_evicts_it() {
+    let mut s = sim(32, 4, 3);
+    s.run_until(ms(500)).unwrap();
+    let victim = Rank(9);
+    s.apply(Fault::Pause(victim));
+    let t0 = s.world().now();
+    until_removed(
+        &mut s,
+        &others(32, &[victim.0]),
+        &[victim.0],
+        Duration::from_millis(600),
+    );
+    s.run_until(t0 + Duration::from_millis(800)).unwrap();
+    let verdict = s.command(Rank(0), |n, now| n.fence_verdict(now, victim));
+    let epoch = verdict
+        .flatten()
+        .expect("the root answers a removed rank's dial");
+    assert!(epoch >= 1);
+    let live = s.command(Rank(0), |n, now| n.fence_verdict(now, Rank(5)));
+    assert_eq!(live, Some(None), "a live rank's dial is not fenced");
+    // Resumed, before any frame reaches it, it dials and hears the verdict.
+    s.apply(Fault::Resume(victim));
+    assert!(s.world().node(victim).unwrap().tree().view().is_some());
+    let told = s.command(victim, |n, now| n.handle_fenced(now, Rank(0), epoch));
+    assert_eq!(told, Some(()));
+    let n = s.world().node(victim).unwrap();
+    assert!(
+        n.tree().view().is_none(),
+        "the dialer told it was removed stops"
+    );
+    assert_eq!(n.stats().membership.fenced_dials_in, 1);
+    assert!(
+        s.world()
+            .node(Rank(0))
+            .unwrap()
+            .stats()
+            .membership
+            .evicted_sent
+            >= 1
+    );
+}
+
 #[test]
 fn paused_root_is_removed_and_the_tree_gets_a_new_root() {
     let mut s = sim(64, 4, 9);

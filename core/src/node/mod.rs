@@ -226,6 +226,44 @@ impl Node {
         }
     }
 
+    /// `by` refused this rank's dial with the verdict "you were removed" as of `epoch` (a
+    /// transport's handshake answer; see [`Self::fence_verdict`]). The same news as a fencing
+    /// notice: this rank gets [`MembershipEvent::Evicted`](crate::membership::MembershipEvent::Evicted)
+    /// once, and takes no more commands or frames. Heard only with the detector on (as fencing
+    /// notices are); from a rank outside the span it is dropped and counted.
+    pub fn handle_fenced(&mut self, now: Instant, by: Rank, epoch: u64) {
+        self.clamp(now);
+        if !self.tree.layout().contains(by) {
+            self.stats.dropped_unknown_peer += 1;
+            return;
+        }
+        if self.tree.view().is_none() {
+            self.stats.dropped_self_dead += 1;
+            return;
+        }
+        if !self.cfg.detect.enabled {
+            self.stats.membership.stale += 1;
+            return;
+        }
+        run!(self, membership.on_fenced(epoch));
+        self.drive_xcast();
+    }
+
+    /// An authenticated dial from `peer` arrived that the link policy refuses because `peer`
+    /// is dead here. Returns `Some(epoch)` when the adapter must answer "you were removed as of
+    /// `epoch`" instead of a plain refusal: the detector is on, this rank is a member, and the
+    /// coordinator's decision removed `peer` (confirmed, not merely inferred dead here). The
+    /// dialer's adapter feeds the answer to [`Self::handle_fenced`]. This is how a removed rank
+    /// that was paused or cut off learns its fate: adapters never dial a removed rank, and its
+    /// old connections were closed when it was removed. Counted in `membership.evicted_sent`.
+    pub fn fence_verdict(&mut self, now: Instant, peer: Rank) -> Option<u64> {
+        self.clamp(now);
+        if !self.tree.layout().contains(peer) {
+            return None;
+        }
+        run!(self, membership.fence_verdict(peer))
+    }
+
     /// The deadline from [`Self::poll_timeout`] passed. Runs every timer due at `now`; calling it
     /// early, late or twice is harmless (nothing due is a counted no-op).
     pub fn handle_timeout(&mut self, now: Instant) {
