@@ -40,6 +40,11 @@ pub(crate) enum Effect {
         incarnation: u64,
         down: bool,
     },
+    /// The detector's sample of the cluster changed: of the `watching` subjects this rank
+    /// observes (chosen on pseudo-random rings), `suspected` are silent now. Membership's
+    /// coordinator refuses to decide while most of its sample is silent (it is probably the one
+    /// cut off).
+    Reachability { suspected: u32, watching: u32 },
     /// Flood a coordinator's decision to the tree neighbours (after the repair it caused),
     /// except the one it came from.
     FloodRemoved {

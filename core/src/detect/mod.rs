@@ -65,6 +65,8 @@ pub(crate) struct Detect {
     watching: BTreeMap<Rank, Watch>,
     /// When the next heartbeat round was due.
     beat_due: Option<Instant>,
+    /// The (suspected, watching) counts last reported ([`Effect::Reachability`]).
+    reported: (u32, u32),
 }
 
 impl Detect {
@@ -274,6 +276,23 @@ impl Detect {
             .set(TimerKey::Detect(DetectTimer::Refute(subject)), at);
     }
 
+    /// Reports how much of this rank's sample of the cluster is silent, when that changed.
+    fn report_reachability(&mut self, ctx: &mut Ctx<'_>) {
+        let suspected = self
+            .watching
+            .values()
+            .filter(|w| w.suspected.is_some())
+            .count() as u32;
+        let now = (suspected, self.watching.len() as u32);
+        if now != self.reported {
+            self.reported = now;
+            ctx.effect(Effect::Reachability {
+                suspected: now.0,
+                watching: now.1,
+            });
+        }
+    }
+
     fn on_beat(&mut self, ctx: &mut Ctx<'_>) {
         let due = self.beat_due.take().unwrap_or(ctx.now);
         if Self::was_frozen(ctx, due) {
@@ -303,6 +322,7 @@ impl Machine for Detect {
             rings: Rings::default(),
             watching: BTreeMap::new(),
             beat_due: None,
+            reported: (0, 0),
         }
     }
 
@@ -331,6 +351,7 @@ impl Machine for Detect {
                 down: true,
             });
         }
+        self.report_reachability(ctx);
     }
 
     fn on_message(&mut self, ctx: &mut Ctx<'_>, from: Rank, msg: DetectMsg) {
@@ -342,6 +363,7 @@ impl Machine for Detect {
             DetectMsg::Heartbeat(m) => self.on_heartbeat(ctx, from, m),
             DetectMsg::Suspect(m) => self.on_suspect(ctx, m),
         }
+        self.report_reachability(ctx);
     }
 
     fn on_timer(&mut self, ctx: &mut Ctx<'_>, timer: DetectTimer, _token: TimerToken) {
@@ -350,5 +372,6 @@ impl Machine for Detect {
             DetectTimer::Silent(r) => self.on_silent(ctx, r),
             DetectTimer::Refute(r) => self.on_refute_window(ctx, r),
         }
+        self.report_reachability(ctx);
     }
 }

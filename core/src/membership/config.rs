@@ -22,6 +22,14 @@ pub struct MembershipConfig {
     pub alert_batch: Duration,
     /// Most fencing notices sent to one removed rank per this interval.
     pub evicted_interval: Duration,
+    /// Coordinator: its removals on evidence within this window, plus the one it is about to
+    /// make, must leave more than half of the members it had (the majority guard). Longer is
+    /// safer against a coordinator cut off for a while; shorter lets a cluster shrink faster
+    /// by evidence alone.
+    pub majority_window: Duration,
+    /// How long a tree link may stay down, both endpoints alive, before its lower endpoint
+    /// (the child) is removed with cause "unreachable" (the gray timeout).
+    pub gray_timeout: Duration,
 }
 
 impl Default for MembershipConfig {
@@ -33,6 +41,8 @@ impl Default for MembershipConfig {
             flux_hold: Duration::from_millis(50),
             alert_batch: Duration::from_millis(10),
             evicted_interval: Duration::from_millis(100),
+            majority_window: Duration::from_secs(30),
+            gray_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -48,6 +58,11 @@ impl MembershipConfig {
         if self.flux_reports == 0 || self.flux_reports > self.stable_reports {
             return Err(ConfigError::Invalid(
                 "membership.flux_reports must be in 1..=stable_reports",
+            ));
+        }
+        if self.gray_timeout == Duration::ZERO {
+            return Err(ConfigError::Invalid(
+                "membership.gray_timeout must be positive: a link down for an instant is no verdict",
             ));
         }
         Ok(())

@@ -82,6 +82,11 @@ pub(crate) struct Membership {
     evicted: bool,
     /// Coordinator: decisions made.
     decisions: u64,
+    /// Coordinator: its removals on evidence within `membership.majority_window` (when, how
+    /// many), for the majority guard.
+    recent_removals: Vec<(Instant, usize)>,
+    /// This rank's detector sample: (subjects silent now, subjects watched).
+    reachability: (u32, u32),
     /// Highest decision seen per coordinator (the flood's duplicate filter).
     seen_decisions: BTreeMap<Rank, u64>,
 }
@@ -457,6 +462,12 @@ impl Membership {
             }
             .min(k_eff);
             let l = l_cfg.min(h);
+            // Only evidence that reached the coordinator from another observer counts: a
+            // coordinator cut off from everyone sees all its subjects silent, and must not
+            // remove them on its own word.
+            if !r.down.iter().any(|&o| o != ctx.me()) {
+                continue;
+            }
             // Direct reports, plus implicit ones: expected observers that are themselves
             // reported (they probably failed with the subject).
             let count = expected
@@ -481,9 +492,16 @@ impl Membership {
             }
             return;
         }
+        // Every subject with a standing report counts against the guard, not only the stable
+        // ones: a partition's silence reaches the coordinator a few subjects at a time.
+        if !self.majority_stays(ctx, self.reports.len()) {
+            ctx.stats.membership.decisions_refused_minority += 1;
+            return;
+        }
         for s in &stable {
             self.reports.remove(s);
         }
+        self.recent_removals.push((ctx.now, stable.len()));
         ctx.stats.membership.removed_on_evidence += stable.len() as u64;
         ctx.effect(Effect::Deaths {
             ranks: stable.clone(),
@@ -497,6 +515,33 @@ impl Membership {
         };
         self.seen_decisions.insert(m.coordinator, m.seq);
         ctx.effect(Effect::FloodRemoved { m, except: None });
+    }
+
+    /// The detector's sample of the cluster changed (see [`Effect::Reachability`]).
+    pub(crate) fn on_reachability(&mut self, suspected: u32, watching: u32) {
+        self.reachability = (suspected, watching);
+    }
+
+    /// The majority guard: whether removing `n` more ranks on evidence keeps more than half of
+    /// the members this coordinator had `membership.majority_window` ago (its removals in the
+    /// window count against it), and this coordinator's own detector hears most of its sample
+    /// of the cluster (its ring subjects, spread at random). A coordinator on the minority side of a partition sees the
+    /// majority fall silent at once; it refuses to remove them (and is itself removed by the
+    /// majority, then fenced on heal) instead of splitting the cluster. Failures that take half
+    /// the members within the window are left to the quorum agreement (they are not decided
+    /// here); the guard's window bounds how fast a cluster can shrink by evidence alone.
+    fn majority_stays(&mut self, ctx: &Ctx<'_>, n: usize) -> bool {
+        // Most of this coordinator's own sample (its ring subjects, spread at random over the
+        // cluster) silent: it is probably the one cut off.
+        let (silent, watching) = self.reachability;
+        if silent * 2 > watching {
+            return false;
+        }
+        let window = ctx.cfg.membership.majority_window;
+        self.recent_removals.retain(|&(t, _)| ctx.now < t + window);
+        let recent: usize = self.recent_removals.iter().map(|&(_, k)| k).sum();
+        let members = ctx.tree.layout().span() as usize - ctx.tree.dead().len();
+        (recent + n) * 2 < members + recent
     }
 
     /// Sends a decision to every tree neighbour (of the view after the repair) but `except`.

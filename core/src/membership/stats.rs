@@ -20,6 +20,9 @@ pub struct MembershipStats {
     pub removed_on_evidence: u64,
     /// Decisions held back by a subject in flux.
     pub decisions_deferred: u64,
+    /// Decisions refused by the majority guard (they would have removed half the members
+    /// within `membership.majority_window`: this coordinator is probably the one cut off).
+    pub decisions_refused_minority: u64,
     /// Decision frames sent (the coordinator's flood ahead of the ordered notice).
     pub removed_out: u64,
     /// Fencing notices sent to removed ranks (frames answered, and dials refused with the

@@ -386,3 +386,57 @@ fn broadcasts_across_a_cut_tree_link_resume_after_the_heal() {
         assert!(d.values().all(|&c| c == 1), "exactly once");
     }
 }
+
+/// A root cut off from everyone sees all its subjects fall silent; it removes none of them
+/// (only evidence from another observer counts), while the rest remove it and tell it on heal.
+#[test]
+fn isolated_root_removes_nobody_and_is_removed_by_the_rest() {
+    let mut s = sim(32, 4, 21);
+    s.run_until(ms(500)).unwrap();
+    s.apply(Fault::Partition(vec![vec![Rank(0)]]));
+    let t0 = s.world().now();
+    until_removed(&mut s, &others(32, &[0]), &[0], Duration::from_millis(800));
+    s.run_until(t0 + Duration::from_secs(3)).unwrap();
+    assert!(
+        dead_at(&s, Rank(0)).is_empty(),
+        "{:?}",
+        dead_at(&s, Rank(0))
+    );
+    s.apply(Fault::Heal);
+    s.run_until(t0 + Duration::from_millis(3_500)).unwrap();
+    assert!(s.observer().evicted(Rank(0)), "told on heal");
+    for r in 1..32 {
+        assert!(!s.observer().evicted(Rank(r)), "{r} evicted");
+        assert_eq!(dead_at(&s, Rank(r)), [0], "at {r}");
+    }
+}
+
+/// A minority holding the root sees the majority fall silent: the majority guard refuses to
+/// remove them. Nobody is removed on either side, and after the heal nobody is evicted.
+#[test]
+fn a_minority_holding_the_root_does_not_remove_the_majority() {
+    let mut s = sim(16, 2, 22);
+    s.run_until(ms(500)).unwrap();
+    let minority = vec![Rank(0), Rank(1), Rank(2)];
+    s.apply(Fault::Partition(vec![minority]));
+    let t0 = s.world().now();
+    s.run_until(t0 + Duration::from_secs(3)).unwrap();
+    for r in 0..16 {
+        assert!(
+            dead_at(&s, Rank(r)).len() * 2 < 16,
+            "{r}: {:?}",
+            dead_at(&s, Rank(r))
+        );
+    }
+    let root = s.world().node(Rank(0)).unwrap();
+    assert!(
+        root.stats().membership.decisions_refused_minority >= 1,
+        "the guard acted: {:?}",
+        root.stats().membership
+    );
+    s.apply(Fault::Heal);
+    s.run_until(t0 + Duration::from_secs(5)).unwrap();
+    for r in 0..16 {
+        assert!(!s.observer().evicted(Rank(r)), "{r} evicted");
+    }
+}

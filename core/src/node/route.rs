@@ -59,6 +59,10 @@ impl Node {
                 incarnation,
                 down,
             } => run!(self, membership.on_local_alert(subject, incarnation, down)),
+            Effect::Reachability {
+                suspected,
+                watching,
+            } => self.m.membership.on_reachability(suspected, watching),
             Effect::FloodRemoved { m, except } => {
                 run!(self, membership.flood_removed(m, except));
             }
