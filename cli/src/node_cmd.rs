@@ -157,9 +157,17 @@ fn event_json(e: &Event) -> (&'static str, Value) {
         Event::Membership(MembershipEvent::Evicted { epoch }) => {
             ("evicted", json!({ "epoch": epoch }))
         }
-        Event::Membership(MembershipEvent::FailureConfirmed { epoch, ranks }) => (
+        Event::Membership(MembershipEvent::FailureConfirmed {
+            epoch,
+            ranks,
+            causes,
+            members,
+        }) => (
             "failure_confirmed",
-            json!({"epoch": epoch, "ranks": ranks.iter().map(|r| r.0).collect::<Vec<_>>()}),
+            json!({"epoch": epoch, "ranks": ranks.iter().map(|r| r.0).collect::<Vec<_>>(),
+                   "causes": causes.iter().map(|(r, c)| (r.0.to_string(), json!(c.name())))
+                       .collect::<serde_json::Map<String, serde_json::Value>>(),
+                   "members": members}),
         ),
         Event::ViewChanged(d) => (
             "view_changed",

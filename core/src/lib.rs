@@ -158,7 +158,9 @@ pub use error::CommandError;
 pub use event::Event;
 pub use flood::{FloodConfig, FloodEvent, FloodStats, FloodTimer};
 pub use link::LinkCause;
-pub use membership::{MembershipConfig, MembershipEvent, MembershipStats, MembershipTimer};
+pub use membership::{
+    MembershipConfig, MembershipEvent, MembershipStats, MembershipTimer, RemovalCause,
+};
 pub use node::Node;
 pub use outbox::{Class, Transmit};
 pub use relm::{

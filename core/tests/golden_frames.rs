@@ -6,6 +6,7 @@
 //! `LIFELINE_BLESS=1 cargo test -p lifeline-core --test golden_frames`.
 
 use bytes::Bytes;
+use lifeline_core::membership::{RemovalCause, UnreachableMsg};
 use lifeline_core::relm::Uid;
 use lifeline_core::tree::Rank;
 use lifeline_core::wire::MembershipMsg;
@@ -209,8 +210,13 @@ fn frames() -> Vec<(&'static str, Bytes)> {
             Message::from(RemovedMsg {
                 coordinator: Rank(2),
                 seq: 3,
+                cause: RemovalCause::Unresponsive,
                 ranks: vec![Rank(9), Rank(40)],
             }),
+        ),
+        (
+            "unreachable",
+            Message::from(UnreachableMsg { peer: Rank(12) }),
         ),
     ];
     let msgs: Vec<(&'static str, Message)> =
@@ -222,6 +228,7 @@ fn frames() -> Vec<(&'static str, Bytes)> {
         GlobalFailureMsg {
             epoch: 3,
             failed: vec![Rank(4), Rank(9)],
+            causes: vec![RemovalCause::LinkLost, RemovalCause::Declared],
         }
         .to_payload(),
     ));

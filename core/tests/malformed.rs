@@ -45,6 +45,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use bytes::Bytes;
 use lifeline_core::detect::{HeartbeatMsg, SuspectMsg};
+use lifeline_core::membership::RemovalCause;
 use lifeline_core::relm::{Uid, UID_INVALID, UID_MAX, UID_NONE, UID_UNKNOWN};
 use lifeline_core::sim::testing::{Frame, Net};
 use lifeline_core::tree::{Rank, RankSet};
@@ -54,7 +55,7 @@ use lifeline_core::wire::{
     RecoverMsg, RecoveredOpMsg, RelayMsg, RelmAckMsg, RelmDataMsg, RelmLinkMsg, RelmReqMsg,
     SyncMsg, UidRange, HEADER_LEN, VERSION,
 };
-use lifeline_core::wire::{AlertEntry, AlertMsg, EvictedMsg, RemovedMsg};
+use lifeline_core::wire::{AlertEntry, AlertMsg, EvictedMsg, RemovedMsg, UnreachableMsg};
 use lifeline_core::{
     xcast, CommandError, Config, Duration, Event, Instant, Node, Stats, TimerKey, Transmit,
 };
@@ -192,9 +193,11 @@ fn forward(
 }
 
 fn notice_payload(epoch: u64, failed: &[u32]) -> Bytes {
+    let failed = ranks(failed);
     GlobalFailureMsg {
         epoch,
-        failed: ranks(failed),
+        causes: vec![RemovalCause::LinkLost; failed.len()],
+        failed,
     }
     .to_payload()
 }
@@ -513,8 +516,17 @@ fn samples() -> Vec<Sample> {
             Message::from(RemovedMsg {
                 coordinator: Rank(0),
                 seq: 1,
+                cause: RemovalCause::Unresponsive,
                 ranks: vec![Rank(21), Rank(SPAN)],
             }),
+        ),
+        fixed(
+            "unreachable/not-root",
+            Message::from(UnreachableMsg { peer: Rank(21) }),
+        ),
+        fixed(
+            "unreachable/outside-span",
+            Message::from(UnreachableMsg { peer: Rank(SPAN) }),
         ),
         relm_link(
             "relm-link/wrong-depth",
@@ -1134,7 +1146,11 @@ impl Sweep {
                                 ctx_from()
                             );
                         }
-                        Event::Membership(MembershipEvent::FailureConfirmed { epoch, ranks }) => {
+                        Event::Membership(MembershipEvent::FailureConfirmed {
+                            epoch,
+                            ranks,
+                            ..
+                        }) => {
                             self.confirmed += 1;
                             assert!(*epoch <= after.epoch, "{}", ctx_from());
                             assert!(ranks.is_subset(&after.confirmed), "{}", ctx_from());
@@ -1605,9 +1621,11 @@ fn random_message(rng: &mut Prng) -> Message {
             let done = small(rng);
             let tag = tag(rng);
             let payload = if tag == xcast::TAG_FAILURE_NOTICE && rng.below(4) != 0 {
+                let failed = list(rng);
                 GlobalFailureMsg {
                     epoch: small(rng),
-                    failed: list(rng),
+                    causes: vec![RemovalCause::Unresponsive; failed.len()],
+                    failed,
                 }
                 .to_payload()
             } else {

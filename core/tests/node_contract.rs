@@ -11,7 +11,7 @@ use lifeline_core::LinkCause;
 use lifeline_core::XcastError;
 use lifeline_core::XcastEvent;
 use lifeline_core::{FloodEvent, FloodTimer};
-use lifeline_core::{MembershipEvent, MembershipTimer};
+use lifeline_core::{MembershipEvent, MembershipTimer, RemovalCause};
 use std::collections::BTreeSet;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -43,8 +43,17 @@ fn transmits(n: &mut Node) -> Vec<Transmit> {
     std::iter::from_fn(|| n.poll_transmit()).collect()
 }
 
+/// The events waiting at `n`; a view change's member count is zeroed (checked where the
+/// span is known, in the membership tests), its causes kept.
 fn events(n: &mut Node) -> Vec<Event> {
-    std::iter::from_fn(|| n.poll_event()).collect()
+    std::iter::from_fn(|| n.poll_event())
+        .map(|mut e| {
+            if let Event::Membership(MembershipEvent::FailureConfirmed { members, .. }) = &mut e {
+                *members = 0;
+            }
+            e
+        })
+        .collect()
 }
 
 fn flood_frame(origin: u32, id: u64, hops: u16, payload: &'static [u8]) -> Bytes {
@@ -163,11 +172,26 @@ fn notice_of(m: &Message) -> Option<GlobalFailureMsg> {
     }
 }
 
+/// A view change removing `r` on lost tree links (member count zeroed, as [`events`] does).
 fn confirmed(epoch: u64, r: &[u32]) -> Event {
     Event::Membership(MembershipEvent::FailureConfirmed {
         epoch,
         ranks: set(r),
+        causes: r
+            .iter()
+            .map(|&x| (Rank(x), RemovalCause::LinkLost))
+            .collect(),
+        members: 0,
     })
+}
+
+/// A view change removing `r` on lost tree links from a `span`-rank view with no other deaths.
+fn confirmed_in(span: u32, epoch: u64, r: &[u32]) -> Event {
+    let mut e = confirmed(epoch, r);
+    if let Event::Membership(MembershipEvent::FailureConfirmed { members, .. }) = &mut e {
+        *members = span - r.len() as u32;
+    }
+    e
 }
 
 /// Everything observable about a node that an input could change.
@@ -728,6 +752,7 @@ fn tree_link_down_repairs_once_with_the_tree_delta() {
                 let notice = GlobalFailureMsg {
                     epoch: 1,
                     failed: vec![p],
+                    causes: vec![RemovalCause::LinkLost],
                 };
                 let to: Vec<Rank> = out
                     .iter()
@@ -896,6 +921,7 @@ fn a_childs_lineage_notice_teaches_the_parent_and_the_root_confirms() {
     let want = GlobalFailureMsg {
         epoch: 1,
         failed: ranks(&[3]),
+        causes: vec![RemovalCause::LinkLost],
     };
     let to: Vec<Rank> = out
         .iter()
@@ -976,7 +1002,7 @@ fn a_childs_lineage_notice_teaches_the_parent_and_the_root_confirms() {
                 )
             })
             .collect();
-        assert_eq!(got, [&confirmed(1, &[7])], "at {r}");
+        assert_eq!(got, [&confirmed_in(9, 1, &[7])], "at {r}");
         assert_eq!(n.tree().confirmed(), &set(&[7]), "at {r}");
         assert_eq!(n.epoch(), 1, "at {r}");
         assert!(!n.has_output());
@@ -1078,7 +1104,7 @@ fn failover_notices_reach_every_survivor() {
                     )
                 })
                 .collect();
-            assert_eq!(got, [&confirmed(epoch, &[dead])], "at {r}");
+            assert_eq!(got, [&confirmed_in(9, epoch, &[dead])], "at {r}");
             assert!(!n.has_output());
         }
         assert_eq!(net.lost(), 0);

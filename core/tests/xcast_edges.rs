@@ -84,7 +84,7 @@ impl Observer for Rec {
                 }
                 self.root_completed.push((rank.0, *op, origin.0, *seq, now));
             }
-            Event::Membership(MembershipEvent::FailureConfirmed { epoch, ranks }) => {
+            Event::Membership(MembershipEvent::FailureConfirmed { epoch, ranks, .. }) => {
                 self.confirmed.push((rank.0, *epoch, ranks.clone()))
             }
             _ => {}

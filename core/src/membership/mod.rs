@@ -23,12 +23,13 @@ use bytes::Bytes;
 
 use crate::detect::rings::Rings;
 use crate::machine::{Ctx, Effect, Machine};
-use crate::time::Instant;
+use crate::time::{Duration, Instant};
 use crate::timer::{TimerKey, TimerToken};
 use crate::tree::{Rank, RankSet, Reconcile, Scope, ViewDelta};
 use crate::wire::Limits;
 use crate::xcast;
 
+mod cause;
 mod config;
 mod event;
 mod stats;
@@ -37,13 +38,14 @@ mod tests;
 mod timer;
 mod wire;
 
+pub use cause::RemovalCause;
 pub use config::MembershipConfig;
 pub use event::MembershipEvent;
 pub use stats::MembershipStats;
 pub use timer::MembershipTimer;
 pub use wire::{
     AdoptMsg, AlertEntry, AlertMsg, EvictedMsg, GlobalFailureMsg, LineageMsg, MembershipMsg,
-    RemovedMsg,
+    RemovedMsg, UnreachableMsg,
 };
 
 /// What the coordinator holds about one subject.
@@ -87,6 +89,11 @@ pub(crate) struct Membership {
     recent_removals: Vec<(Instant, usize)>,
     /// This rank's detector sample: (subjects silent now, subjects watched).
     reachability: (u32, u32),
+    /// Why ranks known dead here were removed, until the root's notice confirms them (the root
+    /// puts them in its notice).
+    causes: BTreeMap<Rank, RemovalCause>,
+    /// Tree links down on soft evidence, both ends alive, and since when (the gray timeout).
+    gray: BTreeMap<Rank, Instant>,
     /// Highest decision seen per coordinator (the flood's duplicate filter).
     seen_decisions: BTreeMap<Rank, u64>,
 }
@@ -214,9 +221,14 @@ impl Membership {
         }
         self.announced.extend(new.iter().copied());
         self.epoch += 1;
+        let causes = new
+            .iter()
+            .map(|r| self.causes.remove(r).unwrap_or(RemovalCause::LinkLost))
+            .collect();
         let m = GlobalFailureMsg {
             epoch: self.epoch,
             failed: new,
+            causes,
         };
         ctx.effect(Effect::RootBroadcast {
             tag: xcast::TAG_FAILURE_NOTICE,
@@ -245,7 +257,22 @@ impl Membership {
             .filter(|&r| ctx.tree.layout().contains(r))
             .collect();
         let set: RankSet = ranks.iter().copied().collect();
+        let causes: BTreeMap<Rank, RemovalCause> = m
+            .failed
+            .iter()
+            .copied()
+            .zip(m.causes.iter().copied())
+            .filter(|(r, _)| set.contains(*r))
+            .collect();
+        for r in &ranks {
+            self.causes.remove(r);
+        }
         let me_removed = set.contains(ctx.me());
+        // Members after this notice: the live set once these deaths are applied (the repair
+        // below runs before the event is queued).
+        let dead_after =
+            ctx.tree.dead().len() + ranks.iter().filter(|&&r| ctx.tree.is_alive(r)).count();
+        let members = ctx.tree.layout().span().saturating_sub(dead_after as u32);
         ctx.effect(Effect::Deaths {
             ranks,
             scope: Scope::Global,
@@ -254,6 +281,8 @@ impl Membership {
             MembershipEvent::FailureConfirmed {
                 epoch: m.epoch,
                 ranks: set,
+                causes,
+                members,
             }
             .into(),
         ));
@@ -501,20 +530,123 @@ impl Membership {
         for s in &stable {
             self.reports.remove(s);
         }
-        self.recent_removals.push((ctx.now, stable.len()));
-        ctx.stats.membership.removed_on_evidence += stable.len() as u64;
+        self.remove(ctx, stable, RemovalCause::Unresponsive);
+    }
+
+    /// Coordinator: removes `ranks` for `cause` (one decision): repairs here and floods the
+    /// decision over the tree.
+    fn remove(&mut self, ctx: &mut Ctx<'_>, ranks: Vec<Rank>, cause: RemovalCause) {
+        self.recent_removals.push((ctx.now, ranks.len()));
+        ctx.stats.membership.removed_on_evidence += ranks.len() as u64;
+        for &r in &ranks {
+            self.causes.insert(r, cause);
+        }
         ctx.effect(Effect::Deaths {
-            ranks: stable.clone(),
+            ranks: ranks.clone(),
             scope: Scope::Local,
         });
         self.decisions += 1;
         let m = RemovedMsg {
             coordinator: ctx.me(),
             seq: self.decisions,
-            ranks: stable,
+            cause,
+            ranks,
         };
         self.seen_decisions.insert(m.coordinator, m.seq);
         ctx.effect(Effect::FloodRemoved { m, except: None });
+    }
+
+    /// Records why `ranks` died (the runtime's word, or a cause learned with them); the root
+    /// puts it in its notice.
+    pub(crate) fn note_cause(&mut self, ranks: &[Rank], cause: RemovalCause) {
+        for &r in ranks {
+            self.causes.entry(r).or_insert(cause);
+        }
+    }
+
+    /// A tree link to `peer` went down on soft evidence (the detector is on; both ends may be
+    /// alive): start its gray timeout, unless it already runs.
+    pub(crate) fn on_tree_link_down(&mut self, ctx: &mut Ctx<'_>, peer: Rank) {
+        if !ctx.cfg.detect.enabled || self.gray.contains_key(&peer) {
+            return;
+        }
+        self.gray.insert(peer, ctx.now);
+        let at = ctx.now + ctx.cfg.membership.gray_timeout;
+        ctx.timers
+            .set(TimerKey::Membership(MembershipTimer::Gray(peer)), at);
+    }
+
+    /// Whether a gray timeout runs for the link to `peer`.
+    pub(crate) fn is_gray(&self, peer: Rank) -> bool {
+        self.gray.contains_key(&peer)
+    }
+
+    /// A frame from `peer` arrived: the link works again, and its gray timeout stops. (A link
+    /// reported up is no proof: a dial may connect across a cut that still eats the frames.)
+    pub(crate) fn on_heard(&mut self, ctx: &mut Ctx<'_>, peer: Rank) {
+        if self.gray.remove(&peer).is_some() {
+            ctx.timers
+                .cancel(TimerKey::Membership(MembershipTimer::Gray(peer)));
+        }
+    }
+
+    /// The gray timeout of the link to `peer` passed: if it is still down, `peer` alive and
+    /// still a tree neighbour, tell the coordinator (the view's root), and again every
+    /// `detect.period × 10` while it stands.
+    fn on_gray_timer(&mut self, ctx: &mut Ctx<'_>, peer: Rank) {
+        let Some(view) = ctx.tree.view() else { return };
+        let standing =
+            self.gray.contains_key(&peer) && ctx.tree.is_alive(peer) && view.is_neighbor(peer);
+        if !standing {
+            self.gray.remove(&peer);
+            return;
+        }
+        ctx.stats.membership.unreachable_out += 1;
+        let me = ctx.me();
+        let coordinator = view.ancestors().first().copied().unwrap_or(me);
+        if coordinator == me {
+            self.on_unreachable(ctx, me, UnreachableMsg { peer });
+        } else {
+            ctx.send(coordinator, UnreachableMsg { peer });
+        }
+        let at =
+            ctx.now + Duration::from_nanos(ctx.cfg.detect.period.as_nanos().saturating_mul(10));
+        ctx.timers
+            .set(TimerKey::Membership(MembershipTimer::Gray(peer)), at);
+    }
+
+    /// Coordinator: `from` reports its tree link to `m.peer` down past the gray timeout.
+    /// Removes exactly one endpoint, the edge's child in this coordinator's view of the tree
+    /// (both endpoints' reports name the same one), under the majority guard.
+    fn on_unreachable(&mut self, ctx: &mut Ctx<'_>, from: Rank, m: UnreachableMsg) {
+        ctx.stats.membership.unreachable_in += 1;
+        let (a, b) = (from, m.peer);
+        let me = ctx.me();
+        let is_root = ctx.tree.view().is_some_and(|v| v.is_root());
+        if !is_root || a == b || !ctx.tree.is_alive(a) || !ctx.tree.is_alive(b) {
+            ctx.stats.membership.stale += 1;
+            return;
+        }
+        let (layout, dead) = (ctx.tree.layout(), ctx.tree.dead());
+        let parent_of = |r: Rank| {
+            crate::tree::View::compute(layout, dead, r)
+                .ok()
+                .and_then(|v| v.parent())
+        };
+        let child = if parent_of(a) == Some(b) {
+            a
+        } else if parent_of(b) == Some(a) {
+            b
+        } else {
+            // Not a tree edge in this view (the tree changed since): stale.
+            ctx.stats.membership.stale += 1;
+            return;
+        };
+        if child == me || !self.majority_stays(ctx, 1) {
+            ctx.stats.membership.decisions_refused_minority += 1;
+            return;
+        }
+        self.remove(ctx, vec![child], RemovalCause::Unreachable);
     }
 
     /// The detector's sample of the cluster changed (see [`Effect::Reachability`]).
@@ -577,6 +709,7 @@ impl Membership {
             self.evict(ctx, self.epoch);
             return;
         }
+        self.note_cause(&m.ranks, m.cause);
         let fresh: Vec<Rank> = m
             .ranks
             .iter()
@@ -720,6 +853,7 @@ impl Machine for Membership {
         self.reports.retain(|s, _| tree.is_alive(*s));
         self.outgoing
             .retain(|(c, s), _| tree.is_alive(*c) && tree.is_alive(*s));
+        self.gray.retain(|p, _| tree.is_alive(*p));
     }
 
     fn on_message(&mut self, ctx: &mut Ctx<'_>, from: Rank, msg: MembershipMsg) {
@@ -729,6 +863,7 @@ impl Machine for Membership {
             MembershipMsg::Alert(m) => self.on_alert_msg(ctx, from, m),
             MembershipMsg::Evicted(m) => self.on_evicted_msg(ctx, m),
             MembershipMsg::Removed(m) => self.on_removed(ctx, from, m),
+            MembershipMsg::Unreachable(m) => self.on_unreachable(ctx, from, m),
         }
     }
 
@@ -737,6 +872,7 @@ impl Machine for Membership {
             MembershipTimer::Announce => self.on_announce_timer(ctx, token),
             MembershipTimer::Alerts => self.on_alert_timer(ctx, token),
             MembershipTimer::Decide => self.on_decide_timer(ctx, token),
+            MembershipTimer::Gray(peer) => self.on_gray_timer(ctx, peer),
         }
     }
 }

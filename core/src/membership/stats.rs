@@ -28,6 +28,10 @@ pub struct MembershipStats {
     /// Fencing notices sent to removed ranks (frames answered, and dials refused with the
     /// verdict "removed" through [`Node::fence_verdict`](crate::Node::fence_verdict)).
     pub evicted_sent: u64,
+    /// Gray-timeout reports sent (a tree link down past `membership.gray_timeout`).
+    pub unreachable_out: u64,
+    /// Gray-timeout reports received as coordinator.
+    pub unreachable_in: u64,
     /// Dials of this rank refused with the verdict "removed" ([`Node::handle_fenced`](crate::Node::handle_fenced)).
     pub fenced_dials_in: u64,
 }

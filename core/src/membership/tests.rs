@@ -440,3 +440,60 @@ fn a_minority_holding_the_root_does_not_remove_the_majority() {
         assert!(!s.observer().evicted(Rank(r)), "{r} evicted");
     }
 }
+
+/// A tree link cut for good, both ends alive: after `membership.gray_timeout` exactly one
+/// endpoint, the child, is removed everywhere with cause "unreachable"; nobody else is.
+#[test]
+fn tree_link_cut_for_good_removes_exactly_the_child_after_the_gray_timeout() {
+    for oneway in [false, true] {
+        let mut s = sim(64, 4, 23);
+        s.run_until(ms(300)).unwrap();
+        let child = Rank(5);
+        let parent = s
+            .world()
+            .node(child)
+            .unwrap()
+            .tree()
+            .view()
+            .unwrap()
+            .parent()
+            .unwrap();
+        s.apply(if oneway {
+            Fault::CutOneWay(child, parent)
+        } else {
+            Fault::Cut(child, parent)
+        });
+        let gray = crate::Config::new(64, 4).membership.gray_timeout;
+        s.run_until(ms(300 + gray.as_millis() - 500)).unwrap();
+        for r in 0..64 {
+            assert!(
+                dead_at(&s, Rank(r)).is_empty(),
+                "oneway {oneway}: early at {r}"
+            );
+        }
+        s.run_until(ms(300) + gray + Duration::from_secs(2))
+            .unwrap();
+        for r in others(64, &[child.0]) {
+            assert_eq!(dead_at(&s, r), [child.0], "oneway {oneway}: at {r}");
+        }
+        // The view change says why, and how many members remain.
+        let seen = s
+            .observer()
+            .0
+            .get(&Rank(0))
+            .unwrap()
+            .iter()
+            .find_map(|(_, e)| match e {
+                MembershipEvent::FailureConfirmed {
+                    causes, members, ..
+                } => Some((causes.clone(), *members)),
+                _ => None,
+            });
+        let (causes, members) = seen.expect("the root confirmed the removal");
+        assert_eq!(
+            causes.get(&child),
+            Some(&crate::membership::RemovalCause::Unreachable)
+        );
+        assert_eq!(members, 63);
+    }
+}

@@ -10,4 +10,6 @@ pub enum MembershipTimer {
     Alerts,
     /// Coordinator: a subject in flux held a decision back; decide once `flux_hold` passed.
     Decide,
+    /// The gray timeout of the tree link to this rank (re-armed while it stands).
+    Gray(crate::tree::Rank),
 }

@@ -3,6 +3,7 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 
+use super::RemovalCause;
 use crate::tree::Rank;
 use crate::wire::{Codec, DecodeError, Limits, Reader};
 
@@ -85,6 +86,8 @@ pub struct GlobalFailureMsg {
     pub epoch: u64,
     /// The newly confirmed deaths, ascending.
     pub failed: Vec<Rank>,
+    /// Why each was removed, one per entry of `failed` (same order).
+    pub causes: Vec<RemovalCause>,
 }
 
 impl GlobalFailureMsg {
@@ -106,16 +109,32 @@ impl GlobalFailureMsg {
 
 impl Codec for GlobalFailureMsg {
     fn encoded_len(&self) -> usize {
-        8 + 4 + 4 * self.failed.len()
+        8 + 4 + 5 * self.failed.len()
     }
+    /// The ranks, then one cause byte per rank (a missing cause is sent as
+    /// [`RemovalCause::LinkLost`]).
     fn encode(&self, buf: &mut impl BufMut) {
         buf.put_u64(self.epoch);
         put_ranks(buf, &self.failed);
+        for i in 0..self.failed.len() {
+            let c = self
+                .causes
+                .get(i)
+                .copied()
+                .unwrap_or(RemovalCause::LinkLost);
+            buf.put_u8(c.byte());
+        }
     }
     fn decode(r: &mut Reader, limits: &Limits) -> Result<Self, DecodeError> {
+        let epoch = crate::wire::counter(r.u64()?)?;
+        let failed = get_ranks(r, limits)?;
+        let causes = (0..failed.len())
+            .map(|_| RemovalCause::decode(r))
+            .collect::<Result<Vec<_>, _>>()?;
         Ok(Self {
-            epoch: crate::wire::counter(r.u64()?)?,
-            failed: get_ranks(r, limits)?,
+            epoch,
+            failed,
+            causes,
         })
     }
 }
@@ -196,30 +215,56 @@ pub struct RemovedMsg {
     pub coordinator: Rank,
     /// Its decision counter.
     pub seq: u64,
+    /// Why (one decision removes ranks for one cause).
+    pub cause: RemovalCause,
     /// The removed ranks, ascending.
     pub ranks: Vec<Rank>,
 }
 
 impl Codec for RemovedMsg {
     fn encoded_len(&self) -> usize {
-        4 + 8 + 4 + 4 * self.ranks.len()
+        4 + 8 + 1 + 4 + 4 * self.ranks.len()
     }
     fn encode(&self, buf: &mut impl BufMut) {
         buf.put_u32(self.coordinator.0);
         buf.put_u64(self.seq);
+        buf.put_u8(self.cause.byte());
         put_ranks(buf, &self.ranks);
     }
     fn decode(r: &mut Reader, limits: &Limits) -> Result<Self, DecodeError> {
         Ok(Self {
             coordinator: r.rank()?,
             seq: crate::wire::counter(r.u64()?)?,
+            cause: RemovalCause::decode(r)?,
             ranks: get_ranks(r, limits)?,
         })
     }
 }
 
+/// An endpoint of a tree link to the coordinator: "my link to `peer` has been down for
+/// `membership.gray_timeout`, and we are both alive" (the sender is the other endpoint).
+/// Re-sent while it stands; the coordinator removes the edge's child, cause
+/// [`RemovalCause::Unreachable`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnreachableMsg {
+    /// The other endpoint of the dead link.
+    pub peer: Rank,
+}
+
+impl Codec for UnreachableMsg {
+    fn encoded_len(&self) -> usize {
+        4
+    }
+    fn encode(&self, buf: &mut impl BufMut) {
+        buf.put_u32(self.peer.0);
+    }
+    fn decode(r: &mut Reader, _limits: &Limits) -> Result<Self, DecodeError> {
+        Ok(Self { peer: r.rank()? })
+    }
+}
+
 crate::message_family! { Membership =>
-    /// Failure-knowledge messages (kinds 2–3, 40–42).
+    /// Failure-knowledge messages (kinds 2–3, 40–43).
     pub enum MembershipMsg {
         /// Adoption notice, parent to new child ([`AdoptMsg`]).
         Adopt(AdoptMsg) = 2, Control, Adopt, "adopt";
@@ -231,5 +276,7 @@ crate::message_family! { Membership =>
         Evicted(EvictedMsg) = 41, Control, Evicted, "evicted";
         /// The coordinator's decision, flooded over the tree ([`RemovedMsg`]).
         Removed(RemovedMsg) = 42, Control, Removed, "removed";
+        /// A tree link down past the gray timeout, endpoint to coordinator ([`UnreachableMsg`]).
+        Unreachable(UnreachableMsg) = 43, Control, Unreachable, "unreachable";
     }
 }

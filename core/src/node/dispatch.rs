@@ -125,6 +125,9 @@ impl Node {
             self.stats.dropped_self_dead += 1;
             return;
         }
+        if self.m.membership.is_gray(from) {
+            run!(self, membership.on_heard(from));
+        }
         self.dispatch_message(from, msg);
     }
 }

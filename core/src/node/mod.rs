@@ -16,6 +16,7 @@ use crate::event::Event;
 use crate::flood::FloodMsg;
 use crate::link::LinkCause;
 use crate::machine::{Ctx, Effect};
+use crate::membership::RemovalCause;
 use crate::outbox::{Outbox, Transmit};
 use crate::relm::Uid;
 use crate::rng::Rng;
@@ -212,8 +213,14 @@ impl Node {
             // The link is wanted back: a hello to the parent asks the driver to reconnect, and
             // once it gets through, the parent re-syncs this rank (watermarks and re-polls), so
             // broadcasts lost with the connection are delivered after the heal.
-            if self.tree.link_role(peer) == LinkRole::Parent {
+            let role = self.tree.link_role(peer);
+            if role == LinkRole::Parent {
                 run!(self, membership.say_hello());
+            }
+            // A tree link that stays down with both ends alive is a gray failure: after
+            // `membership.gray_timeout` one endpoint is removed.
+            if role != LinkRole::Lateral {
+                run!(self, membership.on_tree_link_down(peer));
             }
             return;
         }
@@ -377,6 +384,7 @@ impl Node {
                 span: self.tree.layout().span(),
             }));
         }
+        self.m.membership.note_cause(&v, RemovalCause::Declared);
         self.learn_deaths(&v, Scope::Global);
         self.drive_xcast();
         Ok(())

@@ -228,7 +228,7 @@ impl Observer for Watch {
             }
         }
         match e {
-            Event::Membership(MembershipEvent::FailureConfirmed { epoch, ranks }) => {
+            Event::Membership(MembershipEvent::FailureConfirmed { epoch, ranks, .. }) => {
                 self.epochs.insert(Rank(*epoch as u32));
                 for s in ranks.iter() {
                     self.removed.insert(s);

@@ -114,7 +114,7 @@ pub(super) fn describe_event(e: &Event) -> String {
         Event::Xcast(XcastEvent::RootCompleted { op, origin, seq }) => {
             format!("XcastRootCompleted op={op} origin={origin} seq={seq}")
         }
-        Event::Membership(MembershipEvent::FailureConfirmed { epoch, ranks }) => {
+        Event::Membership(MembershipEvent::FailureConfirmed { epoch, ranks, .. }) => {
             format!("FailureConfirmed epoch={epoch} ranks={ranks}")
         }
         Event::ViewChanged(d) => format!(

@@ -23,7 +23,7 @@ pub use reader::Reader;
 pub use crate::flood::FloodMsg;
 pub use crate::membership::{
     AdoptMsg, AlertEntry, AlertMsg, EvictedMsg, GlobalFailureMsg, LineageMsg, MembershipMsg,
-    RemovedMsg,
+    RemovedMsg, UnreachableMsg,
 };
 pub use crate::relm::{
     ChainMark, RelmAckMsg, RelmDataMsg, RelmLinkMsg, RelmMsg, RelmReqMsg, UidRange,
