@@ -757,13 +757,22 @@ impl Tally {
                 .get(p)
                 .is_some_and(|d| survivors.iter().all(|s| d.contains_key(s)))
         };
+        // Delivered at some survivor: then it must be at all of them.
+        let somewhere = |p: &str| {
+            self.delivered
+                .get(p)
+                .is_some_and(|d| d.keys().any(|r| survivors.contains(r)))
+        };
         answered
             && self.relm_settled(survivors)
             && self
                 .started
                 .iter()
                 .all(|(p, (o, _))| !survivors.contains(o) || everywhere(p))
-            && self.delivered.keys().all(|p| everywhere(p))
+            && self
+                .delivered
+                .keys()
+                .all(|p| !somewhere(p) || everywhere(p))
     }
 }
 
@@ -795,8 +804,10 @@ impl Tally {
         removed
     }
 
-    /// Drops every report (`failure_confirmed`, `link_down`) a rank made after it was removed
-    /// (see [`Tally::removed_at`]), and recomputes what was derived from them.
+    /// Drops every `failure_confirmed` a rank printed after it was removed (see
+    /// [`Tally::removed_at`]), and recomputes what was derived from them and from link downs,
+    /// leaving out the link downs it reported after its removal (still listed in the report's
+    /// `link_downs_live`).
     fn drop_reports_of_the_removed(&mut self) {
         let removed = self.removed_at();
         let counts = |by: u32, t: f64| removed.get(&by).is_none_or(|at| t < *at);
@@ -804,10 +815,13 @@ impl Tally {
             m.retain(|by, t| counts(*by, *t));
         }
         self.confirmed.retain(|_, m| !m.is_empty());
-        self.link_downs.retain(|(t, by, _, _)| counts(*by, *t));
         self.link_down.clear();
         self.suspected = self.confirmed.keys().copied().collect();
-        for (t, by, p, why) in &self.link_downs {
+        let valid = self
+            .link_downs
+            .iter()
+            .filter(|(t, by, _, _)| counts(*by, *t));
+        for (t, by, p, why) in valid {
             if why != "dead" {
                 self.suspected.insert(*p);
             }
@@ -1846,10 +1860,14 @@ fn report(
         .values()
         .map(|d| d.values().filter(|c| **c > 1).count())
         .sum();
+    // Reached some survivors but not all (an op that reached only removed ranks, e.g. one its
+    // removed origin delivered to itself, reached none: no finding).
     let partial: usize = t
         .delivered
         .values()
-        .filter(|d| !survivors.iter().all(|s| d.contains_key(s)))
+        .filter(|d| {
+            d.keys().any(|r| survivors.contains(r)) && !survivors.iter().all(|s| d.contains_key(s))
+        })
         .count();
     let lost: usize = t
         .started
