@@ -16,13 +16,41 @@
 //! Network faults (`--cut`, `--cut-oneway`, `--blackhole`, `--loss`) are nftables rules in one
 //! table per run (see [`crate::nft`]), added at their start and deleted at their end; they need
 //! the `nft` binary and root, checked before any node starts. Like a SIGCONT, a fault's end is
-//! never skipped: the workload runs until every fault has ended.
+//! never skipped: the workload runs until every fault has ended, and `TAIL_MS` (1 s) past the
+//! last fault event, so that every survivor can show it went on. A cut for good
+//! (`--cut A-B@MS+forever`, also `--cut-oneway`) keeps its rules until the end of the run, and
+//! the workload then lasts until 3 s past the gray timeout (10 s) after its start.
+//!
+//! The nodes run the core's heartbeat failure detector by default (`--no-detect`: without it;
+//! `--detect` is accepted and changes nothing). With it, the launcher knows what each fault
+//! allows ([`Expect`], the report's `expect`), from the detector's settings ([`silence_rule`]):
+//! - eviction *required*: a rank paused (`--stop`) or `--blackhole`d for 1 s or more. It must
+//!   be confirmed removed at every survivor within 600 ms of the fault's start
+//!   (`evict_ms_max`), told (`evicted`, once it can run again: after SIGCONT, after the
+//!   heal) and exit with status 3 (`evictions_required`, each with `ok`);
+//! - eviction *allowed*: a rank silent between 200 ms and 1 s, the lossy rank of `--loss`, one
+//!   endpoint of a cut for good (or at least the gray timeout long), never both
+//!   (`evict_both_ends`);
+//! - eviction *forbidden* for every other rank (`evict_forbidden`): bystanders, pauses and
+//!   blackholes of at most 200 ms, the endpoints of a shorter cut.
+//!
+//! Without the detector nothing is expected: every eviction is a false positive.
 //!
 //! The launcher is the nodes' parent: it sees every exit and its status, whoever caused it.
 //! Each rank that exits before the end is attributed: killed by `--kill`, evicted (a live rank
 //! the cluster removed: it printed `evicted` and exited with status 3), or exited by itself
 //! (with its status or signal, e.g. a SIGKILL from an outside tester). Evicted ranks are
-//! false positives, listed apart from the dead.
+//! listed apart from the dead; those the faults did not require or allow are false positives.
+//! What a rank reports after it was removed (its first confirmation by a rank not removed
+//! itself, or its `evicted` line) is no evidence against others: a paused rank resumes with a
+//! stale view.
+//!
+//! `pass` holds when: every op between survivors was delivered exactly once and settled
+//! (`settled_ms`: no hang), every RELM message between survivors exactly once, every survivor
+//! continued, no false positive, every kill was noticed, every required eviction is `ok`, no
+//! forbidden eviction and never both ends of a cut, no rank confirmed twice by one survivor
+//! (`confirmed_more_than_once`) and, with the detector, every survivor went on within 1 s of
+//! each pause's start (`resume_ms`); with `--garbage`, every intruder was refused.
 //!
 //! Measures:
 //! - `detect_ms_max`: per killed rank, the wall time from the SIGKILL to the first survivor's
@@ -32,9 +60,15 @@
 //! - `xcast_delivered_exactly_once`: no survivor delivered any op twice; every op started by a
 //!   survivor reached every survivor; an op started by a killed rank reached all survivors or
 //!   none.
-//! - `survivors_continued`: survivors that delivered an op started after the last kill.
-//! - `false_positives`: ranks some survivor reported lost (link down or confirmed dead) that
-//!   were not killed (a rank paused with `--stop` included).
+//! - `survivors_continued`: survivors that delivered an op started after the last fault event
+//!   (a kill, a SIGCONT, a network fault's start or end).
+//! - `resume`: per fault, from its start until every survivor delivered an op started after
+//!   it (`resume_ms`: the worst over pauses; `null` without pauses).
+//! - `false_positives`: live ranks whose removal was neither required nor allowed, yet some
+//!   rank (not removed by then) confirmed them dead or they were evicted; without the
+//!   detector, also live ranks some rank reported a link down for (TCP's link timeout is then
+//!   the failure detector). With the detector a link down is one link's loss, which the
+//!   detector settles: listed in `link_downs_live`, no verdict.
 //! - `refused_connections`: handshakes the survivors refused (`--garbage` sends each node
 //!   garbage bytes and a wrong-key handshake halfway through).
 //! - `deaths`: every rank that died before the end other than by eviction, with its cause
@@ -43,15 +77,18 @@
 //!   `failure_confirmed`, or told `evicted`), with `at_ms`, `confirmed_by` (whose
 //!   `failure_confirmed` named it: after a partition each side may confirm the other), when
 //!   it was told (`told_ms`, `epoch`), and how it exited (`status`, `signal`; `null` while it
-//!   runs). Survivors are the ranks that did not exit: an evicted rank that still runs is one.
+//!   runs). Survivors are the ranks neither killed, nor exited, nor removed (told, or confirmed
+//!   by a rank not removed itself); the settling waits for nothing from the others, and an
+//!   evicted rank's missed ops are not lost.
 //! - `xcast_duplicated`, `xcast_partial`, `xcast_lost`: the ops behind a false
-//!   `xcast_delivered_exactly_once` (delivered twice somewhere; reached only some survivors;
-//!   started by a survivor and not delivered at every survivor).
+//!   `xcast_delivered_exactly_once` (delivered twice somewhere; reached some survivors but not
+//!   all; started by a survivor and not delivered at every survivor).
 //! - `net_faults`: each network fault with the times its rules went in (`at_ms`) and came out
 //!   (`removed_ms`), and the packets they dropped (`dropped_packets`, the rules' counters);
 //!   `link_downs_live`: every link down reported during the run for a peer that did not die
 //!   (`rank` lost `peer`, `reason`, `at_ms`); `nft_table`: the run's table (`null` without
-//!   network faults); `detect`: whether the nodes ran the heartbeat detector.
+//!   network faults); `detect`: whether the nodes ran the heartbeat detector; `workload_ms`:
+//!   how long the workload ran.
 //!
 //! - `relm_*`: with every xcast the origin also sends one reliable message (RELM) to another
 //!   live rank, rotating through every destination (all-to-all). `relm_delivered` counts
@@ -2049,10 +2086,17 @@ fn report(
                     (Some(at), None) => format!("found its slot gone at {at} ms"),
                     _ => "never told".into(),
                 };
+                let verdict = if e.required.contains_key(&g.rank) {
+                    "evicted, as required,"
+                } else if e.may_go(g.rank) {
+                    "evicted (allowed)"
+                } else {
+                    "EVICTED (a false positive)"
+                };
                 writeln!(
                     out,
-                    "  rank {} EVICTED {} ms into the workload (a live rank; confirmed dead by \
-                     {:?}), {told}; {}",
+                    "  rank {} {verdict} {} ms into the workload (a live rank; confirmed removed \
+                     by {:?}), {told}; {}",
                     g.rank,
                     g.at_ms,
                     g.confirmed_by,
