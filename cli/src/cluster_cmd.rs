@@ -16,13 +16,41 @@
 //! Network faults (`--cut`, `--cut-oneway`, `--blackhole`, `--loss`) are nftables rules in one
 //! table per run (see [`crate::nft`]), added at their start and deleted at their end; they need
 //! the `nft` binary and root, checked before any node starts. Like a SIGCONT, a fault's end is
-//! never skipped: the workload runs until every fault has ended.
+//! never skipped: the workload runs until every fault has ended, and `TAIL_MS` (1 s) past the
+//! last fault event, so that every survivor can show it went on. A cut for good
+//! (`--cut A-B@MS+forever`, also `--cut-oneway`) keeps its rules until the end of the run, and
+//! the workload then lasts until 3 s past the gray timeout (10 s) after its start.
+//!
+//! The nodes run the core's heartbeat failure detector by default (`--no-detect`: without it;
+//! `--detect` is accepted and changes nothing). With it, the launcher knows what each fault
+//! allows ([`Expect`], the report's `expect`), from the detector's settings ([`silence_rule`]):
+//! - eviction *required*: a rank paused (`--stop`) or `--blackhole`d for 1 s or more. It must
+//!   be confirmed removed at every survivor within 600 ms of the fault's start
+//!   (`evict_ms_max`), told (`evicted`, once it can run again: after SIGCONT, after the
+//!   heal) and exit with status 3 (`evictions_required`, each with `ok`);
+//! - eviction *allowed*: a rank silent between 200 ms and 1 s, the lossy rank of `--loss`, one
+//!   endpoint of a cut for good (or at least the gray timeout long), never both
+//!   (`evict_both_ends`);
+//! - eviction *forbidden* for every other rank (`evict_forbidden`): bystanders, pauses and
+//!   blackholes of at most 200 ms, the endpoints of a shorter cut.
+//!
+//! Without the detector nothing is expected: every eviction is a false positive.
 //!
 //! The launcher is the nodes' parent: it sees every exit and its status, whoever caused it.
 //! Each rank that exits before the end is attributed: killed by `--kill`, evicted (a live rank
 //! the cluster removed: it printed `evicted` and exited with status 3), or exited by itself
 //! (with its status or signal, e.g. a SIGKILL from an outside tester). Evicted ranks are
-//! false positives, listed apart from the dead.
+//! listed apart from the dead; those the faults did not require or allow are false positives.
+//! What a rank reports after it was removed (its first confirmation by a rank not removed
+//! itself, or its `evicted` line) is no evidence against others: a paused rank resumes with a
+//! stale view.
+//!
+//! `pass` holds when: every op between survivors was delivered exactly once and settled
+//! (`settled_ms`: no hang), every RELM message between survivors exactly once, every survivor
+//! continued, no false positive, every kill was noticed, every required eviction is `ok`, no
+//! forbidden eviction and never both ends of a cut, no rank confirmed twice by one survivor
+//! (`confirmed_more_than_once`) and, with the detector, every survivor went on within 1 s of
+//! each pause's start (`resume_ms`); with `--garbage`, every intruder was refused.
 //!
 //! Measures:
 //! - `detect_ms_max`: per killed rank, the wall time from the SIGKILL to the first survivor's
@@ -32,9 +60,15 @@
 //! - `xcast_delivered_exactly_once`: no survivor delivered any op twice; every op started by a
 //!   survivor reached every survivor; an op started by a killed rank reached all survivors or
 //!   none.
-//! - `survivors_continued`: survivors that delivered an op started after the last kill.
-//! - `false_positives`: ranks some survivor reported lost (link down or confirmed dead) that
-//!   were not killed (a rank paused with `--stop` included).
+//! - `survivors_continued`: survivors that delivered an op started after the last fault event
+//!   (a kill, a SIGCONT, a network fault's start or end).
+//! - `resume`: per fault, from its start until every survivor delivered an op started after
+//!   it (`resume_ms`: the worst over pauses; `null` without pauses).
+//! - `false_positives`: live ranks whose removal was neither required nor allowed, yet some
+//!   rank (not removed by then) confirmed them dead or they were evicted; without the
+//!   detector, also live ranks some rank reported a link down for (TCP's link timeout is then
+//!   the failure detector). With the detector a link down is one link's loss, which the
+//!   detector settles: listed in `link_downs_live`, no verdict.
 //! - `refused_connections`: handshakes the survivors refused (`--garbage` sends each node
 //!   garbage bytes and a wrong-key handshake halfway through).
 //! - `deaths`: every rank that died before the end other than by eviction, with its cause
@@ -43,15 +77,18 @@
 //!   `failure_confirmed`, or told `evicted`), with `at_ms`, `confirmed_by` (whose
 //!   `failure_confirmed` named it: after a partition each side may confirm the other), when
 //!   it was told (`told_ms`, `epoch`), and how it exited (`status`, `signal`; `null` while it
-//!   runs). Survivors are the ranks that did not exit: an evicted rank that still runs is one.
+//!   runs). Survivors are the ranks neither killed, nor exited, nor removed (told, or confirmed
+//!   by a rank not removed itself); the settling waits for nothing from the others, and an
+//!   evicted rank's missed ops are not lost.
 //! - `xcast_duplicated`, `xcast_partial`, `xcast_lost`: the ops behind a false
-//!   `xcast_delivered_exactly_once` (delivered twice somewhere; reached only some survivors;
-//!   started by a survivor and not delivered at every survivor).
+//!   `xcast_delivered_exactly_once` (delivered twice somewhere; reached some survivors but not
+//!   all; started by a survivor and not delivered at every survivor).
 //! - `net_faults`: each network fault with the times its rules went in (`at_ms`) and came out
 //!   (`removed_ms`), and the packets they dropped (`dropped_packets`, the rules' counters);
 //!   `link_downs_live`: every link down reported during the run for a peer that did not die
 //!   (`rank` lost `peer`, `reason`, `at_ms`); `nft_table`: the run's table (`null` without
-//!   network faults); `detect`: whether the nodes ran the heartbeat detector.
+//!   network faults); `detect`: whether the nodes ran the heartbeat detector; `workload_ms`:
+//!   how long the workload ran.
 //!
 //! - `relm_*`: with every xcast the origin also sends one reliable message (RELM) to another
 //!   live rank, rotating through every destination (all-to-all). `relm_delivered` counts
@@ -99,11 +136,13 @@ pub(crate) struct ClusterArgs {
     #[arg(long = "stop", value_name = "R@MS+DUR")]
     stops: Vec<String>,
     /// Drop every packet between ranks A and B, both ways, from MS milliseconds into the
-    /// workload for DUR milliseconds (nftables; root). Repeatable.
-    #[arg(long = "cut", value_name = "A-B@MS+DUR")]
+    /// workload for DUR milliseconds (nftables; root); `+forever`: until the end of the run
+    /// (the workload then lasts past the gray timeout). Repeatable.
+    #[arg(long = "cut", value_name = "A-B@MS+DUR|forever")]
     cuts: Vec<String>,
-    /// Drop the packets from rank A to rank B only (B's to A still flow). Repeatable.
-    #[arg(long = "cut-oneway", value_name = "A-B@MS+DUR")]
+    /// Drop the packets from rank A to rank B only (B's to A still flow); `+forever` as for
+    /// `--cut`. Repeatable.
+    #[arg(long = "cut-oneway", value_name = "A-B@MS+DUR|forever")]
     cuts_oneway: Vec<String>,
     /// Drop every packet to and from rank R, silently (no reset: a lost host). Repeatable.
     #[arg(long = "blackhole", value_name = "R@MS+DUR")]
@@ -111,9 +150,15 @@ pub(crate) struct ClusterArgs {
     /// Drop PCT percent (1-100) of rank R's packets, both ways, at random. Repeatable.
     #[arg(long = "loss", value_name = "R:PCT@MS+DUR")]
     losses: Vec<String>,
-    /// Run the nodes with the core's heartbeat failure detector (`lifeline node --detect`).
-    #[arg(long)]
+    /// Accepted for compatibility: the nodes run the core's heartbeat failure detector by
+    /// default.
+    #[arg(long, conflicts_with = "no_detect")]
+    #[allow(dead_code)] // read by clap only: it changes nothing
     detect: bool,
+    /// Run the nodes without the heartbeat failure detector (`lifeline node --no-detect`):
+    /// TCP's link timeout is then their only failure detector, and no eviction is expected.
+    #[arg(long)]
+    no_detect: bool,
     /// Xcasts started per second (round-robin over live origins).
     #[arg(long, default_value_t = 50)]
     rate: u32,
@@ -165,29 +210,53 @@ struct NetFault {
     /// The flag as given (`--cut 1-4@500+1000`).
     flag: String,
     kind: NetKind,
-    dur_ms: u64,
+    /// How long it lasts; `None`: until the end of the run (`+forever`).
+    dur_ms: Option<u64>,
     /// Its rules' handles while they are in.
     handles: Vec<u64>,
-    /// When its rules went in: the instant and ms into the workload.
-    applied: Option<(Tick, u64)>,
-    /// When they came out, ms into the workload.
+    /// When its rules went in: the instant, ms into the workload, and the wall time (ms since
+    /// the Unix epoch).
+    applied: Option<(Tick, u64, f64)>,
+    /// When they came out, ms into the workload, and the wall time.
     removed_ms: Option<u64>,
+    removed_wall: Option<f64>,
     rules: usize,
-    /// Packets its rules dropped (their counters, read just before they came out).
+    /// Packets its rules dropped (their counters, read just before they came out, or at the
+    /// end of the run for a fault that lasts forever).
     dropped: Option<u64>,
 }
 
-/// The timeline: process and network faults by time, and the network faults.
+/// One `--stop R@MS+DUR` as asked.
+#[derive(Clone, Copy, Debug)]
+struct Pause {
+    rank: u32,
+    at_ms: u64,
+    dur_ms: u64,
+}
+
+/// The timeline: process and network faults by time, the network faults, and the pauses.
 struct Faults {
     timeline: Vec<Fault>,
     net: Vec<NetFault>,
+    pauses: Vec<Pause>,
 }
 
-/// Splits `X@MS+DUR` into `X`, `MS`, `DUR`.
-fn window(s: &str) -> Option<(&str, u64, u64)> {
+/// Splits `X@MS+DUR` into `X`, `MS`, `DUR`; `X@MS+forever` gives `DUR` `None`.
+fn window(s: &str) -> Option<(&str, u64, Option<u64>)> {
     let (x, rest) = s.split_once('@')?;
     let (at, dur) = rest.split_once('+')?;
-    Some((x, at.parse().ok()?, dur.parse().ok()?))
+    let dur = if dur == "forever" {
+        None
+    } else {
+        Some(dur.parse().ok()?)
+    };
+    Some((x, at.parse().ok()?, dur))
+}
+
+/// The same where `+forever` is not accepted.
+fn bounded_window(s: &str) -> Option<(&str, u64, u64)> {
+    let (x, at, dur) = window(s)?;
+    Some((x, at, dur?))
 }
 
 /// The network faults, each with its start (ms into the workload).
@@ -206,7 +275,8 @@ fn parse_net(args: &ClusterArgs) -> Result<Vec<(NetFault, u64)>, CliError> {
     let pairs = [("--cut", &args.cuts), ("--cut-oneway", &args.cuts_oneway)];
     for (flag, specs) in pairs {
         for s in specs {
-            let bad = || CliError::Usage(format!("{flag} {s}: expected A-B@MS+DUR"));
+            let bad =
+                || CliError::Usage(format!("{flag} {s}: expected A-B@MS+DUR or A-B@MS+forever"));
             let (ab, at_ms, dur_ms) = window(s).ok_or_else(bad)?;
             let (a, b) = ab.split_once('-').ok_or_else(bad)?;
             let (a, b) = (rank(flag, s, a, &bad)?, rank(flag, s, b, &bad)?);
@@ -225,25 +295,30 @@ fn parse_net(args: &ClusterArgs) -> Result<Vec<(NetFault, u64)>, CliError> {
     }
     for s in &args.blackholes {
         let bad = || CliError::Usage(format!("--blackhole {s}: expected R@MS+DUR"));
-        let (r, at_ms, dur_ms) = window(s).ok_or_else(bad)?;
+        let (r, at_ms, dur_ms) = bounded_window(s).ok_or_else(bad)?;
         let r = rank("--blackhole", s, r, &bad)?;
         net.push((
             format!("--blackhole {s}"),
             NetKind::Blackhole(r),
             at_ms,
-            dur_ms,
+            Some(dur_ms),
         ));
     }
     for s in &args.losses {
         let bad = || CliError::Usage(format!("--loss {s}: expected R:PCT@MS+DUR, PCT 1-100"));
-        let (rp, at_ms, dur_ms) = window(s).ok_or_else(bad)?;
+        let (rp, at_ms, dur_ms) = bounded_window(s).ok_or_else(bad)?;
         let (r, pct) = rp.split_once(':').ok_or_else(bad)?;
         let r = rank("--loss", s, r, &bad)?;
         let pct: u32 = pct.parse().map_err(|_| bad())?;
         if !(1..=100).contains(&pct) {
             return Err(bad());
         }
-        net.push((format!("--loss {s}"), NetKind::Loss(r, pct), at_ms, dur_ms));
+        net.push((
+            format!("--loss {s}"),
+            NetKind::Loss(r, pct),
+            at_ms,
+            Some(dur_ms),
+        ));
     }
     Ok(net
         .into_iter()
@@ -255,6 +330,7 @@ fn parse_net(args: &ClusterArgs) -> Result<Vec<(NetFault, u64)>, CliError> {
                 handles: Vec::new(),
                 applied: None,
                 removed_ms: None,
+                removed_wall: None,
                 rules: 0,
                 dropped: None,
             };
@@ -265,7 +341,7 @@ fn parse_net(args: &ClusterArgs) -> Result<Vec<(NetFault, u64)>, CliError> {
 
 fn parse_faults(args: &ClusterArgs) -> Result<Faults, CliError> {
     let (net, starts): (Vec<NetFault>, Vec<u64>) = parse_net(args)?.into_iter().unzip();
-    let mut timeline = parse_process_faults(args)?;
+    let (mut timeline, pauses) = parse_process_faults(args)?;
     for (i, (f, at_ms)) in net.iter().zip(starts).enumerate() {
         let rank = match f.kind {
             NetKind::Cut(a, _) | NetKind::CutOneway(a, _) => a,
@@ -276,17 +352,24 @@ fn parse_faults(args: &ClusterArgs) -> Result<Faults, CliError> {
             at_ms,
             action: Action::NetOn(i),
         });
-        timeline.push(Fault {
-            rank,
-            at_ms: at_ms.saturating_add(f.dur_ms),
-            action: Action::NetOff(i),
-        });
+        if let Some(dur) = f.dur_ms {
+            timeline.push(Fault {
+                rank,
+                at_ms: at_ms.saturating_add(dur),
+                action: Action::NetOff(i),
+            });
+        }
     }
     timeline.sort_by_key(|f| f.at_ms);
-    Ok(Faults { timeline, net })
+    Ok(Faults {
+        timeline,
+        net,
+        pauses,
+    })
 }
 
-fn parse_process_faults(args: &ClusterArgs) -> Result<Vec<Fault>, CliError> {
+fn parse_process_faults(args: &ClusterArgs) -> Result<(Vec<Fault>, Vec<Pause>), CliError> {
+    let mut pauses = Vec::new();
     let mut faults: Vec<Fault> = parse_kills(args)?
         .into_iter()
         .map(|k| Fault {
@@ -318,8 +401,13 @@ fn parse_process_faults(args: &ClusterArgs) -> Result<Vec<Fault>, CliError> {
             at_ms: at_ms.saturating_add(dur),
             action: Action::Cont,
         });
+        pauses.push(Pause {
+            rank,
+            at_ms,
+            dur_ms: dur,
+        });
     }
-    Ok(faults)
+    Ok((faults, pauses))
 }
 
 /// Sends `sig` (`-STOP`, `-CONT`) to `pid` with the system's `kill`.
@@ -367,6 +455,158 @@ fn parse_kills(args: &ClusterArgs) -> Result<Vec<Kill>, CliError> {
     Ok(kills)
 }
 
+/// The core's gray timeout (issue #11, Membership I): a live rank whose tree link stays cut
+/// this long has one endpoint of the link removed (cause: unreachable). The core's default;
+/// the nodes take no flag for it. A cut shorter than this must evict nobody.
+const GRAY_TIMEOUT_MS: u64 = 10_000;
+
+/// How long the workload goes on after the last fault event (a kill, a SIGCONT, a network
+/// fault's end), so that every survivor can show it continued.
+const TAIL_MS: u64 = 1000;
+
+/// How long past the gray timeout the workload goes on after a cut for good starts.
+const GRAY_TAIL_MS: u64 = 3000;
+
+/// Required evictions: confirmed at every survivor within this long of the fault's start.
+const EVICT_BOUND_MS: f64 = 600.0;
+
+/// After a pause (`--stop`), every survivor delivers an op started after its start within
+/// this long ("the rest continue within 1 s").
+const RESUME_BOUND_MS: f64 = 1000.0;
+
+/// The silence rule, from the nodes' detector settings (the core's defaults, which
+/// `lifeline node` uses: heartbeat period 100 ms, timeout 300 ms, refutation window 100 ms):
+/// `(quiet, loud)` in ms. A rank silent (paused with `--stop`, or `--blackhole`d) for at most
+/// `quiet` must not be evicted; for `loud` or longer it must be; in between either is correct.
+///
+/// - An observer suspects its subject after `timeout` of silence, and the last heartbeat it
+///   heard is at most one `period` old when the silence begins, so a silence of at most
+///   `timeout - period` (200 ms) is never suspected (and a suspected rank that speaks again
+///   still refutes within `refute`): `quiet`.
+/// - Every observer of a silent rank reports it at most `period + timeout + refute` (500 ms)
+///   after the silence begins; twice that (1000 ms) leaves as long again for the alerts, the
+///   coordinator's decision and its confirmation, and a rank silent that long is gone for any
+///   practical purpose: `loud`.
+fn silence_rule() -> (u64, u64) {
+    let d = lifeline_core::DetectConfig::default();
+    let (period, timeout, refute) = (
+        d.period.as_millis(),
+        d.timeout.as_millis(),
+        d.refute.as_millis(),
+    );
+    (
+        timeout.saturating_sub(period),
+        2 * (period + timeout + refute),
+    )
+}
+
+/// A fault that requires a rank's eviction.
+#[derive(Clone, Copy, Debug)]
+enum Cause {
+    /// [`Faults::pauses`]`[i]`.
+    Stop(usize),
+    /// [`Faults::net`]`[i]`.
+    Net(usize),
+}
+
+/// What the faults let the cluster do to each live rank (with the detector on; without it,
+/// nothing: every eviction is a false positive). A rank neither required nor allowed must not
+/// be evicted: a bystander, a rank paused or blackholed for at most the quiet time of
+/// [`silence_rule`], an endpoint of a cut shorter than the gray timeout.
+#[derive(Debug, Default)]
+struct Expect {
+    /// Rank -> the faults that require its eviction: a pause or a blackhole at least the loud
+    /// time of [`silence_rule`] long.
+    required: BTreeMap<u32, Vec<Cause>>,
+    /// Ranks whose eviction is allowed, not required: a rank paused or blackholed between
+    /// the quiet and the loud time, the lossy rank of `--loss`, the endpoints of a cut for
+    /// good (or at least the gray timeout long).
+    allowed: BTreeSet<u32>,
+    /// Pairs of which at most one may be evicted: the endpoints of such a cut.
+    one_of: Vec<(u32, u32)>,
+}
+
+impl Expect {
+    fn new(faults: &Faults, detect: bool) -> Self {
+        let mut e = Self::default();
+        if !detect {
+            return e;
+        }
+        let (quiet, loud) = silence_rule();
+        let mut silent = |rank: u32, dur: u64, cause: Cause| {
+            if dur >= loud {
+                e.required.entry(rank).or_default().push(cause);
+            } else if dur > quiet {
+                e.allowed.insert(rank);
+            }
+        };
+        for (i, p) in faults.pauses.iter().enumerate() {
+            silent(p.rank, p.dur_ms, Cause::Stop(i));
+        }
+        for (i, f) in faults.net.iter().enumerate() {
+            if let NetKind::Blackhole(r) = f.kind {
+                silent(r, f.dur_ms.unwrap_or(u64::MAX), Cause::Net(i));
+            }
+        }
+        for f in &faults.net {
+            match f.kind {
+                NetKind::Loss(r, _) => {
+                    e.allowed.insert(r);
+                }
+                NetKind::Cut(a, b) | NetKind::CutOneway(a, b)
+                    if f.dur_ms.is_none_or(|d| d >= GRAY_TIMEOUT_MS) =>
+                {
+                    e.allowed.extend([a, b]);
+                    e.one_of.push((a.min(b), a.max(b)));
+                }
+                _ => {}
+            }
+        }
+        let required = &e.required;
+        e.allowed.retain(|r| !required.contains_key(r));
+        e
+    }
+
+    /// Whether evicting `r` is required or allowed.
+    fn may_go(&self, r: u32) -> bool {
+        self.required.contains_key(&r) || self.allowed.contains(&r)
+    }
+
+    fn json(&self) -> Value {
+        let (quiet, loud) = silence_rule();
+        json!({
+            "evict_required": self.required.keys().collect::<Vec<_>>(),
+            "evict_allowed": self.allowed,
+            "evict_at_most_one_of": self.one_of.iter().map(|(a, b)| [a, b]).collect::<Vec<_>>(),
+            "silent_never_evicted_up_to_ms": quiet,
+            "silent_evicted_from_ms": loud,
+            "gray_timeout_ms": GRAY_TIMEOUT_MS,
+        })
+    }
+}
+
+/// How long the workload runs, in ms: `--duration`, or longer so that it goes on `TAIL_MS`
+/// after the last fault event and, after a cut for good starts, past the gray timeout.
+fn workload_ms(args: &ClusterArgs, faults: &Faults) -> u64 {
+    let asked = (args.duration * 1e3).round() as u64;
+    let last = faults.timeline.iter().map(|f| f.at_ms).max();
+    let forever_start = faults
+        .timeline
+        .iter()
+        .filter(|f| matches!(f.action, Action::NetOn(i) if faults.net[i].dur_ms.is_none()))
+        .map(|f| f.at_ms)
+        .max();
+    [
+        Some(asked),
+        last.map(|l| l + TAIL_MS),
+        forever_start.map(|s| s + GRAY_TIMEOUT_MS + GRAY_TAIL_MS),
+    ]
+    .into_iter()
+    .flatten()
+    .max()
+    .unwrap_or(asked)
+}
+
 /// The children, the temporary folder and the nftables table; dropping it kills every child
 /// that is still running, removes the folder and deletes the table, whatever path the command
 /// leaves by.
@@ -410,6 +650,10 @@ struct Tally {
     answers: BTreeMap<u32, u64>,
     /// payload -> rank -> deliveries.
     delivered: BTreeMap<String, BTreeMap<u32, u32>>,
+    /// payload -> rank -> wall time of its first delivery there.
+    delivered_at: BTreeMap<String, BTreeMap<u32, f64>>,
+    /// (confirmed rank, reporter) -> `failure_confirmed` lines of the reporter naming it.
+    confirm_counts: BTreeMap<(u32, u32), u32>,
     /// peer -> (first link-down wall time, rank that saw it).
     link_down: BTreeMap<u32, (f64, u32)>,
     /// dead rank -> survivor -> wall time of its failure_confirmed.
@@ -465,6 +709,7 @@ impl Tally {
                 for r in v["ranks"].as_array().into_iter().flatten() {
                     if let Some(r) = r.as_u64() {
                         self.suspected.insert(r as u32);
+                        *self.confirm_counts.entry((r as u32, rank)).or_default() += 1;
                         self.confirmed
                             .entry(r as u32)
                             .or_default()
@@ -487,6 +732,11 @@ impl Tally {
                         .or_default()
                         .entry(rank)
                         .or_default() += 1;
+                    self.delivered_at
+                        .entry(p.to_string())
+                        .or_default()
+                        .entry(rank)
+                        .or_insert(t);
                 }
             }
             "relm_started" => {
@@ -544,17 +794,81 @@ impl Tally {
                 .get(p)
                 .is_some_and(|d| survivors.iter().all(|s| d.contains_key(s)))
         };
+        // Delivered at some survivor: then it must be at all of them.
+        let somewhere = |p: &str| {
+            self.delivered
+                .get(p)
+                .is_some_and(|d| d.keys().any(|r| survivors.contains(r)))
+        };
         answered
             && self.relm_settled(survivors)
             && self
                 .started
                 .iter()
                 .all(|(p, (o, _))| !survivors.contains(o) || everywhere(p))
-            && self.delivered.keys().all(|p| everywhere(p))
+            && self
+                .delivered
+                .keys()
+                .all(|p| !somewhere(p) || everywhere(p))
     }
 }
 
 impl Tally {
+    /// When each rank was removed from the cluster (wall time): told `evicted`, or named by a
+    /// `failure_confirmed` of a rank not itself removed by then (killed ranks included). What a
+    /// rank reports after it was removed is no evidence against others: a paused rank resumes
+    /// with a stale view, a fenced one loses its links.
+    fn removed_at(&self) -> BTreeMap<u32, f64> {
+        // (wall time, rank, reporter: `None` for its own `evicted` line), in time order.
+        let mut seen: Vec<(f64, u32, Option<u32>)> = self
+            .evicted
+            .iter()
+            .map(|(r, (t, _))| (*t, *r, None))
+            .chain(
+                self.confirmed
+                    .iter()
+                    .flat_map(|(r, m)| m.iter().map(|(by, t)| (*t, *r, Some(*by)))),
+            )
+            .collect();
+        seen.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let mut removed = BTreeMap::new();
+        for (t, r, by) in seen {
+            if by.is_some_and(|by| removed.contains_key(&by)) {
+                continue;
+            }
+            removed.entry(r).or_insert(t);
+        }
+        removed
+    }
+
+    /// Drops every `failure_confirmed` a rank printed after it was removed (see
+    /// [`Tally::removed_at`]), and recomputes what was derived from them and from link downs,
+    /// leaving out the link downs it reported after its removal (still listed in the report's
+    /// `link_downs_live`).
+    fn drop_reports_of_the_removed(&mut self) {
+        let removed = self.removed_at();
+        let counts = |by: u32, t: f64| removed.get(&by).is_none_or(|at| t < *at);
+        for m in self.confirmed.values_mut() {
+            m.retain(|by, t| counts(*by, *t));
+        }
+        self.confirmed.retain(|_, m| !m.is_empty());
+        self.link_down.clear();
+        self.suspected = self.confirmed.keys().copied().collect();
+        let valid = self
+            .link_downs
+            .iter()
+            .filter(|(t, by, _, _)| counts(*by, *t));
+        for (t, by, p, why) in valid {
+            if why != "dead" {
+                self.suspected.insert(*p);
+            }
+            let e = self.link_down.entry(*p).or_insert((*t, *by));
+            if *t < e.0 {
+                *e = (*t, *by);
+            }
+        }
+    }
+
     /// Whether the RELM message `(src, dst, uid)` was acknowledged at its sender.
     fn relm_is_acked(&self, src: u32, dst: u32, uid: u32) -> bool {
         self.relm_acked.get(&(src, dst)).is_some_and(|a| uid <= *a)
@@ -804,18 +1118,35 @@ fn due(f: &Fault, start: Tick, stop_at: &BTreeMap<u32, (Tick, u64)>, net: &[NetF
         Action::Cont => stop_at
             .get(&f.rank)
             .is_none_or(|(t, s)| t.elapsed() >= Duration::from_millis(f.at_ms.saturating_sub(*s))),
-        Action::NetOff(i) => net[i]
-            .applied
-            .is_none_or(|(t, _)| t.elapsed() >= Duration::from_millis(net[i].dur_ms)),
+        Action::NetOff(i) => net[i].applied.is_none_or(|(t, _, _)| {
+            t.elapsed() >= Duration::from_millis(net[i].dur_ms.unwrap_or(u64::MAX))
+        }),
         _ => true,
     }
 }
 
+/// A pause as it happened.
+#[derive(Clone, Copy, Debug)]
+struct Paused {
+    rank: u32,
+    /// Its SIGSTOP, ms into the workload and wall time.
+    at_ms: u64,
+    wall: f64,
+    /// How long it lasted (0 until its SIGCONT).
+    for_ms: u64,
+    /// The `--stop` it is ([`Faults::pauses`]).
+    asked: usize,
+}
+
 async fn drive(args: &ClusterArgs, faults: Faults, procs: &mut Procs) -> Result<(), CliError> {
     let n = args.nodes;
+    let detect = !args.no_detect;
+    let expect = Expect::new(&faults, detect);
+    let work_ms = workload_ms(args, &faults);
     let Faults {
         timeline: faults,
         mut net,
+        pauses: asked_pauses,
     } = faults;
     // Ctrl-C and SIGTERM are caught from here on, before any table or process exists, so
     // either ends the run through the same clean-up.
@@ -877,8 +1208,8 @@ async fn drive(args: &ClusterArgs, faults: Faults, procs: &mut Procs) -> Result<
             .args(["--link-timeout-ms", &args.link_timeout_ms.to_string()])
             .args(["--startup-grace-ms", &STARTUP_GRACE.as_millis().to_string()])
             .arg("--exit-on-stdin-eof");
-        if args.detect {
-            cmd.arg("--detect");
+        if args.no_detect {
+            cmd.arg("--no-detect");
         }
         let mut child = cmd
             .stdin(Stdio::piped())
@@ -938,8 +1269,13 @@ async fn drive(args: &ClusterArgs, faults: Faults, procs: &mut Procs) -> Result<
         write_stdout(|o| {
             writeln!(
                 o,
-                "lifeline cluster: {n} nodes on {}..{last} (radix {}), wired up; {:.1} s of xcasts at {}/s",
-                eps[0].ip(), args.radix, args.duration, args.rate
+                "lifeline cluster: {n} nodes on {}..{last} (radix {}, heartbeat detector {}), \
+                 wired up; {:.1} s of xcasts at {}/s",
+                eps[0].ip(),
+                args.radix,
+                if detect { "on" } else { "off" },
+                work_ms as f64 / 1e3,
+                args.rate
             )
         })?;
     }
@@ -957,13 +1293,13 @@ async fn drive(args: &ClusterArgs, faults: Faults, procs: &mut Procs) -> Result<
     // Workload and faults.
     let start = Tick::now();
     let start_wall = wall_ms();
-    let end = start + Duration::from_secs_f64(args.duration);
+    let end = start + Duration::from_millis(work_ms);
     let mut tick = tokio::time::interval(Duration::from_secs_f64(1.0 / f64::from(args.rate)));
     let mut killed: BTreeMap<u32, f64> = BTreeMap::new();
     let mut killed_at_ms: BTreeMap<u32, u128> = BTreeMap::new();
     let mut exits: BTreeMap<u32, Exit> = BTreeMap::new();
     let mut stopped: BTreeSet<u32> = BTreeSet::new();
-    let mut pauses: Vec<(u32, u64, u64)> = Vec::new();
+    let mut pauses: Vec<Paused> = Vec::new();
     let mut stop_at: BTreeMap<u32, (Tick, u64)> = BTreeMap::new();
     let mut next = 0usize;
     let mut k = 0u64;
@@ -998,7 +1334,22 @@ async fn drive(args: &ClusterArgs, faults: Faults, procs: &mut Procs) -> Result<
                             signal(pid, "-STOP");
                             stopped.insert(r);
                             stop_at.insert(r, (Tick::now(), f.at_ms));
-                            pauses.push((r, start.elapsed().as_millis() as u64, 0));
+                            let asked = asked_pauses
+                                .iter()
+                                .enumerate()
+                                .position(|(i, p)| {
+                                    p.rank == r
+                                        && p.at_ms == f.at_ms
+                                        && !pauses.iter().any(|q| q.asked == i)
+                                })
+                                .unwrap_or(usize::MAX);
+                            pauses.push(Paused {
+                                rank: r,
+                                at_ms: start.elapsed().as_millis() as u64,
+                                wall: wall_ms(),
+                                for_ms: 0,
+                                asked,
+                            });
                         }
                         Action::Cont => {
                             signal(pid, "-CONT");
@@ -1006,8 +1357,8 @@ async fn drive(args: &ClusterArgs, faults: Faults, procs: &mut Procs) -> Result<
                             // Measured from its own instant: subtracting two truncated
                             // millisecond marks could report 499 for a 500 ms pause.
                             let held = stop_at.remove(&r).map_or(0, |(t, _)| t.elapsed().as_millis());
-                            if let Some(p) = pauses.iter_mut().rev().find(|p| p.0 == r) {
-                                p.2 = held as u64;
+                            if let Some(p) = pauses.iter_mut().rev().find(|p| p.rank == r) {
+                                p.for_ms = held as u64;
                             }
                         }
                         Action::NetOn(i) => {
@@ -1018,7 +1369,11 @@ async fn drive(args: &ClusterArgs, faults: Faults, procs: &mut Procs) -> Result<
                                 CliError::Failed(format!("{}: nft: {e}", f.flag))
                             })?;
                             f.rules = rules.len();
-                            f.applied = Some((Tick::now(), start.elapsed().as_millis() as u64));
+                            f.applied = Some((
+                                Tick::now(),
+                                start.elapsed().as_millis() as u64,
+                                wall_ms(),
+                            ));
                             tracing::debug!(fault = f.flag, handles = ?f.handles, "rules in");
                         }
                         Action::NetOff(i) => {
@@ -1030,6 +1385,7 @@ async fn drive(args: &ClusterArgs, faults: Faults, procs: &mut Procs) -> Result<
                             })?;
                             f.handles.clear();
                             f.removed_ms = Some(start.elapsed().as_millis() as u64);
+                            f.removed_wall = Some(wall_ms());
                             tracing::debug!(fault = f.flag, "rules out");
                         }
                     }
@@ -1042,13 +1398,13 @@ async fn drive(args: &ClusterArgs, faults: Faults, procs: &mut Procs) -> Result<
                     }
                 }
                 if Tick::now() < end {
-                    // Ranks that are gone (killed, exited, evicted) are neither origins nor
-                    // destinations.
+                    // Ranks that are gone (killed, exited, evicted or confirmed removed) are
+                    // neither origins nor destinations.
                     let gone: BTreeSet<u32> = killed
                         .keys()
                         .chain(exits.keys())
-                        .chain(t.evicted.keys())
                         .copied()
+                        .chain(t.removed_at().into_keys())
                         .collect();
                     for _ in 0..n {
                         origin = (origin + 1) % n;
@@ -1074,34 +1430,48 @@ async fn drive(args: &ClusterArgs, faults: Faults, procs: &mut Procs) -> Result<
             () = &mut interrupted => return Err(CliError::Failed("interrupted".into())),
         }
     }
-    // Survivors: the ranks neither killed, nor exited, nor evicted (so far).
+    // Survivors: the ranks neither killed, nor exited, nor evicted (told, or confirmed
+    // removed by a rank not removed itself) so far. The settling waits for nothing from the
+    // others.
     let survivors_of = |t: &Tally, exits: &BTreeMap<u32, Exit>| -> BTreeSet<u32> {
+        let removed = t.removed_at();
         (0..n)
             .filter(|r| {
-                !killed.contains_key(r) && !exits.contains_key(r) && !t.evicted.contains_key(r)
+                !killed.contains_key(r) && !exits.contains_key(r) && !removed.contains_key(r)
             })
             .collect()
     };
-    let all_confirmed = |t: &Tally, survivors: &BTreeSet<u32>| {
-        killed.keys().all(|d| {
+    // Every killed rank, and every rank whose eviction is required, confirmed at every
+    // survivor; the latter also exited (told once it could run again).
+    let all_confirmed = |t: &Tally, survivors: &BTreeSet<u32>, exits: &BTreeMap<u32, Exit>| {
+        killed.keys().chain(expect.required.keys()).all(|d| {
             t.confirmed
                 .get(d)
                 .is_some_and(|m| survivors.iter().all(|s| m.contains_key(s)))
-        })
+        }) && expect.required.keys().all(|r| exits.contains_key(r))
     };
     let settle =
         Tick::now() + Duration::from_millis(args.link_timeout_ms) + Duration::from_secs(10);
     let mut check = tokio::time::interval(Duration::from_millis(50));
-    loop {
+    let settled = loop {
         let survivors = survivors_of(&t, &exits);
-        if Tick::now() >= settle || (t.settled(&survivors, &sent) && all_confirmed(&t, &survivors))
-        {
-            break;
+        if t.settled(&survivors, &sent) && all_confirmed(&t, &survivors, &exits) {
+            break true;
+        }
+        if Tick::now() >= settle {
+            break false;
         }
         tokio::select! {
-            m = rx.recv() => match m { Some((r, v)) => t.take(r, &v), None => break },
+            m = rx.recv() => match m { Some((r, v)) => t.take(r, &v), None => break false },
             _ = check.tick() => reap(procs, &mut exits, start),
             () = &mut interrupted => return Err(CliError::Failed("interrupted".into())),
+        }
+    };
+    let settled_ms = start.elapsed().as_millis() as u64;
+    // The counters of the rules still in (a cut for good), which stay until the end.
+    if let Some(table) = procs.table.as_ref() {
+        for f in net.iter_mut().filter(|f| !f.handles.is_empty()) {
+            f.dropped = table.dropped(&f.handles).await.ok();
         }
     }
     reap(procs, &mut exits, start);
@@ -1145,22 +1515,20 @@ async fn drive(args: &ClusterArgs, faults: Faults, procs: &mut Procs) -> Result<
             exits.insert(*r, Exit { at_ms, status: *st });
         }
     }
+    t.drop_reports_of_the_removed();
     let outcome = Outcome {
         start_wall,
         exits,
         net,
         table: procs.table.as_ref().map(|t| t.name().to_string()),
+        pauses,
+        asked_pauses,
+        expect,
+        detect,
+        work_ms,
+        settled: settled.then_some(settled_ms),
     };
-    report(
-        args,
-        &t,
-        &killed,
-        &killed_at_ms,
-        &pauses,
-        &survivors,
-        k,
-        &outcome,
-    )
+    report(args, &t, &killed, &killed_at_ms, &survivors, k, &outcome)
 }
 
 /// What the report adds to the kills and pauses: exits, network faults, the table.
@@ -1170,6 +1538,18 @@ struct Outcome {
     exits: BTreeMap<u32, Exit>,
     net: Vec<NetFault>,
     table: Option<String>,
+    /// The pauses as they happened, and as asked.
+    pauses: Vec<Paused>,
+    asked_pauses: Vec<Pause>,
+    expect: Expect,
+    /// Whether the nodes ran the heartbeat detector.
+    detect: bool,
+    /// How long the workload ran (ms).
+    work_ms: u64,
+    /// When every survivor had answered every command, every op was settled and every
+    /// required confirmation and eviction was in, ms into the workload; `None`: not within the
+    /// settling time (a hang).
+    settled: Option<u64>,
 }
 
 /// How a rank left the cluster before the end.
@@ -1282,17 +1662,205 @@ fn attribute(t: &Tally, killed_at_ms: &BTreeMap<u32, u128>, o: &Outcome) -> (Vec
     (deaths, evicted)
 }
 
+/// One eviction the faults required, and how it went.
+struct Required {
+    rank: u32,
+    /// Ms from the start of its fault until every survivor confirmed it removed (`None`: not
+    /// at every survivor).
+    evict_ms: Option<f64>,
+    /// When it printed `evicted`, ms into the workload.
+    told_ms: Option<i64>,
+    status: Option<std::process::ExitStatus>,
+}
+
+impl Required {
+    /// Confirmed at every survivor within [`EVICT_BOUND_MS`], told, and exited with status 3
+    /// (`evicted`).
+    fn ok(&self) -> bool {
+        self.evict_ms.is_some_and(|ms| ms <= EVICT_BOUND_MS)
+            && self.told_ms.is_some()
+            && self.status.and_then(|s| s.code()) == Some(i32::from(crate::EXIT_EVICTED))
+    }
+
+    fn json(&self) -> Value {
+        let (status, signal) = exit_fields(self.status);
+        json!({"rank": self.rank, "evict_ms": self.evict_ms.map(|x| x.round()),
+               "told_ms": self.told_ms, "status": status, "signal": signal, "ok": self.ok()})
+    }
+}
+
+/// One fault's start and how long until every survivor delivered an op started after it.
+struct Resume {
+    flag: String,
+    /// The fault's start, ms into the workload.
+    at_ms: i64,
+    /// A pause (`--stop`): [`RESUME_BOUND_MS`] applies.
+    stop: bool,
+    /// `None`: some survivor delivered no op started after it.
+    ms: Option<f64>,
+}
+
+/// The evictions checked against [`Expect`], and the resumption after each fault.
+struct Evictions {
+    required: Vec<Required>,
+    /// Evicted ranks whose eviction was neither required nor allowed.
+    forbidden: Vec<u32>,
+    /// Both endpoints of a cut for good evicted.
+    both_ends: Vec<(u32, u32)>,
+    resume: Vec<Resume>,
+    /// With the detector on, the pauses' resumption is checked.
+    detect: bool,
+}
+
+impl Evictions {
+    fn ok(&self) -> bool {
+        self.required.iter().all(Required::ok)
+            && self.forbidden.is_empty()
+            && self.both_ends.is_empty()
+            && (!self.detect
+                || self
+                    .resume
+                    .iter()
+                    .filter(|r| r.stop)
+                    .all(|r| r.ms.is_some_and(|ms| ms <= RESUME_BOUND_MS)))
+    }
+
+    /// The worst of `xs`; `None` if there are none or one is missing.
+    fn worst(xs: impl Iterator<Item = Option<f64>>) -> Option<f64> {
+        let mut any = false;
+        let m = xs
+            .inspect(|_| any = true)
+            .try_fold(0.0f64, |m, x| x.map(|x| m.max(x)));
+        m.filter(|_| any).map(f64::round)
+    }
+
+    fn evict_ms_max(&self) -> Option<f64> {
+        Self::worst(self.required.iter().map(|r| r.evict_ms))
+    }
+
+    /// The slowest resumption after a pause.
+    fn resume_ms(&self) -> Option<f64> {
+        Self::worst(self.resume.iter().filter(|r| r.stop).map(|r| r.ms))
+    }
+}
+
+/// Checks every eviction against the expectations and measures how the survivors resumed
+/// after each fault.
+fn evictions(
+    t: &Tally,
+    killed: &BTreeMap<u32, f64>,
+    survivors: &BTreeSet<u32>,
+    evicted: &[Gone],
+    o: &Outcome,
+) -> Evictions {
+    let e = &o.expect;
+    let into = |wall: f64| (wall - o.start_wall).round() as i64;
+    // The wall time each fault requiring an eviction started.
+    let started = |c: &Cause| match *c {
+        Cause::Stop(i) => o.pauses.iter().find(|p| p.asked == i).map(|p| p.wall),
+        Cause::Net(i) => o.net[i].applied.map(|a| a.2),
+    };
+    let required = e
+        .required
+        .iter()
+        .map(|(r, causes)| {
+            let from = causes.iter().filter_map(started).reduce(f64::min);
+            let m = t.confirmed.get(r);
+            let everywhere = m.is_some_and(|m| survivors.iter().all(|s| m.contains_key(s)));
+            let last = m.and_then(|m| {
+                survivors
+                    .iter()
+                    .filter_map(|s| m.get(s))
+                    .copied()
+                    .reduce(f64::max)
+            });
+            let g = evicted.iter().find(|g| g.rank == *r);
+            Required {
+                rank: *r,
+                evict_ms: match (from, last) {
+                    (Some(from), Some(last)) if everywhere => Some((last - from).max(0.0)),
+                    _ => None,
+                },
+                told_ms: g.and_then(|g| g.told_ms),
+                status: g.and_then(|g| g.status),
+            }
+        })
+        .collect();
+    let gone: BTreeSet<u32> = evicted.iter().map(|g| g.rank).collect();
+    let forbidden = gone.iter().copied().filter(|r| !e.may_go(*r)).collect();
+    let both_ends = e
+        .one_of
+        .iter()
+        .copied()
+        .filter(|(a, b)| gone.contains(a) && gone.contains(b))
+        .collect();
+    // Until every survivor delivered an op started after `from` (wall time).
+    let resumed = |from: f64| -> Option<f64> {
+        let mut worst = 0.0f64;
+        for s in survivors {
+            let first = t
+                .started
+                .iter()
+                .filter(|(_, (_, at))| *at > from)
+                .filter_map(|(p, _)| t.delivered_at.get(p).and_then(|d| d.get(s)))
+                .copied()
+                .reduce(f64::min)?;
+            worst = worst.max(first - from);
+        }
+        Some(worst)
+    };
+    let mut resume: Vec<Resume> = Vec::new();
+    for (r, wall) in killed {
+        resume.push(Resume {
+            flag: format!("--kill {r}@{}", into(*wall)),
+            at_ms: into(*wall),
+            stop: false,
+            ms: resumed(*wall),
+        });
+    }
+    for p in &o.pauses {
+        let asked = o.asked_pauses.get(p.asked);
+        resume.push(Resume {
+            flag: asked.map_or_else(
+                || format!("--stop {}", p.rank),
+                |a| format!("--stop {}@{}+{}", a.rank, a.at_ms, a.dur_ms),
+            ),
+            at_ms: into(p.wall),
+            stop: true,
+            ms: resumed(p.wall),
+        });
+    }
+    for f in &o.net {
+        if let Some((_, _, wall)) = f.applied {
+            resume.push(Resume {
+                flag: f.flag.clone(),
+                at_ms: into(wall),
+                stop: false,
+                ms: resumed(wall),
+            });
+        }
+    }
+    resume.sort_by_key(|r| r.at_ms);
+    Evictions {
+        required,
+        forbidden,
+        both_ends,
+        resume,
+        detect: o.detect,
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 fn report(
     args: &ClusterArgs,
     t: &Tally,
     killed: &BTreeMap<u32, f64>,
     killed_at_ms: &BTreeMap<u32, u128>,
-    pauses: &[(u32, u64, u64)],
     survivors: &BTreeSet<u32>,
     attempted: u64,
     o: &Outcome,
 ) -> Result<(), CliError> {
+    let pauses = &o.pauses;
     let detect: BTreeMap<u32, Option<(f64, u32)>> = killed
         .iter()
         .map(|(r, at)| {
@@ -1329,10 +1897,14 @@ fn report(
         .values()
         .map(|d| d.values().filter(|c| **c > 1).count())
         .sum();
+    // Reached some survivors but not all (an op that reached only removed ranks, e.g. one its
+    // removed origin delivered to itself, reached none: no finding).
     let partial: usize = t
         .delivered
         .values()
-        .filter(|d| !survivors.iter().all(|s| d.contains_key(s)))
+        .filter(|d| {
+            d.keys().any(|r| survivors.contains(r)) && !survivors.iter().all(|s| d.contains_key(s))
+        })
         .count();
     let lost: usize = t
         .started
@@ -1346,25 +1918,49 @@ fn report(
         })
         .count();
     let exactly_once = duplicates == 0 && partial == 0 && lost == 0;
-    let last_kill = killed.values().copied().reduce(f64::max).unwrap_or(0.0);
+    // The last fault event (a kill, a SIGCONT, a network fault's start or end): every survivor
+    // must deliver an op started after it.
+    let last_event = killed
+        .values()
+        .copied()
+        .chain(pauses.iter().map(|p| p.wall + p.for_ms as f64))
+        .chain(o.net.iter().filter_map(|f| f.applied.map(|a| a.2)))
+        .chain(o.net.iter().filter_map(|f| f.removed_wall))
+        .reduce(f64::max)
+        .unwrap_or(0.0);
     let continued = survivors
         .iter()
         .filter(|s| {
             t.started.iter().any(|(p, (_, at))| {
-                *at > last_kill && t.delivered.get(p).is_some_and(|d| d.contains_key(s))
+                *at > last_event && t.delivered.get(p).is_some_and(|d| d.contains_key(s))
             })
         })
         .count();
     let (deaths, evicted) = attribute(t, killed_at_ms, o);
     let dead: BTreeSet<u32> = deaths.iter().map(|g| g.rank).collect();
-    // Reported lost but alive: a false positive. A rank that died by itself (not by `--kill`)
-    // was truly lost; an evicted rank was not.
-    let false_pos: Vec<u32> = t
-        .suspected
-        .iter()
+    let e = &o.expect;
+    let ev = evictions(t, killed, survivors, &evicted, o);
+    // Removed but alive, and neither required nor allowed to be: a false positive. A rank
+    // that died by itself (not by `--kill`) was truly lost. With the detector on, the
+    // evidence is a verdict (a `failure_confirmed` naming the rank, or its eviction); a link
+    // down is the loss of one link, which the detector settles. Without it, TCP's link
+    // timeout is the failure detector and a link down reported for a live rank counts too.
+    let evicted_ranks: BTreeSet<u32> = evicted.iter().map(|g| g.rank).collect();
+    let evidence: BTreeSet<u32> = if o.detect {
+        t.confirmed.keys().copied().collect()
+    } else {
+        t.suspected.clone()
+    };
+    let false_pos: Vec<u32> = evidence
+        .union(&evicted_ranks)
         .copied()
-        .filter(|r| !killed.contains_key(r) && !dead.contains(r))
+        .filter(|r| !killed.contains_key(r) && !dead.contains(r) && !e.may_go(*r))
         .collect();
+    let confirmed_twice = t
+        .confirm_counts
+        .iter()
+        .filter(|((_, by), c)| survivors.contains(by) && **c > 1)
+        .count();
     let live_downs: Vec<&(f64, u32, u32, String)> = t
         .link_downs
         .iter()
@@ -1378,14 +1974,17 @@ fn report(
         && relm_lost == 0
         && continued == survivors.len()
         && false_pos.is_empty()
-        && detect_max.is_some() != killed.is_empty();
+        && detect_max.is_some() != killed.is_empty()
+        && ev.ok()
+        && confirmed_twice == 0
+        && o.settled.is_some();
     let round = |x: Option<f64>| x.map(|v| (v * 1000.0).round() / 1000.0);
     let into = |wall: f64| (wall - o.start_wall).round() as i64;
     if args.json {
         let v = json!({
             "nodes": args.nodes,
             "killed": killed.keys().collect::<Vec<_>>(),
-            "stopped": pauses.iter().map(|p| json!({"rank": p.0, "at_ms": p.1, "for_ms": p.2})).collect::<Vec<_>>(),
+            "stopped": pauses.iter().map(|p| json!({"rank": p.rank, "at_ms": p.at_ms, "for_ms": p.for_ms})).collect::<Vec<_>>(),
             "survivors": survivors.len(),
             "detect_ms_max": round(detect_max),
             "repair_ms_max": round(repair_max),
@@ -1412,7 +2011,18 @@ fn report(
             "link_downs_live": live_downs.iter().map(|(at, by, p, why)| json!({
                 "rank": by, "peer": p, "reason": why, "at_ms": into(*at)})).collect::<Vec<_>>(),
             "nft_table": o.table,
-            "detect": args.detect,
+            "detect": o.detect,
+            "expect": e.json(),
+            "evictions_required": ev.required.iter().map(Required::json).collect::<Vec<_>>(),
+            "evict_ms_max": ev.evict_ms_max(),
+            "evict_forbidden": ev.forbidden,
+            "evict_both_ends": ev.both_ends.iter().map(|(a, b)| [a, b]).collect::<Vec<_>>(),
+            "resume": ev.resume.iter().map(|r| json!({"fault": r.flag, "at_ms": r.at_ms,
+                "resume_ms": r.ms.map(f64::round)})).collect::<Vec<_>>(),
+            "resume_ms": ev.resume_ms(),
+            "confirmed_more_than_once": confirmed_twice,
+            "workload_ms": o.work_ms,
+            "settled_ms": o.settled,
             "pass": pass,
         });
         write_stdout(|o| writeln!(o, "{v}"))?;
@@ -1420,7 +2030,15 @@ fn report(
         write_stdout(|out| {
             for f in &o.net {
                 match (f.applied, f.removed_ms) {
-                    (Some((_, a)), Some(b)) => writeln!(
+                    (Some((_, a, _)), None) => writeln!(
+                        out,
+                        "  {}: {} nftables rules in from {a} ms into the workload to the end, \
+                         {} packets dropped",
+                        f.flag,
+                        f.rules,
+                        f.dropped.map_or("?".into(), |d| d.to_string())
+                    )?,
+                    (Some((_, a, _)), Some(b)) => writeln!(
                         out,
                         "  {}: {} nftables rules in from {a} to {b} ms into the workload, \
                          {} packets dropped",
@@ -1468,26 +2086,65 @@ fn report(
                     (Some(at), None) => format!("found its slot gone at {at} ms"),
                     _ => "never told".into(),
                 };
+                let verdict = if e.required.contains_key(&g.rank) {
+                    "evicted, as required,"
+                } else if e.may_go(g.rank) {
+                    "evicted (allowed)"
+                } else {
+                    "EVICTED (a false positive)"
+                };
                 writeln!(
                     out,
-                    "  rank {} EVICTED {} ms into the workload (a live rank; confirmed dead by \
-                     {:?}), {told}; {}",
+                    "  rank {} {verdict} {} ms into the workload (a live rank; confirmed removed \
+                     by {:?}), {told}; {}",
                     g.rank,
                     g.at_ms,
                     g.confirmed_by,
                     exit_words(g.status)
                 )?;
             }
-            for (r, at, dur) in pauses {
-                let evicted = t.suspected.contains(r);
+            for p in pauses.iter() {
+                let r = p.rank;
+                let verdict = match (evicted_ranks.contains(&r), e.required.contains_key(&r)) {
+                    (true, true) => "evicted, as required",
+                    (false, true) => "NOT EVICTED (its eviction was required)",
+                    (true, false) if e.may_go(r) => "evicted (allowed)",
+                    (true, false) => "EVICTED (a false positive)",
+                    (false, false) => "evicted by nobody",
+                };
                 writeln!(
                     out,
-                    "  paused rank {r} with SIGSTOP {at} ms into the workload for {dur} ms: {}",
-                    if evicted {
-                        "EVICTED (a false positive)"
-                    } else {
-                        "evicted by nobody"
-                    }
+                    "  paused rank {r} with SIGSTOP {} ms into the workload for {} ms: {verdict}",
+                    p.at_ms, p.for_ms
+                )?;
+            }
+            for q in &ev.required {
+                writeln!(
+                    out,
+                    "  rank {}: eviction required; {}, {}, {}",
+                    q.rank,
+                    q.evict_ms.map_or_else(
+                        || "NOT confirmed removed at every survivor".into(),
+                        |ms| format!(
+                            "confirmed removed at every survivor {ms:.0} ms after its fault began \
+                             (bound {EVICT_BOUND_MS} ms)"
+                        )
+                    ),
+                    q.told_ms
+                        .map_or_else(|| "NEVER told".into(), |at| format!("told at {at} ms")),
+                    exit_words(q.status)
+                )?;
+            }
+            for (a, b) in &ev.both_ends {
+                writeln!(out, "  BOTH ends of the cut {a}-{b} evicted")?;
+            }
+            for r in ev.resume.iter().filter(|r| o.detect && r.stop) {
+                writeln!(
+                    out,
+                    "  {} ({} ms): every survivor delivered a later op {}",
+                    r.flag,
+                    r.at_ms,
+                    r.ms.map_or_else(|| "NEVER".into(), |ms| format!("within {ms:.0} ms"))
                 )?;
             }
             const SHOWN: usize = 20;
@@ -1519,7 +2176,7 @@ fn report(
             )?;
             writeln!(
                 out,
-                "  survivors continued: {continued}/{} delivered ops started after the last kill",
+                "  survivors continued: {continued}/{} delivered ops started after the last fault",
                 survivors.len()
             )?;
             writeln!(
@@ -1541,6 +2198,18 @@ fn report(
                     "NOT exactly once"
                 }
             )?;
+            if o.settled.is_none() {
+                writeln!(
+                    out,
+                    "  NOT SETTLED: ops still pending at the end of the settling time"
+                )?;
+            }
+            if confirmed_twice > 0 {
+                writeln!(
+                    out,
+                    "  {confirmed_twice} (rank, survivor) pairs confirmed more than once"
+                )?;
+            }
             writeln!(out, "{}", if pass { "PASS" } else { "FAIL" })
         })?;
     }

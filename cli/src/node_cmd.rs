@@ -28,8 +28,11 @@
 //! its own slot gone from its view) and exits with status 3, so a supervisor tells an evicted
 //! node from one that failed (1) or was killed (a signal).
 //!
-//! `--detect` turns on the core's heartbeat failure detector (`Config::detect`), which also
-//! notices hung processes and cut links that TCP alone does not; it is off by default.
+//! The core's heartbeat failure detector (`Config::detect`) runs by default: it notices hung
+//! processes and cut links that TCP alone does not, and decides soft evidence (a reset, a
+//! timeout, a close) instead of taking it as a death. `--no-detect` turns it off (TCP's link
+//! timeout is then the only failure detector); `--detect` is accepted and changes nothing.
+//! Every node of a cluster must agree.
 //!
 //! stdin takes commands, one per line: `xcast TAG TEXT` (answered `xcast_started` with its
 //! `seq`, or `error`), `relm DST TAG TEXT` (a reliable message to rank DST; answered
@@ -84,10 +87,14 @@ pub(crate) struct NodeArgs {
     /// Stop when stdin closes.
     #[arg(long)]
     exit_on_stdin_eof: bool,
-    /// Run the core's heartbeat failure detector (off by default; every node of a cluster
-    /// must agree).
-    #[arg(long)]
+    /// Accepted for compatibility: the heartbeat failure detector runs by default.
+    #[arg(long, conflicts_with = "no_detect")]
+    #[allow(dead_code)] // read by clap only: it changes nothing
     detect: bool,
+    /// Run without the core's heartbeat failure detector (TCP's link timeout alone notices
+    /// failures; every node of a cluster must agree).
+    #[arg(long)]
+    no_detect: bool,
 }
 
 /// How long an evicted node waits for the core's `Evicted` event after its own slot left its
@@ -275,7 +282,7 @@ pub(crate) fn run(args: &NodeArgs) -> Result<(), CliError> {
     let seed =
         u64::from(std::process::id()) << 32 ^ u64::from(args.rank) ^ (wall_ms() * 1e3) as u64;
     let mut config = Config::new(span, args.radix);
-    config.detect.enabled = args.detect;
+    config.detect.enabled = !args.no_detect;
     let node =
         Node::new(config, me, seed, Instant::ZERO).map_err(|e| CliError::Usage(e.to_string()))?;
     let cfg = TcpConfig {
@@ -284,7 +291,7 @@ pub(crate) fn run(args: &NodeArgs) -> Result<(), CliError> {
         startup_grace: Duration::from_millis(args.startup_grace_ms),
         // With the detector deciding soft evidence, a refused fresh dial (after start-up) is
         // the hard evidence that settles a reset or close at once.
-        refused_attempts: if args.detect {
+        refused_attempts: if !args.no_detect {
             1
         } else {
             TcpConfig::default().refused_attempts
@@ -295,7 +302,7 @@ pub(crate) fn run(args: &NodeArgs) -> Result<(), CliError> {
         .enable_all()
         .build()
         .map_err(|e| CliError::Failed(format!("starting the runtime: {e}")))?;
-    rt.block_on(async move {
+    let result = rt.block_on(async move {
         let listener = tokio::net::TcpListener::bind(addr)
             .await
             .map_err(|e| CliError::Failed(format!("listening on {addr}: {e}")))?;
@@ -376,7 +383,11 @@ pub(crate) fn run(args: &NodeArgs) -> Result<(), CliError> {
             return Err(CliError::Evicted(format!("rank {} was evicted", args.rank)));
         }
         Ok(())
-    })
+    });
+    // Not waiting for the blocking stdin reader: an evicted node exits at once even while
+    // its supervisor keeps stdin open (dropping the runtime would wait for the next line).
+    rt.shutdown_background();
+    result
 }
 
 /// Sleeps until `at`, or forever when it is `None`.

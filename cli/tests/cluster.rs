@@ -32,6 +32,10 @@ fn pid_alive(pid: u64) -> bool {
         .unwrap_or(false)
 }
 
+/// Without the heartbeat detector (`--no-detect`), TCP's link timeout is the only failure
+/// detector: a 0.5 s pause goes unnoticed and evicts nobody. (With the detector, a 0.5 s
+/// pause is between its quiet and loud times: either outcome is correct; see
+/// `detector_faults.rs`.)
 #[test]
 fn cluster_survives_a_kill_a_pause_and_intruders() {
     let out = lifeline()
@@ -50,6 +54,7 @@ fn cluster_survives_a_kill_a_pause_and_intruders() {
             "--stop",
             "3@200+500",
             "--garbage",
+            "--no-detect",
             "--json",
         ])
         .output()
@@ -70,6 +75,7 @@ fn cluster_survives_a_kill_a_pause_and_intruders() {
     // Each rank on its own loopback address (Linux).
     assert!(nodes[3]["addr"].as_str().unwrap().starts_with("127.0.1.4:"));
     let r = &lines[1];
+    assert_eq!(r["detect"], false, "{r}");
     assert_eq!(r["killed"], serde_json::json!([1]));
     assert_eq!(r["survivors"], 4);
     assert_eq!(r["survivors_continued"], 4);
@@ -102,6 +108,7 @@ fn cluster_survives_a_kill_a_pause_and_intruders() {
 /// With the heartbeat detector on, a close is not evidence by itself: the re-dial it triggers
 /// is refused (the process is gone), and that hard evidence repairs at once, as without the
 /// detector. A 150 ms pause is shorter than the detector's timeout: nobody is evicted.
+/// (`--detect` is the default, still accepted.)
 #[test]
 fn cluster_with_the_detector_confirms_a_kill_on_hard_evidence() {
     let out = lifeline()
@@ -337,6 +344,9 @@ fn cluster_refuses_bad_fault_flags() {
         ["--loss", "1:0@0+10"],
         ["--loss", "1:101@0+10"],
         ["--loss", "1@0+10"],
+        ["--blackhole", "1@0+forever"],
+        ["--loss", "1:5@0+forever"],
+        ["--cut", "1-2@0+never"],
     ] {
         let out = lifeline()
             .args(["cluster", "--nodes", "3"])

@@ -1,5 +1,7 @@
 //! Network faults in real `lifeline cluster` runs: real processes, real nftables rules
-//! (`--cut`, `--cut-oneway`, `--blackhole`, `--loss`), with the heartbeat detector off.
+//! (`--cut`, `--cut-oneway`, `--blackhole`, `--loss`), with the heartbeat detector off
+//! (`--no-detect`: TCP's link timeout is the only failure detector). The same faults with the
+//! detector on (the default) are in `detector_faults.rs`.
 //!
 //! These need the `nft` binary and root. Without `nft` they fail (CI installs nftables, see
 //! `.ci/run`); when not root they are skipped, saying so. They run one at a time (a 6-node
@@ -67,7 +69,7 @@ fn cluster(faults: &[&str]) -> Run {
     let t0 = Instant::now();
     let out = Command::new(env!("CARGO_BIN_EXE_lifeline"))
         .args(["cluster", "--nodes", "6", "--radix", "2", "--duration", "2"])
-        .args(["--link-timeout-ms", "1000", "--json"])
+        .args(["--link-timeout-ms", "1000", "--no-detect", "--json"])
         .args(faults)
         .output()
         .expect("run lifeline cluster");
