@@ -455,17 +455,23 @@ fn parse_kills(args: &ClusterArgs) -> Result<Vec<Kill>, CliError> {
     Ok(kills)
 }
 
-/// The core's gray timeout (issue #11, Membership I): a live rank whose tree link stays cut
-/// this long has one endpoint of the link removed (cause: unreachable). The core's default;
-/// the nodes take no flag for it. A cut shorter than this must evict nobody.
-const GRAY_TIMEOUT_MS: u64 = 10_000;
+/// The core's gray timeout (`membership.gray_timeout`, the default the nodes run with): a live
+/// rank whose tree link stays cut this long has one endpoint of the link removed (cause:
+/// unreachable). A cut shorter than this must evict nobody.
+fn gray_timeout_ms() -> u64 {
+    lifeline_core::MembershipConfig::default()
+        .gray_timeout
+        .as_millis()
+}
 
 /// How long the workload goes on after the last fault event (a kill, a SIGCONT, a network
 /// fault's end), so that every survivor can show it continued.
 const TAIL_MS: u64 = 1000;
 
-/// How long past the gray timeout the workload goes on after a cut for good starts.
-const GRAY_TAIL_MS: u64 = 3000;
+/// How long past the gray timeout the workload goes on after a cut for good starts: the link
+/// is declared down first (the TCP adapter's user timeout, 3 s), the gray timeout runs from
+/// there, and survivors then show they continued.
+const GRAY_TAIL_MS: u64 = 6000;
 
 /// Required evictions: confirmed at every survivor within this long of the fault's start.
 const EVICT_BOUND_MS: f64 = 600.0;
@@ -554,7 +560,7 @@ impl Expect {
                     e.allowed.insert(r);
                 }
                 NetKind::Cut(a, b) | NetKind::CutOneway(a, b)
-                    if f.dur_ms.is_none_or(|d| d >= GRAY_TIMEOUT_MS) =>
+                    if f.dur_ms.is_none_or(|d| d >= gray_timeout_ms()) =>
                 {
                     e.allowed.extend([a, b]);
                     e.one_of.push((a.min(b), a.max(b)));
@@ -580,7 +586,7 @@ impl Expect {
             "evict_at_most_one_of": self.one_of.iter().map(|(a, b)| [a, b]).collect::<Vec<_>>(),
             "silent_never_evicted_up_to_ms": quiet,
             "silent_evicted_from_ms": loud,
-            "gray_timeout_ms": GRAY_TIMEOUT_MS,
+            "gray_timeout_ms": gray_timeout_ms(),
         })
     }
 }
@@ -599,7 +605,7 @@ fn workload_ms(args: &ClusterArgs, faults: &Faults) -> u64 {
     [
         Some(asked),
         last.map(|l| l + TAIL_MS),
-        forever_start.map(|s| s + GRAY_TIMEOUT_MS + GRAY_TAIL_MS),
+        forever_start.map(|s| s + gray_timeout_ms() + GRAY_TAIL_MS),
     ]
     .into_iter()
     .flatten()

@@ -277,12 +277,9 @@ fn loss_evicts_no_clean_rank() {
 }
 
 /// The tree link 1-3 cut for good: the run does not hang (every op completes), and after the
-/// gray timeout (10 s) exactly one endpoint is removed, never both and never a bystander (or
-/// none, if traffic routes around). Ignored until the core has the gray timeout (issue #11):
-/// today nobody is removed and the ops behind the cut never complete (run it with
-/// `cargo test -p lifeline-cli --release --test detector_faults -- --ignored`).
+/// link is declared down (TCP user timeout) plus the gray timeout (10 s) exactly one endpoint,
+/// the child 3, is removed: never both, never a bystander.
 #[test]
-#[ignore = "needs the core's gray timeout (issue #11): today the ops behind the cut hang"]
 fn tree_link_cut_for_good_removes_one_endpoint() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     if !can_use_nft("tree_link_cut_for_good_removes_one_endpoint") {
@@ -293,8 +290,9 @@ fn tree_link_cut_for_good_removes_one_endpoint() {
     assert!(r["workload_ms"].as_u64().unwrap() >= 10_500, "{r}");
     assert_eq!(r["expect"]["evict_at_most_one_of"], json!([[1, 3]]), "{r}");
     let ev = r["evicted"].as_array().unwrap();
-    assert!(ev.len() <= 1, "{r}");
-    assert!(ev.iter().all(|e| e["rank"] == 1 || e["rank"] == 3), "{r}");
+    assert_eq!(ev.len(), 1, "{r}");
+    assert_eq!(ev[0]["rank"], 3, "the child of the cut edge: {r}");
+    assert_eq!(ev[0]["status"], 3, "told, and exited: {r}");
     assert_eq!(r["evict_both_ends"], json!([]), "{r}");
     assert_eq!(r["false_positives"], 0, "{r}");
     assert_eq!(r["pass"], true, "{r}");
