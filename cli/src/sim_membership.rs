@@ -47,6 +47,16 @@ pub(crate) struct MembershipArgs {
     /// How long each cut lasts, in ms.
     #[arg(long, value_name = "MS", default_value_t = 2_000)]
     cut_ms: u64,
+    /// Lossy ranks per run: every link to and from them loses --loss-pct of transmissions for
+    /// --loss-ms (TCP retransmits: frames arrive late, in order). They may be removed.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    lossy: u32,
+    /// Loss per transmission on a lossy rank's links, in percent (0..=100).
+    #[arg(long, value_name = "P", default_value_t = 25, value_parser = clap::value_parser!(u32).range(0..=100))]
+    loss_pct: u32,
+    /// How long a lossy rank's links stay lossy, in ms (the run lasts at least this long).
+    #[arg(long, value_name = "MS", default_value_t = 30_000)]
+    loss_ms: u64,
     /// Write the detection-latency CDF (silent and hard) as SVG to FILE.
     #[arg(long, value_name = "FILE")]
     svg: Option<PathBuf>,
@@ -82,6 +92,9 @@ pub(crate) fn run(args: &MembershipArgs) -> Result<(), CliError> {
             cuts: args.cuts,
             oneway_cuts: args.oneway_cuts,
             cut_ms: args.cut_ms,
+            lossy: args.lossy,
+            loss_pct: args.loss_pct,
+            loss_ms: args.loss_ms,
         };
         let (r, _) = run_scenario(args.trace, "sim membership", |hooks| {
             run_membership(&p, hooks)
@@ -122,11 +135,12 @@ fn summary(a: &MembershipArgs, t: &MembershipSummary, wall: Duration) -> String 
     };
     let [s50, s99, smax] = MembershipSummary::percentiles(&t.silent_ms);
     let [h50, h99, hmax] = MembershipSummary::percentiles(&t.hard_ms);
+    let lmax = MembershipSummary::quantile(&t.lossy_coordinator_ms, 1.0);
     format!(
         "membership: {} ranks, radix {}, {} runs: {} faulty ranks, {} wrongful evictions, {} \
-         missed removals, {}/{} long-paused ranks told; silent loss decided in p50 {s50:.0} ms, \
+         missed removals, {}/{} long-paused ranks told, {}/{} lossy ranks removed ({} accusations by them); silent loss decided in p50 {s50:.0} ms, \
          p99 {s99:.0} ms, max {smax:.0} ms; loss with reset p50 {h50:.1} ms, p99 {h99:.1} ms, \
-         max {hmax:.1} ms; {} view changes, {:.0} frames each; {verdict} ({:.1} s)",
+         max {hmax:.1} ms; {} silent losses decided by a lossy coordinator (max {lmax:.0} ms); {} view changes, {:.0} frames each; {verdict} ({:.1} s)",
         a.ranks,
         a.radix,
         t.runs,
@@ -135,6 +149,10 @@ fn summary(a: &MembershipArgs, t: &MembershipSummary, wall: Duration) -> String 
         t.missed_removals,
         t.evicted_told,
         t.long_pauses,
+        t.lossy_removed,
+        t.lossy,
+        t.lossy_accusations,
+        t.lossy_coordinator_ms.len(),
         t.view_changes,
         t.frames_per_view_change(),
         wall.as_secs_f64()
@@ -145,7 +163,7 @@ fn json(a: &MembershipArgs, t: &MembershipSummary, wall: Duration) -> String {
     let [s50, s99, smax] = MembershipSummary::percentiles(&t.silent_ms);
     let [h50, h99, hmax] = MembershipSummary::percentiles(&t.hard_ms);
     format!(
-        r#"{{"ranks":{},"radix":{},"runs":{},"faulty":{},"wrongful_evictions":{},"missed_removals":{},"evicted_told":{},"long_pauses":{},"silent_detect_ms_p50":{s50:.3},"silent_detect_ms_p99":{s99:.3},"silent_detect_ms_max":{smax:.3},"hard_detect_ms_p50":{h50:.3},"hard_detect_ms_p99":{h99:.3},"hard_detect_ms_max":{hmax:.3},"everywhere_ms_max":{:.3},"view_changes":{},"frames_per_view_change":{:.1},"wall_ms":{:.1}}}"#,
+        r#"{{"ranks":{},"radix":{},"runs":{},"faulty":{},"wrongful_evictions":{},"missed_removals":{},"evicted_told":{},"long_pauses":{},"lossy":{},"lossy_removed":{},"lossy_accusations":{},"silent_detect_ms_p50":{s50:.3},"silent_detect_ms_p99":{s99:.3},"silent_detect_ms_max":{smax:.3},"hard_detect_ms_p50":{h50:.3},"hard_detect_ms_p99":{h99:.3},"hard_detect_ms_max":{hmax:.3},"lossy_coordinator_decisions":{},"lossy_coordinator_ms_max":{:.3},"everywhere_ms_max":{:.3},"view_changes":{},"frames_per_view_change":{:.1},"wall_ms":{:.1}}}"#,
         a.ranks,
         a.radix,
         t.runs,
@@ -154,6 +172,11 @@ fn json(a: &MembershipArgs, t: &MembershipSummary, wall: Duration) -> String {
         t.missed_removals,
         t.evicted_told,
         t.long_pauses,
+        t.lossy,
+        t.lossy_removed,
+        t.lossy_accusations,
+        t.lossy_coordinator_ms.len(),
+        MembershipSummary::quantile(&t.lossy_coordinator_ms, 1.0),
         MembershipSummary::quantile(&t.everywhere_ms, 1.0),
         t.view_changes,
         t.frames_per_view_change(),

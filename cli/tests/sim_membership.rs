@@ -48,6 +48,10 @@ fn json_reports_no_wrongful_eviction_and_every_loss_removed_with_a_cdf() {
         "hard_detect_ms_p99",
         "hard_detect_ms_max",
         "wrongful_evictions",
+        "lossy",
+        "lossy_removed",
+        "lossy_accusations",
+        "lossy_coordinator_decisions",
         "view_changes",
         "frames_per_view_change",
     ] {
@@ -61,6 +65,7 @@ fn json_reports_no_wrongful_eviction_and_every_loss_removed_with_a_cdf() {
     assert_eq!(j["wrongful_evictions"], 0);
     assert_eq!(j["missed_removals"], 0);
     assert_eq!(j["evicted_told"], 4);
+    assert_eq!(j["lossy"], 4, "one lossy rank per run");
     let p99 = j["silent_detect_ms_p99"].as_f64().unwrap();
     assert!(p99 > 200.0 && p99 <= 500.0, "silent p99 {p99}");
     assert!(j["hard_detect_ms_max"].as_f64().unwrap() <= 20.0, "{j}");
@@ -97,6 +102,8 @@ fn a_seed_replays_exactly_and_bad_arguments_are_usage_errors() {
     assert_eq!(a, b);
     let bad = lifeline(&["sim", "membership", "--ranks", "8", "--seeds", "1"]);
     assert!(!bad.status.success());
+    let bad = lifeline(&["sim", "membership", "--loss-pct", "101"]);
+    assert_eq!(bad.status.code(), Some(2));
     let bad = lifeline(&["sim", "membership", "--seeds", "0"]);
     assert_eq!(
         bad.status.code(),

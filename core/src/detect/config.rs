@@ -6,6 +6,9 @@ use crate::time::Duration;
 /// Most observers per member.
 pub const MAX_OBSERVERS: u32 = 64;
 
+/// Largest allowed [`DetectConfig::health_max`].
+pub const MAX_HEALTH_MULTIPLIER: u32 = 64;
+
 /// Heartbeat failure-detector settings: [`Config::detect`](crate::Config::detect).
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -25,6 +28,14 @@ pub struct DetectConfig {
     /// Seed of the observer rings. Every rank must use the same value: the rings are a
     /// cluster-wide function of (seed, live ranks), not of the node's own seed.
     pub ring_seed: u64,
+    /// Local health awareness (Lifeguard's LHM): the most this rank's silence timeout and
+    /// refutation window are multiplied by while it has evidence of its own trouble. The
+    /// multiplier is 1 + the local health score, and the score is at most this minus one
+    /// (1..=64; Lifeguard's 8; 1 turns awareness off).
+    pub health_max: u32,
+    /// Local health awareness: consecutive healthy heartbeat rounds (rounds with no evidence
+    /// of this rank's own trouble) that lower the score by one (at least 1).
+    pub health_recover: u32,
 }
 
 impl Default for DetectConfig {
@@ -36,18 +47,22 @@ impl Default for DetectConfig {
             refute: Duration::from_millis(100),
             observers: 8,
             ring_seed: 0x4c49_4645_4c49_4e45,
+            health_max: 8,
+            health_recover: 10,
         }
     }
 }
 
 impl DetectConfig {
     /// Checks every field: positive period and refutation window, a timeout longer than one
-    /// period, 1..=64 observers.
+    /// period, 1..=64 observers, a health multiplier of 1..=64 and a positive recovery.
     pub fn validate(&self) -> Result<(), ConfigError> {
         for (name, v) in [
             ("detect.period", self.period.as_nanos()),
             ("detect.refute", self.refute.as_nanos()),
             ("detect.observers", u64::from(self.observers)),
+            ("detect.health_max", u64::from(self.health_max)),
+            ("detect.health_recover", u64::from(self.health_recover)),
         ] {
             if v == 0 {
                 return Err(ConfigError::Zero(name));
@@ -60,6 +75,9 @@ impl DetectConfig {
         }
         if self.observers > MAX_OBSERVERS {
             return Err(ConfigError::Invalid("detect.observers is over 64"));
+        }
+        if self.health_max > MAX_HEALTH_MULTIPLIER {
+            return Err(ConfigError::Invalid("detect.health_max is over 64"));
         }
         Ok(())
     }

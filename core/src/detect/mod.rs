@@ -12,6 +12,18 @@
 //! frozen (SIGSTOP, a long GC, a swapped-out host): its subjects' silence is its own. It
 //! accuses nobody for that stretch: every subject gets a fresh timeout from now.
 //!
+//! **Local health awareness** (Lifeguard's LHM). A rank whose own links or scheduling are sick
+//! (a lossy interface, an overloaded host) sees its subjects' heartbeats late and would accuse
+//! healthy ranks. It keeps a local health score, raised (at most one point per heartbeat
+//! round) by evidence of its own trouble: two of its observers suspecting it within one
+//! `detect.timeout` (one sick observer's suspicion alone is no evidence: a healthy subject of
+//! a sick observer must not slow down), or its heartbeat timer firing more than half a period
+//! late two rounds in a row (an overloaded host; one late round is a blip, and a freeze is the
+//! guard's); and lowered by one point every `detect.health_recover` healthy rounds. Its silence
+//! timeout and refutation window are multiplied by 1 + score (at most `detect.health_max`),
+//! also for timers already armed when the score rises: a sick observer puts off its
+//! accusations, and the healthy observers of a subject decide.
+//!
 //! Evidence here is advisory: nothing in this machine repairs the tree or evicts anyone.
 //! Membership (alerts to the coordinator, H of K observers, agreed views) consumes it.
 //! Off by default (`detect.enabled`): when off it sends nothing and arms nothing.
@@ -32,7 +44,7 @@ mod tests;
 mod timer;
 mod wire;
 
-pub use config::{DetectConfig, MAX_OBSERVERS};
+pub use config::{DetectConfig, MAX_HEALTH_MULTIPLIER, MAX_OBSERVERS};
 pub use event::DetectEvent;
 pub use stats::DetectStats;
 pub use timer::DetectTimer;
@@ -45,8 +57,11 @@ use rings::Rings;
 struct Watch {
     /// Highest incarnation heard from the subject.
     incarnation: u64,
-    /// When its silence timer is due.
+    /// When its pending timer is due: the silence timer, or the refutation timer while
+    /// suspected.
     deadline: Instant,
+    /// When its silence began (the last heartbeat that re-armed it, or the start of watching).
+    heard: Instant,
     /// Suspected as this incarnation, since this time.
     suspected: Option<(u64, Instant)>,
     /// The suspicion outlived the refutation window: an alert stands (re-sent every period).
@@ -67,6 +82,25 @@ pub(crate) struct Detect {
     beat_due: Option<Instant>,
     /// The (suspected, watching) counts last reported ([`Effect::Reachability`]).
     reported: (u32, u32),
+    /// Local health awareness.
+    health: Health,
+}
+
+/// Local health awareness (Lifeguard's LHM): how much evidence this rank has of its own
+/// trouble. Its timeouts scale with `1 + score`.
+#[derive(Debug, Default)]
+struct Health {
+    /// 0..`detect.health_max`.
+    score: u32,
+    /// Evidence already counted in this heartbeat round (one point per round at most).
+    raised: bool,
+    /// Consecutive rounds without evidence since the score last changed.
+    healthy_rounds: u32,
+    /// The last heartbeat round started late.
+    late: bool,
+    /// Observers that suspected this rank lately, and when (at most one entry per observer;
+    /// older than `detect.timeout` is forgotten).
+    suspected_by: BTreeMap<Rank, Instant>,
 }
 
 impl Detect {
@@ -94,11 +128,55 @@ impl Detect {
         ctx.timers.set(TimerKey::Detect(DetectTimer::Beat), at);
     }
 
+    /// The local health score (0 when healthy).
+    #[cfg(test)]
+    pub(crate) fn health_score(&self) -> u32 {
+        self.health.score
+    }
+
+    /// `d` scaled by the local health multiplier, 1 + score.
+    fn scaled(&self, d: crate::time::Duration) -> crate::time::Duration {
+        d.saturating_mul(u64::from(self.health.score) + 1)
+    }
+
+    /// Evidence of this rank's own trouble: one more point, unless this round already gave
+    /// one or the score is at its cap.
+    fn raise_health(&mut self, ctx: &mut Ctx<'_>) {
+        let h = &mut self.health;
+        h.healthy_rounds = 0;
+        if std::mem::replace(&mut h.raised, true) {
+            return;
+        }
+        if h.score + 1 < ctx.cfg.detect.health_max {
+            h.score += 1;
+            ctx.stats.detect.health_raised += 1;
+        }
+    }
+
+    /// A heartbeat round ended: a round without evidence counts towards recovery.
+    fn end_health_round(&mut self, ctx: &mut Ctx<'_>) {
+        let h = &mut self.health;
+        if std::mem::take(&mut h.raised) {
+            return;
+        }
+        if h.score == 0 {
+            h.healthy_rounds = 0;
+            return;
+        }
+        h.healthy_rounds += 1;
+        if h.healthy_rounds >= ctx.cfg.detect.health_recover {
+            h.healthy_rounds = 0;
+            h.score -= 1;
+            ctx.stats.detect.health_lowered += 1;
+        }
+    }
+
     /// Gives `subject` a fresh silence deadline from now (and clears any suspicion).
     fn rearm(&mut self, ctx: &mut Ctx<'_>, subject: Rank) {
-        let at = ctx.now + ctx.cfg.detect.timeout;
+        let at = ctx.now + self.scaled(ctx.cfg.detect.timeout);
         if let Some(w) = self.watching.get_mut(&subject) {
             w.deadline = at;
+            w.heard = ctx.now;
             w.suspected = None;
             w.alerted = false;
         }
@@ -150,6 +228,7 @@ impl Detect {
                 Watch {
                     incarnation: 0,
                     deadline: ctx.now,
+                    heard: ctx.now,
                     suspected: None,
                     alerted: false,
                 },
@@ -195,10 +274,23 @@ impl Detect {
         }
     }
 
-    fn on_suspect(&mut self, ctx: &mut Ctx<'_>, m: SuspectMsg) {
+    fn on_suspect(&mut self, ctx: &mut Ctx<'_>, from: Rank, m: SuspectMsg) {
         if m.subject != ctx.me() {
             ctx.stats.detect.stale += 1;
             return;
+        }
+        if self.rings.observers.contains(&from) {
+            // Two observers suspecting this rank at about the same time: the trouble is more
+            // likely here than at both of them.
+            let window = ctx.cfg.detect.timeout;
+            let now = ctx.now;
+            let h = &mut self.health;
+            h.suspected_by.retain(|_, t| now < *t + window);
+            let corroborated = h.suspected_by.keys().any(|o| *o != from);
+            h.suspected_by.insert(from, now);
+            if corroborated {
+                self.raise_health(ctx);
+            }
         }
         if m.incarnation >= self.incarnation {
             self.incarnation = m.incarnation + 1;
@@ -217,9 +309,18 @@ impl Detect {
             self.rearm(ctx, subject);
             return;
         }
+        // The score rose since the timer was armed: the longer timeout applies.
+        let due = w.heard + self.scaled(ctx.cfg.detect.timeout);
+        if ctx.now < due {
+            ctx.stats.detect.health_held += 1;
+            self.hold(ctx, subject, due, DetectTimer::Silent(subject));
+            return;
+        }
         ctx.stats.detect.suspicions += 1;
+        let at = ctx.now + self.scaled(ctx.cfg.detect.refute);
         if let Some(w) = self.watching.get_mut(&subject) {
             w.suspected = Some((w.incarnation, ctx.now));
+            w.deadline = at;
         }
         ctx.event(DetectEvent::Suspect {
             rank: subject,
@@ -232,14 +333,23 @@ impl Detect {
                 incarnation: w.incarnation,
             },
         );
-        let at = ctx.now + ctx.cfg.detect.refute;
         ctx.timers
             .set(TimerKey::Detect(DetectTimer::Refute(subject)), at);
     }
 
+    /// Moves `subject`'s pending timer to `at` (its timeout grew with the health score).
+    fn hold(&mut self, ctx: &mut Ctx<'_>, subject: Rank, at: Instant, timer: DetectTimer) {
+        if let Some(w) = self.watching.get_mut(&subject) {
+            w.deadline = at;
+        }
+        ctx.timers.set(TimerKey::Detect(timer), at);
+    }
+
     /// The refutation window ended with the suspicion standing: soft evidence, sent to the
     /// coordinator as an alert and re-sent every period until the subject leaves the view
-    /// (a lost alert, or one held by a coordinator that died, is sent again).
+    /// (a lost alert, or one held by a coordinator that died, is sent again). The suspicion
+    /// notice goes again with it: one lost with a connection (a cut that outlived the link)
+    /// would otherwise leave a live subject unable ever to refute.
     fn on_refute_window(&mut self, ctx: &mut Ctx<'_>, subject: Rank) {
         let Some(w) = self.watching.get(&subject).copied() else {
             ctx.stats.stale_timers += 1;
@@ -250,9 +360,15 @@ impl Detect {
             return;
         };
         if !w.alerted {
-            if Self::was_frozen(ctx, since + ctx.cfg.detect.refute) {
+            if Self::was_frozen(ctx, w.deadline) {
                 ctx.stats.detect.self_freeze_skips += 1;
                 self.rearm(ctx, subject);
+                return;
+            }
+            let due = since + self.scaled(ctx.cfg.detect.refute);
+            if ctx.now < due {
+                ctx.stats.detect.health_held += 1;
+                self.hold(ctx, subject, due, DetectTimer::Refute(subject));
                 return;
             }
             ctx.stats.detect.unresponsive += 1;
@@ -265,6 +381,14 @@ impl Detect {
             }
         } else {
             ctx.stats.detect.alerts_resent += 1;
+            ctx.stats.detect.suspects_resent += 1;
+            ctx.send(
+                subject,
+                SuspectMsg {
+                    subject,
+                    incarnation: inc,
+                },
+            );
         }
         ctx.effect(Effect::Alert {
             subject,
@@ -272,8 +396,7 @@ impl Detect {
             down: true,
         });
         let at = ctx.now + ctx.cfg.detect.period;
-        ctx.timers
-            .set(TimerKey::Detect(DetectTimer::Refute(subject)), at);
+        self.hold(ctx, subject, at, DetectTimer::Refute(subject));
     }
 
     /// Reports how much of this rank's sample of the cluster is silent, when that changed.
@@ -295,6 +418,13 @@ impl Detect {
 
     fn on_beat(&mut self, ctx: &mut Ctx<'_>) {
         let due = self.beat_due.take().unwrap_or(ctx.now);
+        self.end_health_round(ctx);
+        let half = crate::time::Duration::from_nanos(ctx.cfg.detect.period.as_nanos() / 2);
+        let late = ctx.now - due > half;
+        if std::mem::replace(&mut self.health.late, late) && late {
+            // This rank's own timers keep running late (an overloaded host).
+            self.raise_health(ctx);
+        }
         if Self::was_frozen(ctx, due) {
             // This rank was frozen: everything it watches gets a fresh timeout from now.
             ctx.stats.detect.self_freeze_skips += 1;
@@ -323,6 +453,7 @@ impl Machine for Detect {
             watching: BTreeMap::new(),
             beat_due: None,
             reported: (0, 0),
+            health: Health::default(),
         }
     }
 
@@ -361,7 +492,7 @@ impl Machine for Detect {
         }
         match msg {
             DetectMsg::Heartbeat(m) => self.on_heartbeat(ctx, from, m),
-            DetectMsg::Suspect(m) => self.on_suspect(ctx, m),
+            DetectMsg::Suspect(m) => self.on_suspect(ctx, from, m),
         }
         self.report_reachability(ctx);
     }

@@ -21,6 +21,18 @@ pub struct DetectStats {
     pub self_freeze_skips: u64,
     /// Times this rank raised its incarnation to refute a suspicion of itself.
     pub self_refutations: u64,
+    /// Suspicion notices sent again to a subject whose suspicion stands (the first may have
+    /// been lost with a connection; a subject that never hears it cannot refute).
+    pub suspects_resent: u64,
+    /// Points added to the local health score (evidence of this rank's own trouble: two
+    /// observers suspecting it at about the same time, or its heartbeat timer firing late).
+    pub health_raised: u64,
+    /// Points removed from the local health score (after `detect.health_recover` healthy
+    /// rounds each).
+    pub health_lowered: u64,
+    /// Silence timeouts and refutation windows extended because the local health score rose
+    /// after they were armed (accusations a sick observer put off).
+    pub health_held: u64,
     /// Heartbeats or suspicion notices from ranks this rank does not watch or is not
     /// watched by, or about another rank (dropped).
     pub stale: u64,

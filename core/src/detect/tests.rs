@@ -1,6 +1,7 @@
 //! The detector through real nodes in the simulator: quiet when healthy, a frozen rank
 //! suspected by its observers and only by them, a short freeze unnoticed, a frozen observer
-//! accusing nobody, and refutation by a higher incarnation.
+//! accusing nobody, refutation by a higher incarnation, a standing suspicion's notice sent
+//! again, and local health awareness (a sick observer puts off its accusations).
 
 use std::collections::BTreeMap;
 
@@ -154,6 +155,20 @@ fn invalid_detector_config_is_refused() {
     let mut c = crate::Config::new(8, 2);
     c.detect.observers = MAX_OBSERVERS + 1;
     assert!(c.validate().is_err());
+    let mut c = crate::Config::new(8, 2);
+    c.detect.health_max = 0;
+    assert_eq!(
+        c.validate(),
+        Err(crate::ConfigError::Zero("detect.health_max"))
+    );
+    c.detect.health_max = MAX_HEALTH_MULTIPLIER + 1;
+    assert!(matches!(c.validate(), Err(crate::ConfigError::Invalid(_))));
+    let mut c = crate::Config::new(8, 2);
+    c.detect.health_recover = 0;
+    assert_eq!(
+        c.validate(),
+        Err(crate::ConfigError::Zero("detect.health_recover"))
+    );
 }
 
 /// Drives one node by hand: its subjects heartbeat until `t`, then nothing is heard.
@@ -280,4 +295,240 @@ fn a_suspicion_of_this_rank_raises_its_incarnation_and_heartbeats_at_once() {
     n.handle_frame(ms(11), observers[0], f);
     assert_eq!(n.m.detect.incarnation, 1);
     assert_eq!(n.stats().detect.stale, 1);
+}
+
+fn suspect_me(n: &mut crate::Node, from: Rank, at: Instant, incarnation: u64) {
+    let f = crate::wire::Message::from(SuspectMsg {
+        subject: n.me(),
+        incarnation,
+    })
+    .encode();
+    n.handle_frame(at, from, f);
+}
+
+/// Every subject but `silent` heartbeats every 10 ms from `from` (exclusive) to `to`
+/// (inclusive), with the node's timers run at each step; returns the detector events.
+fn drive(
+    n: &mut crate::Node,
+    subjects: &[Rank],
+    silent: Option<Rank>,
+    from: u64,
+    to: u64,
+) -> Vec<DetectEvent> {
+    let mut ev = Vec::new();
+    let mut t = from;
+    while t < to {
+        t += 10;
+        for &s in subjects.iter().filter(|&&s| Some(s) != silent) {
+            beat(n, s, ms(t), 0);
+        }
+        n.handle_timeout(ms(t));
+        ev.extend(detect_events(n));
+    }
+    ev
+}
+
+fn first_suspicion(ev: &[DetectEvent]) -> Option<usize> {
+    ev.iter()
+        .position(|e| matches!(e, DetectEvent::Suspect { .. }))
+}
+
+#[test]
+fn two_observers_suspecting_this_rank_raise_its_health_score_once_per_round() {
+    let (mut n, _) = lone_node(true);
+    let obs: Vec<Rank> = n.detect_observers().collect();
+    suspect_me(&mut n, obs[0], ms(10), 0);
+    assert_eq!(
+        n.m.detect.health_score(),
+        0,
+        "one observer alone is no evidence"
+    );
+    suspect_me(&mut n, obs[0], ms(15), 1);
+    assert_eq!(n.m.detect.health_score(), 0, "nor is the same one again");
+    suspect_me(&mut n, obs[1], ms(20), 1);
+    assert_eq!(
+        n.m.detect.health_score(),
+        1,
+        "a second observer corroborates"
+    );
+    suspect_me(&mut n, obs[2], ms(30), 2);
+    assert_eq!(n.m.detect.health_score(), 1, "one point per round");
+    // The next round (beat at 100 ms), again corroborated: another point.
+    n.handle_timeout(ms(100));
+    suspect_me(&mut n, obs[3], ms(110), 3);
+    assert_eq!(n.m.detect.health_score(), 2);
+    // Suspicions further apart than the timeout corroborate nothing.
+    let (mut n, _) = lone_node(true);
+    suspect_me(&mut n, obs[0], ms(10), 0);
+    suspect_me(&mut n, obs[1], ms(400), 1);
+    assert_eq!(n.m.detect.health_score(), 0);
+    // Nor does a rank that does not watch this one.
+    let stranger = (1..8).map(Rank).find(|r| !obs.contains(r));
+    if let Some(x) = stranger {
+        suspect_me(&mut n, x, ms(410), 2);
+        assert_eq!(n.m.detect.health_score(), 0);
+    }
+}
+
+#[test]
+fn a_sick_observer_waits_longer_before_suspecting_even_a_timer_already_armed() {
+    let (mut n, subjects) = lone_node(true);
+    let obs: Vec<Rank> = n.detect_observers().collect();
+    let s = subjects[0];
+    // Heard from everyone at 10 ms: their silence timers are armed for 310 ms.
+    let _ = drive(&mut n, &subjects, None, 0, 10);
+    suspect_me(&mut n, obs[0], ms(15), 0);
+    suspect_me(&mut n, obs[1], ms(16), 1);
+    assert_eq!(n.m.detect.health_score(), 1);
+    // s goes silent: with the multiplier 2 it is suspected 600 ms after it was last heard.
+    let ev = drive(&mut n, &subjects, Some(s), 10, 590);
+    assert_eq!(first_suspicion(&ev), None, "{ev:?}");
+    assert!(n.stats().detect.health_held >= 1);
+    let ev = drive(&mut n, &subjects, Some(s), 590, 620);
+    assert_eq!(
+        ev,
+        vec![DetectEvent::Suspect {
+            rank: s,
+            incarnation: 0
+        }]
+    );
+    // ... and the refutation window is doubled too: unresponsive 200 ms later, not 100.
+    let ev = drive(&mut n, &subjects, Some(s), 620, 780);
+    assert_eq!(ev, vec![]);
+    let ev = drive(&mut n, &subjects, Some(s), 780, 830);
+    assert_eq!(
+        ev,
+        vec![DetectEvent::Unresponsive {
+            rank: s,
+            incarnation: 0
+        }]
+    );
+}
+
+#[test]
+fn the_health_score_recovers_after_healthy_rounds_and_is_capped() {
+    let mut cfg = crate::Config::new(8, 2);
+    cfg.detect.enabled = true;
+    cfg.detect.health_max = 3;
+    let mut n = crate::Node::new(cfg, Rank(0), 1, Instant::ZERO).unwrap();
+    while n.poll_transmit().is_some() {}
+    let subjects: Vec<Rank> = n.m.detect.watching.keys().copied().collect();
+    let obs: Vec<Rank> = n.detect_observers().collect();
+    // Five rounds of corroborated suspicion: capped at health_max - 1.
+    for round in 0..5u64 {
+        let t = round * 100 + 50;
+        let _ = drive(&mut n, &subjects, None, t.saturating_sub(50), t);
+        suspect_me(&mut n, obs[0], ms(t), 2 * round);
+        suspect_me(&mut n, obs[1], ms(t + 1), 2 * round + 1);
+    }
+    assert_eq!(n.m.detect.health_score(), 2);
+    assert_eq!(n.stats().detect.health_raised, 2);
+    // Ten healthy rounds (beats at 610..=1510 ms) lower it by one; ten more bring it to zero.
+    let _ = drive(&mut n, &subjects, None, 450, 1_500);
+    assert_eq!(n.m.detect.health_score(), 2);
+    let _ = drive(&mut n, &subjects, None, 1_500, 1_520);
+    assert_eq!(n.m.detect.health_score(), 1);
+    let _ = drive(&mut n, &subjects, None, 1_520, 2_520);
+    assert_eq!(n.m.detect.health_score(), 0);
+    assert_eq!(n.stats().detect.health_lowered, 2);
+}
+
+#[test]
+fn heartbeat_rounds_late_twice_in_a_row_raise_the_health_score() {
+    let (mut n, _) = lone_node(true);
+    // The first round is due at 100 ms: 70 ms late (a blip, not a freeze)...
+    n.handle_timeout(ms(170));
+    assert_eq!(n.m.detect.health_score(), 0);
+    // ... and the next one (due at 270 ms) late again.
+    n.handle_timeout(ms(340));
+    assert_eq!(n.m.detect.health_score(), 1);
+    assert_eq!(n.stats().detect.health_raised, 1);
+}
+
+#[test]
+fn a_standing_suspicion_sends_its_notice_again_every_period() {
+    let (mut n, subjects) = lone_node(true);
+    let s = subjects[0];
+    let mut notices = 0;
+    let mut t = 0;
+    while t < 800 {
+        t += 10;
+        for &o in &subjects[1..] {
+            beat(&mut n, o, ms(t), 0);
+        }
+        n.handle_timeout(ms(t));
+        while n.poll_event().is_some() {}
+        while let Some(x) = n.poll_transmit() {
+            if x.to == s && crate::sim::describe(&x.frame).contains("Suspect") {
+                notices += 1;
+            }
+        }
+    }
+    // Suspected at 300 ms, unresponsive at 400 ms, then every 100 ms: 500, 600, 700, 800.
+    assert_eq!(notices, 5);
+    assert_eq!(n.stats().detect.suspects_resent, 4);
+    // The subject, hearing one at last, refutes: the suspicion is lifted.
+    beat(&mut n, s, ms(810), 1);
+    let ev = detect_events(&mut n);
+    assert_eq!(
+        ev,
+        vec![DetectEvent::Refuted {
+            rank: s,
+            incarnation: 1
+        }]
+    );
+}
+
+/// Accusations (`Unresponsive`) made by `lossy` in a 32-rank cluster where its links lose 30%
+/// of transmissions for 20 s, with the health multiplier capped at `health_max`; the
+/// heartbeats it sent (its rounds in the view); every rank's `health_raised`.
+fn lossy_observer_accusations(health_max: u32, lossy: Rank) -> (u64, u64, Vec<u64>) {
+    let mut cfg = SimConfig::new(32, 4, 11);
+    cfg.node.detect.enabled = true;
+    cfg.node.detect.health_max = health_max;
+    let mut s = Sim::new(cfg, Log::default()).unwrap();
+    s.run_until(ms(500)).unwrap();
+    s.apply(Fault::Lossy {
+        rank: lossy,
+        pct: 30,
+        duration: Duration::from_millis(20_000),
+    });
+    s.run_until(ms(20_500)).unwrap();
+    let accusations = s.observer().0.get(&lossy).map_or(0, |es| {
+        es.iter()
+            .filter(|e| matches!(e, DetectEvent::Unresponsive { .. }))
+            .count() as u64
+    });
+    // Until it is removed (it may be: a gray failure), it heartbeats every round.
+    let rounds = s.world().node(lossy).unwrap().stats().detect.heartbeats_out;
+    let raised = (0..32)
+        .map(|r| {
+            s.world()
+                .node(Rank(r))
+                .unwrap()
+                .stats()
+                .detect
+                .health_raised
+        })
+        .collect();
+    (accusations, rounds, raised)
+}
+
+#[test]
+fn a_lossy_observer_knows_it_is_sick_and_accuses_far_less() {
+    let lossy = Rank(7);
+    let (aware, aware_rounds, raised) = lossy_observer_accusations(8, lossy);
+    let (unaware, unaware_rounds, _) = lossy_observer_accusations(1, lossy);
+    // Per round in the view (about 10 times fewer; without awareness it is also removed
+    // sooner).
+    assert!(
+        aware * unaware_rounds * 4 <= unaware * aware_rounds,
+        "{aware} accusations in {aware_rounds} heartbeats with awareness, {unaware} in \
+         {unaware_rounds} without"
+    );
+    // Only the lossy rank found evidence against itself.
+    assert!(raised[lossy.index()] > 0, "{raised:?}");
+    for (r, &x) in raised.iter().enumerate() {
+        assert!(r == lossy.index() || x == 0, "rank {r}: {raised:?}");
+    }
 }

@@ -9,15 +9,18 @@
 //! - **long pauses** (2–2.5 s, then resumed): must be removed, and told on resume;
 //! - **short pauses** (≤ 150 ms): must not be removed;
 //! - **cuts**, both ways or one way, on random pairs (tree links included) for `cut_ms`, then
-//!   healed: nobody may be removed for them.
+//!   healed: nobody may be removed for them;
+//! - **lossy ranks**: every link to and from the rank loses `loss_pct`% of transmissions for
+//!   `loss_ms` ([`Fault::Lossy`]: TCP retransmits, so frames arrive late and in order). A gray
+//!   failure: the lossy rank itself may be removed (as Rapid does), or not; no other rank may
+//!   be removed for it.
 //!
-//! A rank removed without a fault of its own is a wrongful eviction. Random loss on one rank's
-//! links is not modelled yet (the simulator's links are TCP-like FIFOs; loss there shows as
-//! delay, which the slow-link model will add).
+//! A rank removed without a fault of its own is a wrongful eviction.
 
 use std::collections::BTreeMap;
 
 use super::{Fault, Hooks, Observer, Sim, SimConfig, SimFailure, World};
+use crate::detect::DetectEvent;
 use crate::event::Event;
 use crate::membership::MembershipEvent;
 use crate::rng::Rng;
@@ -47,10 +50,16 @@ pub struct MembershipParams {
     pub oneway_cuts: u32,
     /// How long each cut lasts.
     pub cut_ms: u64,
+    /// Lossy ranks (all their links lossy at `loss_pct` for `loss_ms`); may be removed.
+    pub lossy: u32,
+    /// Loss probability per transmission on a lossy rank's links, in percent (0..=100).
+    pub loss_pct: u32,
+    /// How long a lossy rank's links stay lossy, in ms (the run lasts at least this long).
+    pub loss_ms: u64,
 }
 
 impl MembershipParams {
-    /// A run with one fault of each kind.
+    /// A run with one fault of each kind; the lossy rank loses 25% of transmissions for 30 s.
     pub fn new(ranks: u32, radix: u32, seed: u64) -> Self {
         Self {
             ranks,
@@ -63,13 +72,16 @@ impl MembershipParams {
             cuts: 1,
             oneway_cuts: 1,
             cut_ms: 2_000,
+            lossy: 1,
+            loss_pct: 25,
+            loss_ms: 30_000,
         }
     }
 
     /// The command line that replays this run.
     pub fn replay_command(&self) -> String {
         format!(
-            "cargo run --release -p lifeline-cli -- sim membership --ranks {} --radix {} --seed {} --silent {} --crashes {} --long-pauses {} --short-pauses {} --cuts {} --oneway-cuts {} --cut-ms {} --trace",
+            "cargo run --release -p lifeline-cli -- sim membership --ranks {} --radix {} --seed {} --silent {} --crashes {} --long-pauses {} --short-pauses {} --cuts {} --oneway-cuts {} --cut-ms {} --lossy {} --loss-pct {} --loss-ms {} --trace",
             self.ranks,
             self.radix,
             self.seed,
@@ -79,7 +91,10 @@ impl MembershipParams {
             self.short_pauses,
             self.cuts,
             self.oneway_cuts,
-            self.cut_ms
+            self.cut_ms,
+            self.lossy,
+            self.loss_pct,
+            self.loss_ms
         )
     }
 }
@@ -93,8 +108,13 @@ pub struct MembershipReport {
     pub faulty: u32,
     /// Ranks removed (in any confirmation anywhere).
     pub removed: u32,
-    /// Ranks removed with no fault of their own (must be 0).
+    /// Ranks removed with no fault of their own (must be 0; a lossy rank removed is not one).
     pub wrongful_evictions: u32,
+    /// Lossy ranks removed (allowed: a gray failure).
+    pub lossy_removed: u32,
+    /// Accusations (detector `Unresponsive` events) made by lossy ranks: what a sick observer
+    /// says about others (local health awareness keeps it low).
+    pub lossy_accusations: u32,
     /// Faulty ranks some survivor still holds alive at the end (must be 0).
     pub missed_removals: u32,
     /// Long-paused ranks that were told of their eviction after resuming.
@@ -106,6 +126,10 @@ pub struct MembershipReport {
     pub detect_ms_silent: Vec<f64>,
     /// Per crashed rank: the same, for hard evidence.
     pub detect_ms_hard: Vec<f64>,
+    /// Soft-lost ranks whose removal a lossy rank decided (it was the coordinator): alerts
+    /// reach it only after its links' retransmissions, so these are apart from
+    /// `detect_ms_silent` and its bound (a sick coordinator is membership's to route around).
+    pub detect_ms_lossy_coordinator: Vec<f64>,
     /// Per removed rank: ms from the fault until every survivor confirmed it (survivors cut
     /// off from the tree by a cut hear of it only after the heal).
     pub everywhere_ms: Vec<f64>,
@@ -138,6 +162,12 @@ pub struct MembershipSummary {
     pub faulty: u64,
     /// Wrongful evictions (must be 0).
     pub wrongful_evictions: u64,
+    /// Lossy ranks, and how many of them were removed (allowed).
+    pub lossy: u64,
+    /// Lossy ranks removed.
+    pub lossy_removed: u64,
+    /// Accusations made by lossy ranks.
+    pub lossy_accusations: u64,
     /// Faulty ranks not removed (must be 0).
     pub missed_removals: u64,
     /// Long-paused ranks, and how many of them were told.
@@ -152,6 +182,8 @@ pub struct MembershipSummary {
     pub silent_ms: Vec<f64>,
     /// Decided latencies of losses with reset (ms).
     pub hard_ms: Vec<f64>,
+    /// Decided latencies of silent losses decided by a lossy coordinator (ms).
+    pub lossy_coordinator_ms: Vec<f64>,
     /// Fault-to-everywhere latencies (ms).
     pub everywhere_ms: Vec<f64>,
     /// One line per run that broke the oracle (with its replay command).
@@ -164,6 +196,9 @@ impl MembershipSummary {
         self.runs += 1;
         self.faulty += u64::from(r.faulty);
         self.wrongful_evictions += u64::from(r.wrongful_evictions);
+        self.lossy += u64::from(p.lossy);
+        self.lossy_removed += u64::from(r.lossy_removed);
+        self.lossy_accusations += u64::from(r.lossy_accusations);
         self.missed_removals += u64::from(r.missed_removals);
         self.long_pauses += u64::from(p.long_pauses);
         self.evicted_told += u64::from(r.evicted_told);
@@ -181,6 +216,8 @@ impl MembershipSummary {
         }
         self.silent_ms.extend(r.detect_ms_silent);
         self.hard_ms.extend(r.detect_ms_hard);
+        self.lossy_coordinator_ms
+            .extend(r.detect_ms_lossy_coordinator);
         self.everywhere_ms.extend(r.everywhere_ms);
     }
 
@@ -214,6 +251,23 @@ struct Watch {
     removed: RankSet,
     epochs: RankSet,
     evicted: BTreeMap<Rank, Instant>,
+    /// Accusations (`Unresponsive`) per accusing rank.
+    accusations: BTreeMap<Rank, u32>,
+    /// Per removed rank, the coordinator that decided it: the root of the first view that
+    /// held it dead.
+    decided_by: BTreeMap<Rank, Rank>,
+}
+
+impl Watch {
+    /// `survivor` holds `subject` dead from now on.
+    fn confirm(&mut self, w: &World, subject: Rank, survivor: Rank) {
+        self.confirmed.entry((subject, survivor)).or_insert(w.now());
+        if let Some(n) = w.node(survivor) {
+            if let Some(root) = n.tree().root_without(subject) {
+                self.decided_by.entry(subject).or_insert(root);
+            }
+        }
+    }
 }
 
 impl Observer for Watch {
@@ -223,7 +277,7 @@ impl Observer for Watch {
         if matches!(e, Event::ViewChanged(_) | Event::Membership(_)) {
             if let Some(n) = w.node(rank) {
                 for s in n.tree().dead().iter() {
-                    self.confirmed.entry((s, rank)).or_insert(w.now());
+                    self.confirm(w, s, rank);
                 }
             }
         }
@@ -232,11 +286,14 @@ impl Observer for Watch {
                 self.epochs.insert(Rank(*epoch as u32));
                 for s in ranks.iter() {
                     self.removed.insert(s);
-                    self.confirmed.entry((s, rank)).or_insert(w.now());
+                    self.confirm(w, s, rank);
                 }
             }
             Event::Membership(MembershipEvent::Evicted { .. }) => {
                 self.evicted.entry(rank).or_insert(w.now());
+            }
+            Event::Detect(DetectEvent::Unresponsive { .. }) => {
+                *self.accusations.entry(rank).or_insert(0) += 1;
             }
             _ => {}
         }
@@ -255,11 +312,14 @@ pub fn run_membership(p: &MembershipParams, hooks: Hooks) -> Result<MembershipRe
     };
     let victims = p.silent + p.crashes + p.long_pauses + p.short_pauses;
     let pair_ranks = 2 * (p.cuts + p.oneway_cuts);
-    if victims + pair_ranks + 1 > p.ranks {
+    if u64::from(victims) + u64::from(pair_ranks) + u64::from(p.lossy) + 1 > u64::from(p.ranks) {
         return Err(fail(format!(
-            "{} ranks cannot host {victims} victims and {pair_ranks} cut endpoints",
-            p.ranks
+            "{} ranks cannot host {victims} victims, {pair_ranks} cut endpoints and {} lossy ranks",
+            p.ranks, p.lossy
         )));
+    }
+    if p.loss_pct > 100 {
+        return Err(fail(format!("loss_pct {} is over 100", p.loss_pct)));
     }
     let mut cfg = SimConfig::new(p.ranks, p.radix, p.seed);
     cfg.node.detect.enabled = true;
@@ -323,15 +383,32 @@ pub fn run_membership(p: &MembershipParams, hooks: Hooks) -> Result<MembershipRe
         sim.schedule(last_cut, Fault::Heal);
         end = end.max(last_cut);
     }
+    // Drawn last, so the other faults' ranks and times are those of a run without them.
+    let lossy: RankSet = take(p.lossy).into_iter().collect();
+    for r in lossy.iter() {
+        let t = at(&mut rng);
+        let duration = Duration::from_millis(p.loss_ms);
+        sim.schedule(
+            t,
+            Fault::Lossy {
+                rank: r,
+                pct: p.loss_pct,
+                duration,
+            },
+        );
+        end = end.max(t + duration);
+    }
     sim.run_until(end + Duration::from_millis(1_500))?;
 
     let w = sim.world();
     let faulty: RankSet = soft.iter().chain(&hard).map(|(r, _)| *r).collect();
+    let obs = sim.observer();
+    // A lossy rank that was removed is no survivor (it may never learn the rest).
     let survivors: Vec<Rank> = (0..p.ranks)
         .map(Rank)
         .filter(|r| !faulty.contains(*r) && !w.is_crashed(*r))
+        .filter(|r| !(lossy.contains(*r) && obs.removed.contains(*r)))
         .collect();
-    let obs = sim.observer();
     let mut report = MembershipReport {
         ranks: p.ranks,
         faulty: faulty.len() as u32,
@@ -339,7 +416,13 @@ pub fn run_membership(p: &MembershipParams, hooks: Hooks) -> Result<MembershipRe
         view_changes: obs.epochs.len() as u32,
         ..Default::default()
     };
-    report.wrongful_evictions = obs.removed.iter().filter(|r| !faulty.contains(*r)).count() as u32;
+    report.wrongful_evictions = obs
+        .removed
+        .iter()
+        .filter(|r| !faulty.contains(*r) && !lossy.contains(*r))
+        .count() as u32;
+    report.lossy_removed = obs.removed.iter().filter(|r| lossy.contains(*r)).count() as u32;
+    report.lossy_accusations = lossy.iter().filter_map(|r| obs.accusations.get(&r)).sum();
     report.missed_removals = faulty
         .iter()
         .filter(|&f| {
@@ -355,13 +438,18 @@ pub fn run_membership(p: &MembershipParams, hooks: Hooks) -> Result<MembershipRe
             .collect()
     };
     let ms = |d: Duration| d.as_nanos() as f64 / 1e6;
-    for (list, out) in [
-        (&soft, &mut report.detect_ms_silent),
-        (&hard, &mut report.detect_ms_hard),
-    ] {
+    for (list, hard_loss) in [(&soft, false), (&hard, true)] {
         for (r, t) in list.iter() {
             let ts = times(*r);
             if let Some(first) = ts.iter().min() {
+                let by = obs.decided_by.get(r).copied();
+                let out = if hard_loss {
+                    &mut report.detect_ms_hard
+                } else if by.is_some_and(|c| lossy.contains(c)) {
+                    &mut report.detect_ms_lossy_coordinator
+                } else {
+                    &mut report.detect_ms_silent
+                };
                 out.push(ms(*first - *t));
             }
             if ts.len() == survivors.len() {
@@ -413,6 +501,7 @@ mod tests {
         let seeds = 150;
         let mut silent = Vec::new();
         let mut hard = Vec::new();
+        let (mut accusations, mut sick_coordinator) = (0, Vec::new());
         for seed in 0..seeds {
             let mut rng = Rng::new(seed).fork(7);
             let ranks = 24 + rng.below(160) as u32;
@@ -425,6 +514,8 @@ mod tests {
             p.cuts = rng.below(3) as u32;
             p.oneway_cuts = rng.below(3) as u32;
             p.cut_ms = 500 + rng.below(4_500);
+            // One lossy rank in every run (drawn last: the other faults are as before).
+            p.loss_pct = 5 + rng.below(36) as u32;
             let r = run_membership(&p, Hooks::default()).unwrap();
             assert!(
                 r.violations().is_empty(),
@@ -438,6 +529,8 @@ mod tests {
                 "{r:?}\nreplay: {}",
                 p.replay_command()
             );
+            accusations += r.lossy_accusations;
+            sick_coordinator.extend(r.detect_ms_lossy_coordinator);
             silent.extend(r.detect_ms_silent);
             hard.extend(r.detect_ms_hard);
         }
@@ -454,13 +547,25 @@ mod tests {
             silent.len()
         );
         assert!(h99 <= 20.0, "hard p99 {h99} ms over {} losses", hard.len());
+        // A lossy coordinator hears alerts after its links' retransmissions: later, bounded.
+        assert!(
+            sick_coordinator.iter().all(|&d| d <= 1_000.0),
+            "{sick_coordinator:?}"
+        );
+        // Local health awareness keeps the lossy rank from accusing (about 11,500 without).
+        assert!(
+            accusations <= 2_000,
+            "{accusations} accusations by lossy ranks"
+        );
     }
 
-    /// The scale, at a size CI affords (larger runs: `scale membership`).
+    /// The scale, at a size CI affords (larger runs: `scale membership`): the lossy
+    /// rank for 10 s rather than 30 s (each simulated second at 4096 ranks costs about 1.5 s).
     #[test]
     fn at_4096_ranks_radix_64() {
         for seed in [1, 2] {
-            let p = MembershipParams::new(4096, 64, seed);
+            let mut p = MembershipParams::new(4096, 64, seed);
+            p.loss_ms = 10_000;
             let r = run_membership(&p, Hooks::default()).unwrap();
             assert!(r.violations().is_empty(), "{:?}: {r:?}", r.violations());
             assert_eq!(r.evicted_told, 1, "{r:?}");

@@ -11,6 +11,11 @@
 //! - **cuts and partitions**, one-way or symmetric: frames stall like TCP retransmits; a heal
 //!   before [`NetConfig::cut_timeout`] delivers them in order, otherwise both ends see link-down
 //!   and the stalled frames are lost with the connection;
+//! - **lossy ranks** ([`Fault::Lossy`]): every link to and from the rank loses each
+//!   transmission of a frame with some probability, as TCP shows it: the frame arrives after a
+//!   retransmission timeout ([`NetConfig::rto_min`], doubling on consecutive losses of the same
+//!   frame up to [`NetConfig::rto_max`]), and later frames on the same directed link wait
+//!   behind it, in order (head-of-line blocking); drawn from the run's seed like everything else;
 //! - **pause-then-resume** ([`Fault::Pause`]/[`Fault::Resume`]): a frozen process receives
 //!   nothing and fires no timer; on resume it processes the backlog in order and its overdue
 //!   timers fire late;
@@ -72,8 +77,20 @@ pub enum Fault {
     /// Split the ranks into groups; frames between different groups stall. Ranks not listed
     /// form one more group.
     Partition(Vec<Vec<Rank>>),
-    /// Remove every cut and partition; stalled frames go out in order.
+    /// Remove every cut and partition; stalled frames go out in order. Lossy ranks stay lossy.
     Heal,
+    /// Every link to and from `rank` loses each transmission of a frame with probability
+    /// `pct`% (clamped to 100; 0 makes them clean again) for frames sent in the next
+    /// `duration`. A lost frame is retransmitted as TCP does (see [`NetConfig::rto_min`]): it
+    /// arrives late, never out of order, and is never dropped.
+    Lossy {
+        /// The rank whose interface is lossy.
+        rank: Rank,
+        /// Loss probability per transmission, in percent.
+        pct: u32,
+        /// How long its links stay lossy.
+        duration: crate::time::Duration,
+    },
 }
 
 /// Everything about a run except the observer.
@@ -168,6 +185,8 @@ pub struct SimStats {
     pub frames_lost: u64,
     /// Frames that stalled on a cut link.
     pub frames_stalled: u64,
+    /// Transmissions lost on lossy links (each one retransmitted: the frame arrives late).
+    pub frames_retransmitted: u64,
     /// Application events emitted by nodes.
     pub events: u64,
     /// Timer expiries delivered to nodes.
@@ -252,6 +271,9 @@ pub struct World {
     cfg: SimConfig,
     now: Instant,
     rng: Rng,
+    /// Loss draws of lossy links, apart from `rng` so a lossy rank leaves other links' timing
+    /// as it was.
+    loss_rng: Rng,
     slots: Vec<Slot>,
     queue: BinaryHeap<Reverse<Entry>>,
     seq: u64,
@@ -385,6 +407,7 @@ impl<O: Observer> Sim<O> {
         }
         let mut world = World {
             rng: Rng::new(cfg.seed),
+            loss_rng: Rng::new(cfg.seed).fork(0x6c6f_7373),
             net: Net::with_nodes(span as usize),
             replay: format!("(seed {})", cfg.seed),
             cfg,
@@ -503,6 +526,11 @@ impl<O: Observer> Sim<O> {
                 }
             }
             Fault::Heal => self.heal(),
+            Fault::Lossy {
+                rank,
+                pct,
+                duration,
+            } => self.world.net.set_lossy(rank.0, pct, now + duration),
         }
     }
 
@@ -853,7 +881,19 @@ impl<O: Observer> Sim<O> {
                 .push_back(Stalled { class, frame });
             return;
         }
-        let at = w.net.arrival(&w.cfg.net, &mut w.rng, now, from, to);
+        let pct = w.net.loss_pct(now, from, to);
+        let (lost, extra) = if pct > 0 {
+            Net::retransmissions(&w.cfg.net, &mut w.loss_rng, pct)
+        } else {
+            (0, crate::time::Duration::ZERO)
+        };
+        if lost > 0 {
+            w.stats.frames_retransmitted += u64::from(lost);
+            w.trace_line(|| format!("lost     {from}->{to} {lost} times: {extra} late"));
+        }
+        let at = w
+            .net
+            .arrival(&w.cfg.net, &mut w.rng, now, (from, to), extra);
         w.push(
             at,
             SimEvent::Deliver {

@@ -1,4 +1,4 @@
-//! The simulated network: per-link FIFO timing, links, cuts and partitions.
+//! The simulated network: per-link FIFO timing, links, cuts, partitions and lossy ranks.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -22,6 +22,20 @@ pub struct NetConfig {
     /// How long a cut link stalls frames before both ends see link-down and the stalled frames
     /// are lost with the connection (TCP_USER_TIMEOUT). A heal sooner delivers them in order.
     pub cut_timeout: Duration,
+    /// Retransmission timeout of a frame lost on a lossy link ([`Fault::Lossy`]): a lost
+    /// frame arrives this long after it was sent (Linux's `TCP_RTO_MIN`; the links' round trip
+    /// is far below it, so the RTO sits at its floor).
+    ///
+    /// [`Fault::Lossy`]: super::Fault::Lossy
+    pub rto_min: Duration,
+    /// The retransmission timeout doubles on each consecutive loss of the same frame, up to
+    /// this. Far below Linux's 120 s `TCP_RTO_MAX`: the adapters' `TCP_USER_TIMEOUT` (3 s)
+    /// would reset such a connection long before; the simulator delays, it never resets, a
+    /// lossy link.
+    pub rto_max: Duration,
+    /// Most retransmissions of one frame (Linux's `tcp_retries2`); the last one always
+    /// arrives, so even a link lossy at 100% delivers, late and in order.
+    pub max_retransmits: u32,
 }
 
 impl Default for NetConfig {
@@ -31,6 +45,9 @@ impl Default for NetConfig {
             jitter: Duration::from_micros(20),
             link_down_delay: Duration::from_millis(1),
             cut_timeout: Duration::from_millis(500),
+            rto_min: Duration::from_millis(200),
+            rto_max: Duration::from_millis(1_600),
+            max_retransmits: 15,
         }
     }
 }
@@ -58,6 +75,9 @@ pub(crate) struct Net {
     pub(crate) stalled: BTreeMap<(u32, u32), VecDeque<Stalled>>,
     /// Generation per cut, so a timeout for a cut since healed is ignored.
     pub(crate) cut_gen: u64,
+    /// Lossy ranks: every link to and from the rank loses each frame (each transmission of
+    /// it) with this percentage, for frames sent before this time.
+    lossy: BTreeMap<u32, (u32, Instant)>,
 }
 
 impl Net {
@@ -112,18 +132,53 @@ impl Net {
                 != self.groups.get(&b).copied().unwrap_or(0)
     }
 
-    /// Arrival time of a frame sent now from `a` to `b`: latency plus jitter, never before the
-    /// previous frame on the same directed link.
+    /// Makes every link to and from `r` lossy at `pct` percent (clamped to 100; 0 makes it
+    /// clean) for frames sent before `until`.
+    pub(crate) fn set_lossy(&mut self, r: u32, pct: u32, until: Instant) {
+        if pct == 0 {
+            self.lossy.remove(&r);
+        } else {
+            self.lossy.insert(r, (pct.min(100), until));
+        }
+    }
+
+    /// The loss percentage of a frame sent at `now` from `a` to `b`: the higher of its ends'.
+    pub(crate) fn loss_pct(&self, now: Instant, a: u32, b: u32) -> u32 {
+        [a, b]
+            .iter()
+            .filter_map(|r| self.lossy.get(r))
+            .filter(|(_, until)| now < *until)
+            .map(|(pct, _)| *pct)
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// How many transmissions of one frame are lost at `pct` percent, and the delay they add:
+    /// TCP's retransmission timeout, from `rto_min`, doubling on each consecutive loss up to
+    /// `rto_max`, at most `max_retransmits` times.
+    pub(crate) fn retransmissions(cfg: &NetConfig, rng: &mut Rng, pct: u32) -> (u32, Duration) {
+        let (mut lost, mut delay, mut rto) = (0u32, Duration::ZERO, cfg.rto_min);
+        while lost < cfg.max_retransmits && rng.below(100) < u64::from(pct) {
+            lost += 1;
+            delay = delay + rto;
+            rto = rto.saturating_mul(2).min(cfg.rto_max);
+        }
+        (lost, delay)
+    }
+
+    /// Arrival time of a frame sent now from `a` to `b`: latency, jitter and `extra` (its
+    /// retransmissions), never before the previous frame on the same directed link (so later
+    /// frames wait behind a lost one, in order: TCP's head-of-line blocking).
     pub(crate) fn arrival(
         &mut self,
         cfg: &NetConfig,
         rng: &mut Rng,
         now: Instant,
-        a: u32,
-        b: u32,
+        (a, b): (u32, u32),
+        extra: Duration,
     ) -> Instant {
         let jitter = Duration::from_nanos(rng.below(cfg.jitter.as_nanos() + 1));
-        let mut at = now + cfg.latency + jitter;
+        let mut at = now + cfg.latency + jitter + extra;
         let last = self.last_arrival.entry((a, b)).or_insert(Instant::ZERO);
         if at < *last {
             at = *last;

@@ -214,3 +214,62 @@ fn a_failure_names_the_seed_and_the_replay_command() {
         .reason
         .contains("not quiet"));
 }
+
+#[test]
+fn retransmissions_follow_tcp_backoff() {
+    let cfg = NetConfig::default();
+    let mut rng = Rng::new(1);
+    assert_eq!(
+        net::Net::retransmissions(&cfg, &mut rng, 0),
+        (0, Duration::ZERO)
+    );
+    // Always lost: 200, 400, 800, then 1.6 s (the cap) for the other 12 of 15.
+    let (lost, delay) = net::Net::retransmissions(&cfg, &mut rng, 100);
+    assert_eq!(lost, 15);
+    assert_eq!(delay, Duration::from_millis(1_400 + 12 * 1_600));
+    // At 25%: about a quarter of frames lost at least once, a sixteenth twice.
+    let n = 20_000;
+    let draws: Vec<u32> = (0..n)
+        .map(|_| net::Net::retransmissions(&cfg, &mut rng, 25).0)
+        .collect();
+    let once = draws.iter().filter(|&&l| l >= 1).count() as f64 / n as f64;
+    let twice = draws.iter().filter(|&&l| l >= 2).count() as f64 / n as f64;
+    assert!((0.23..0.27).contains(&once), "{once}");
+    assert!((0.05..0.075).contains(&twice), "{twice}");
+}
+
+#[test]
+fn a_lossy_rank_gets_every_frame_late_and_in_order_then_clean() {
+    let run = || {
+        let mut s = sim(3, 2);
+        s.apply(Fault::Lossy {
+            rank: Rank(1),
+            pct: 50,
+            duration: Duration::from_millis(1_000),
+        });
+        let ids: Vec<u64> = (0..20).map(|_| flood(&mut s, 0)).collect();
+        s.run_until(ms(1)).unwrap();
+        let prompt: Vec<bool> = ids.iter().map(|&id| got(&s, 0, id).contains(&1)).collect();
+        for &id in &ids {
+            assert!(got(&s, 0, id).contains(&2), "the clean link is on time");
+        }
+        // Head-of-line: what 1 has by now is a prefix of what was sent.
+        assert!(prompt.windows(2).all(|w| w[0] || !w[1]), "{prompt:?}");
+        assert!(
+            prompt.contains(&false),
+            "half the frames are lost at least once"
+        );
+        s.run_until(ms(30_000)).unwrap();
+        for &id in &ids {
+            assert_eq!(got(&s, 0, id), [0, 1, 2], "late, never dropped");
+        }
+        // The loss ends with its duration.
+        let late = flood(&mut s, 0);
+        s.run_until(ms(30_001)).unwrap();
+        assert_eq!(got(&s, 0, late), [0, 1, 2]);
+        (prompt, s.world().stats().clone())
+    };
+    let (prompt, stats) = run();
+    assert!(stats.frames_retransmitted >= 10, "{stats:?}");
+    assert_eq!((prompt, stats), run(), "replays bit for bit");
+}
