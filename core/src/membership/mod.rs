@@ -312,10 +312,7 @@ impl Membership {
     /// inferred dead here are not told (the root may not have decided them). Active with the
     /// detector (evidence-based removal); without it a removed rank was killed, not judged.
     pub(crate) fn on_frame_from_removed(&mut self, ctx: &mut Ctx<'_>, from: Rank) {
-        if !ctx.cfg.detect.enabled
-            || !ctx.tree.confirmed().contains(from)
-            || ctx.tree.view().is_none()
-        {
+        if !Self::is_fenced(ctx, from) {
             return;
         }
         let due = self
@@ -330,6 +327,14 @@ impl Membership {
         ctx.send_fence(from, EvictedMsg { epoch: self.epoch });
     }
 
+    /// Whether `peer` is told it was removed when it speaks or dials: the detector is on
+    /// (evidence-based removal; without it a removed rank was killed, not judged), the root
+    /// confirmed its removal (ranks only inferred dead here are not told), and this rank is
+    /// still a member.
+    fn is_fenced(ctx: &Ctx<'_>, peer: Rank) -> bool {
+        ctx.cfg.detect.enabled && ctx.tree.confirmed().contains(peer) && ctx.tree.view().is_some()
+    }
+
     /// A member refused this rank's dial with "you were removed" (a transport's handshake
     /// verdict, the same news as an [`EvictedMsg`]).
     pub(crate) fn on_fenced(&mut self, ctx: &mut Ctx<'_>, epoch: u64) {
@@ -341,10 +346,7 @@ impl Membership {
     /// with the detector on, to a rank the coordinator's decision removed (confirmed here),
     /// while this rank is a member. Not rate-limited: the dialer's back-off bounds its dials.
     pub(crate) fn fence_verdict(&mut self, ctx: &mut Ctx<'_>, peer: Rank) -> Option<u64> {
-        if !ctx.cfg.detect.enabled
-            || !ctx.tree.confirmed().contains(peer)
-            || ctx.tree.view().is_none()
-        {
+        if !Self::is_fenced(ctx, peer) {
             return None;
         }
         ctx.stats.membership.evicted_sent += 1;
@@ -621,7 +623,6 @@ impl Membership {
     fn on_unreachable(&mut self, ctx: &mut Ctx<'_>, from: Rank, m: UnreachableMsg) {
         ctx.stats.membership.unreachable_in += 1;
         let (a, b) = (from, m.peer);
-        let me = ctx.me();
         let is_root = ctx.tree.view().is_some_and(|v| v.is_root());
         if !is_root || a == b || !ctx.tree.is_alive(a) || !ctx.tree.is_alive(b) {
             ctx.stats.membership.stale += 1;
@@ -642,7 +643,7 @@ impl Membership {
             ctx.stats.membership.stale += 1;
             return;
         };
-        if child == me || !self.majority_stays(ctx, 1) {
+        if !self.majority_stays(ctx, 1) {
             ctx.stats.membership.decisions_refused_minority += 1;
             return;
         }

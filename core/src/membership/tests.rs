@@ -96,6 +96,17 @@ fn until_removed(
     }
 }
 
+/// Cuts `child`'s link to its tree parent (`oneway`: child to parent only).
+fn cut_to_parent(s: &mut Sim<Log>, child: Rank, oneway: bool) {
+    let node = s.world().node(child).unwrap();
+    let parent = node.tree().view().unwrap().parent().unwrap();
+    s.apply(if oneway {
+        Fault::CutOneWay(child, parent)
+    } else {
+        Fault::Cut(child, parent)
+    });
+}
+
 fn others(span: u32, except: &[u32]) -> Vec<Rank> {
     (0..span)
         .filter(|r| !except.contains(r))
@@ -298,20 +309,7 @@ fn tree_link_cut_for_seconds_evicts_nobody_with_the_detector_on() {
         let mut s = sim(64, 4, 12);
         s.run_until(ms(300)).unwrap();
         let child = Rank(5);
-        let parent = s
-            .world()
-            .node(child)
-            .unwrap()
-            .tree()
-            .view()
-            .unwrap()
-            .parent()
-            .unwrap();
-        s.apply(if oneway {
-            Fault::CutOneWay(child, parent)
-        } else {
-            Fault::Cut(child, parent)
-        });
+        cut_to_parent(&mut s, child, oneway);
         // Longer than the link timeout: both ends see the link time out (soft evidence).
         s.run_until(ms(5_300)).unwrap();
         s.apply(Fault::Heal);
@@ -458,20 +456,7 @@ fn tree_link_cut_for_good_removes_exactly_the_child_after_the_gray_timeout() {
         let mut s = sim(64, 4, 23);
         s.run_until(ms(300)).unwrap();
         let child = Rank(5);
-        let parent = s
-            .world()
-            .node(child)
-            .unwrap()
-            .tree()
-            .view()
-            .unwrap()
-            .parent()
-            .unwrap();
-        s.apply(if oneway {
-            Fault::CutOneWay(child, parent)
-        } else {
-            Fault::Cut(child, parent)
-        });
+        cut_to_parent(&mut s, child, oneway);
         let gray = crate::Config::new(64, 4).membership.gray_timeout;
         s.run_until(ms(300 + gray.as_millis() - 500)).unwrap();
         for r in 0..64 {
