@@ -67,7 +67,7 @@
 //! With `config.detect.enabled`, ranks are removed on evidence, not on one observer's verdict:
 //! every rank is watched by up to K observers on pseudo-random rings ([`detect`]); a silence
 //! that stands through the refutation window becomes an alert to the coordinator (the root of
-//! the view without the subject); the coordinator removes a rank on H of its K observers'
+//! the view without the subject), merged per subject at each hop up the tree; the coordinator removes a rank on H of its K observers'
 //! alerts (hard evidence, a refused re-dial or another incarnation, still repairs locally at
 //! once: [`LinkCause`]); the decision floods the tree at once and is confirmed in xcast order
 //! ([`MembershipEvent::FailureConfirmed`]); a removed rank that speaks again is told

@@ -190,16 +190,19 @@ fn frames() -> Vec<(&'static str, Bytes)> {
         (
             "alert",
             Message::from(AlertMsg {
+                hops: 0,
                 entries: vec![
                     AlertEntry {
                         subject: Rank(9),
                         incarnation: 2,
                         down: true,
+                        observers: vec![Rank(3), Rank(17)],
                     },
                     AlertEntry {
                         subject: Rank(4),
                         incarnation: 0,
                         down: false,
+                        observers: vec![Rank(5)],
                     },
                 ],
             }),

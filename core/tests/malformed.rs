@@ -495,21 +495,30 @@ fn samples() -> Vec<Sample> {
         fixed(
             "alert/about-a-child",
             Message::from(AlertMsg {
+                hops: 0,
                 entries: vec![
                     AlertEntry {
                         subject: Rank(21),
                         incarnation: 1,
                         down: true,
+                        observers: vec![Rank(3), Rank(SPAN)],
                     },
                     AlertEntry {
                         subject: Rank(SPAN),
                         incarnation: 0,
                         down: false,
+                        observers: vec![],
                     },
                 ],
             }),
         ),
-        fixed("alert/empty", Message::from(AlertMsg { entries: vec![] })),
+        fixed(
+            "alert/empty",
+            Message::from(AlertMsg {
+                hops: 0,
+                entries: vec![],
+            }),
+        ),
         fixed("evicted", Message::from(EvictedMsg { epoch: 3 })),
         fixed(
             "removed/from-parent",

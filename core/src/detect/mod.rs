@@ -25,7 +25,8 @@
 //! accusations, and the healthy observers of a subject decide.
 //!
 //! Evidence here is advisory: nothing in this machine repairs the tree or evicts anyone.
-//! Membership (alerts to the coordinator, H of K observers, agreed views) consumes it.
+//! Membership (alerts up the tree to the coordinator, H of K observers, agreed views) consumes
+//! it.
 //! Off by default (`detect.enabled`): when off it sends nothing and arms nothing.
 
 use std::collections::BTreeMap;

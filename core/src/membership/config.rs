@@ -18,7 +18,7 @@ pub struct MembershipConfig {
     pub flux_reports: u32,
     /// Coordinator: the longest a stable removal waits for a subject in flux.
     pub flux_hold: Duration,
-    /// Observers: how long alerts wait to be sent together to the coordinator.
+    /// Observers and relays: how long evidence waits to go one hop up the tree together.
     pub alert_batch: Duration,
     /// Most fencing notices sent to one removed rank per this interval.
     pub evicted_interval: Duration,

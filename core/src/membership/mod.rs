@@ -1,7 +1,7 @@
-//! Failure knowledge: how deaths spread and how views converge (PRRTE's two phases).
+//! Failure knowledge: evidence, decisions, agreed views and fencing.
 //!
-//! This machine is the one the membership work (detector evidence, agreed views, fencing)
-//! replaces; today it is PRRTE's notice protocol:
+//! **Deaths known for certain** (hard evidence, or the detector off) spread in PRRTE's two
+//! phases:
 //!
 //! 1. **Local.** A lost tree link, a neighbour's notice or a reconciled lineage marks ranks dead
 //!    (an `Effect::Deaths` the node applies as one repair). Children new in one of this rank's
@@ -14,6 +14,24 @@
 //!    the same op order and views converge. Duplicate and reordered notices are idempotent: the
 //!    dead set only grows.
 //!
+//! **Soft evidence** (the detector on) never repairs on one rank's word:
+//!
+//! - **Alerts up the tree.** An observer's evidence goes to the coordinator (the root of the view
+//!   without the subject) along the tree without the subject, batched for
+//!   `membership.alert_batch` at every hop; an interior rank merges its descendants' evidence
+//!   per subject into one entry and skips a parent it suspects (down evidence about it seen
+//!   within three periods) or whose link is down. Evidence still standing when the detector
+//!   re-sends it, and every refutation, goes straight to the coordinator.
+//! - **Decisions.** The coordinator removes a subject on H of its K expected observers (implicit
+//!   reporters: observers themselves reported by at least L), waits up to `flux_hold` for
+//!   subjects in flux so losses found together share one decision, and refuses decisions that
+//!   would leave it in a minority (the majority guard). A decision floods the tree at once
+//!   (`RemovedMsg`) and is confirmed in xcast order by the global notice.
+//! - **Gray links.** A tree link down on soft evidence for `membership.gray_timeout` gets its
+//!   child removed, cause "unreachable".
+//! - **Fencing.** A rank the root confirmed removed that speaks or dials again is told
+//!   ("evicted"); it stops for good.
+//!
 //! A rank that dies together with its only tree neighbour is discovered when its new parent's
 //! adoption notice cannot be delivered: the driver's bounded dial fails and reports link-down.
 
@@ -21,7 +39,6 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use bytes::Bytes;
 
-use crate::detect::rings::Rings;
 use crate::machine::{Ctx, Effect, Machine};
 use crate::time::{Duration, Instant};
 use crate::timer::{TimerKey, TimerToken};
@@ -29,6 +46,7 @@ use crate::tree::{Rank, RankSet, Reconcile, Scope, ViewDelta};
 use crate::wire::Limits;
 use crate::xcast;
 
+mod alerts;
 mod cause;
 mod config;
 mod event;
@@ -59,6 +77,17 @@ struct Reports {
     down: BTreeSet<Rank>,
 }
 
+/// One observer's evidence waiting to go up the tree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Pending {
+    incarnation: u64,
+    down: bool,
+    /// Relays it passed before reaching this rank.
+    hops: u8,
+    /// Ancestors to skip on the way up (`u8::MAX`: straight to the coordinator).
+    skip: u8,
+}
+
 /// Failure-knowledge state of one rank.
 #[derive(Debug, Default)]
 pub(crate) struct Membership {
@@ -72,9 +101,18 @@ pub(crate) struct Membership {
     joiner: bool,
     /// Whether the last view change sent the parent a lineage notice (read once by the node).
     hello_sent: bool,
-    /// Observer: alerts waiting for the batch timer, by (coordinator, subject).
-    outgoing: BTreeMap<(Rank, Rank), AlertEntry>,
+    /// Evidence waiting for the batch timer to go up the tree, this rank's own and its
+    /// descendants', by (subject, observer).
+    outgoing: BTreeMap<(Rank, Rank), Pending>,
     alert_timer: Option<TimerToken>,
+    /// Subjects of down evidence seen here (own or relayed), and when last: hops to avoid on
+    /// the way up (they expire after three detector periods without a re-send).
+    suspects: BTreeMap<Rank, Instant>,
+    /// This rank's own evidence per subject: (incarnation, verdict, times sent); re-sent
+    /// standing evidence skips the tree.
+    own: BTreeMap<Rank, (u64, bool, u8)>,
+    /// Coordinator: each reported subject's expected observers in the current live set.
+    observers: BTreeMap<Rank, BTreeSet<Rank>>,
     /// Coordinator: standing evidence per subject.
     reports: BTreeMap<Rank, Reports>,
     decide_timer: Option<TimerToken>,
@@ -351,188 +389,6 @@ impl Membership {
         }
         ctx.stats.membership.evicted_sent += 1;
         Some(self.epoch)
-    }
-
-    /// Detector evidence from this rank: to the coordinator (the root of the view without the
-    /// subject), batched for `membership.alert_batch`; counted here if this rank is it.
-    pub(crate) fn on_local_alert(
-        &mut self,
-        ctx: &mut Ctx<'_>,
-        subject: Rank,
-        incarnation: u64,
-        down: bool,
-    ) {
-        if !ctx.tree.is_alive(subject) || ctx.tree.view().is_none() {
-            return;
-        }
-        let Some(coord) = ctx.tree.root_without(subject) else {
-            return;
-        };
-        let entry = AlertEntry {
-            subject,
-            incarnation,
-            down,
-        };
-        let me = ctx.me();
-        if coord == me {
-            self.tally(ctx, me, entry);
-            self.decide(ctx);
-            return;
-        }
-        self.outgoing.insert((coord, subject), entry);
-        if self.alert_timer.is_none() {
-            let at = ctx.now + ctx.cfg.membership.alert_batch;
-            let key = TimerKey::Membership(MembershipTimer::Alerts);
-            self.alert_timer = Some(ctx.timers.set(key, at));
-        }
-    }
-
-    fn on_alert_timer(&mut self, ctx: &mut Ctx<'_>, token: TimerToken) {
-        if self.alert_timer != Some(token) {
-            ctx.stats.stale_timers += 1;
-            return;
-        }
-        self.alert_timer = None;
-        let mut by_coord: BTreeMap<Rank, Vec<AlertEntry>> = BTreeMap::new();
-        for ((coord, _), e) in std::mem::take(&mut self.outgoing) {
-            by_coord.entry(coord).or_default().push(e);
-        }
-        let max = ctx.cfg.max_list as usize;
-        for (coord, entries) in by_coord {
-            for chunk in entries.chunks(max.max(1)) {
-                ctx.stats.membership.alerts_out += chunk.len() as u64;
-                ctx.send(
-                    coord,
-                    AlertMsg {
-                        entries: chunk.to_vec(),
-                    },
-                );
-            }
-        }
-    }
-
-    fn on_alert_msg(&mut self, ctx: &mut Ctx<'_>, from: Rank, m: AlertMsg) {
-        let me = ctx.me();
-        for e in m.entries {
-            ctx.stats.membership.alerts_in += 1;
-            if ctx.tree.root_without(e.subject) != Some(me) {
-                // Sent under another view; the observer re-sends while its alert stands.
-                ctx.stats.membership.alerts_stale += 1;
-                continue;
-            }
-            self.tally(ctx, from, e);
-        }
-        self.decide(ctx);
-    }
-
-    /// Coordinator: records one observer's evidence about one subject.
-    fn tally(&mut self, ctx: &mut Ctx<'_>, observer: Rank, e: AlertEntry) {
-        if !ctx.tree.is_alive(e.subject) || !ctx.tree.is_alive(observer) {
-            ctx.stats.membership.alerts_stale += 1;
-            return;
-        }
-        if !self.observers_of(ctx, e.subject).contains(&observer) {
-            ctx.stats.membership.alerts_stale += 1;
-            return;
-        }
-        if !e.down {
-            if let Some(r) = self.reports.get_mut(&e.subject) {
-                if e.incarnation >= r.incarnation {
-                    r.down.remove(&observer);
-                }
-                if r.down.is_empty() {
-                    self.reports.remove(&e.subject);
-                }
-            }
-            return;
-        }
-        let r = self.reports.entry(e.subject).or_insert_with(|| Reports {
-            incarnation: e.incarnation,
-            first: ctx.now,
-            down: BTreeSet::new(),
-        });
-        if e.incarnation < r.incarnation {
-            ctx.stats.membership.alerts_stale += 1;
-            return;
-        }
-        if e.incarnation > r.incarnation {
-            r.incarnation = e.incarnation;
-            r.down.clear();
-        }
-        r.down.insert(observer);
-    }
-
-    /// The subject's expected observers in the current view.
-    fn observers_of(&self, ctx: &Ctx<'_>, subject: Rank) -> BTreeSet<Rank> {
-        let d = &ctx.cfg.detect;
-        Rings::compute_for(ctx.tree, subject, d.ring_seed, d.observers).observers
-    }
-
-    /// Coordinator: removes every stable subject in one decision, unless one is in flux (then
-    /// waits, at most until the newest in flux has stood for `membership.flux_hold`: its other
-    /// observers' alerts, sent at about the same time, are then in).
-    fn decide(&mut self, ctx: &mut Ctx<'_>) {
-        let k = ctx.cfg.detect.observers.max(1) as usize;
-        let h_cfg = ctx.cfg.membership.stable_reports as usize;
-        let l_cfg = ctx.cfg.membership.flux_reports as usize;
-        let reported: BTreeSet<Rank> = self.reports.keys().copied().collect();
-        let mut stable = Vec::new();
-        let mut hold: Option<Instant> = None;
-        for (&s, r) in &self.reports {
-            let expected = self.observers_of(ctx, s);
-            let k_eff = expected.len();
-            if k_eff == 0 {
-                continue;
-            }
-            // H scaled to the observers this view has; never one observer alone once three
-            // ranks exist.
-            let h = if k_eff >= k {
-                h_cfg
-            } else {
-                h_cfg.saturating_mul(k_eff).div_ceil(k).max(2)
-            }
-            .min(k_eff);
-            let l = l_cfg.min(h);
-            // Only evidence that reached the coordinator from another observer counts: a
-            // coordinator cut off from everyone sees all its subjects silent, and must not
-            // remove them on its own word.
-            if !r.down.iter().any(|&o| o != ctx.me()) {
-                continue;
-            }
-            // Direct reports, plus implicit ones: expected observers that are themselves
-            // reported (they probably failed with the subject).
-            let count = expected
-                .iter()
-                .filter(|o| r.down.contains(o) || reported.contains(o))
-                .count();
-            if count >= h {
-                stable.push(s);
-            } else if count >= l && ctx.now < r.first + ctx.cfg.membership.flux_hold {
-                let until = r.first + ctx.cfg.membership.flux_hold;
-                hold = Some(hold.map_or(until, |t: Instant| t.max(until)));
-            }
-        }
-        if stable.is_empty() {
-            return;
-        }
-        if let Some(release) = hold {
-            ctx.stats.membership.decisions_deferred += 1;
-            if self.decide_timer.is_none() {
-                let key = TimerKey::Membership(MembershipTimer::Decide);
-                self.decide_timer = Some(ctx.timers.set(key, release));
-            }
-            return;
-        }
-        // Every subject with a standing report counts against the guard, not only the stable
-        // ones: a partition's silence reaches the coordinator a few subjects at a time.
-        if !self.majority_stays(ctx, self.reports.len()) {
-            ctx.stats.membership.decisions_refused_minority += 1;
-            return;
-        }
-        for s in &stable {
-            self.reports.remove(s);
-        }
-        self.remove(ctx, stable, RemovalCause::Unresponsive);
     }
 
     /// Coordinator: removes `ranks` for `cause` (one decision): repairs here and floods the
@@ -853,8 +709,12 @@ impl Machine for Membership {
         let tree = ctx.tree;
         self.reports.retain(|s, _| tree.is_alive(*s));
         self.outgoing
-            .retain(|(c, s), _| tree.is_alive(*c) && tree.is_alive(*s));
+            .retain(|(s, o), _| tree.is_alive(*s) && tree.is_alive(*o));
+        self.suspects.retain(|s, _| tree.is_alive(*s));
+        self.own.retain(|s, _| tree.is_alive(*s));
         self.gray.retain(|p, _| tree.is_alive(*p));
+        // The rings are a function of the live set.
+        self.observers.clear();
     }
 
     fn on_message(&mut self, ctx: &mut Ctx<'_>, from: Rank, msg: MembershipMsg) {

@@ -9,12 +9,15 @@ pub struct MembershipStats {
     /// Lineage or adoption notices no set of deaths explains, and delivered global failure
     /// notices whose payload does not decode.
     pub inconsistent: u64,
-    /// Alert entries this rank sent to a coordinator.
+    /// Evidence (one observer about one subject) this rank sent up the tree, its own and its
+    /// descendants'.
     pub alerts_out: u64,
-    /// Alert entries received as coordinator (counted or not).
+    /// Evidence received as the subject's coordinator (counted or not).
     pub alerts_in: u64,
-    /// Alert entries refused: not the coordinator for the subject, a subject already removed,
-    /// a sender that is not one of the subject's observers, or an old incarnation.
+    /// Evidence received for another coordinator and merged into this rank's next batch up.
+    pub alerts_relayed: u64,
+    /// Evidence refused: a subject or observer already removed, an observer that does not
+    /// watch the subject, an old incarnation, or evidence past the relay limit.
     pub alerts_stale: u64,
     /// Ranks this coordinator removed on its observers' evidence.
     pub removed_on_evidence: u64,

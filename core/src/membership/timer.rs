@@ -6,7 +6,7 @@
 pub enum MembershipTimer {
     /// Root: announce the deaths gathered since the first unannounced one.
     Announce,
-    /// Send the batched alerts to their coordinators.
+    /// Send the batched evidence (own and relayed) one hop up the tree.
     Alerts,
     /// Coordinator: a subject in flux held a decision back; decide once `flux_hold` passed.
     Decide,

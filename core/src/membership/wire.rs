@@ -138,8 +138,9 @@ impl Codec for GlobalFailureMsg {
         })
     }
 }
-/// One observer's evidence about one subject.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+/// Evidence about one subject from one or more observers, merged per hop: every observer
+/// listed holds the same verdict about the same incarnation.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct AlertEntry {
     /// The rank the evidence is about.
     pub subject: Rank,
@@ -147,39 +148,61 @@ pub struct AlertEntry {
     pub incarnation: u64,
     /// `true`: silent through the refutation window; `false`: it refuted.
     pub down: bool,
+    /// The observers whose evidence this is (each watches the subject on one of its rings).
+    pub observers: Vec<Rank>,
 }
 
-/// Observer to coordinator: detector evidence, batched (the observer is the sender).
+/// Detector evidence travelling up the tree to the coordinator, batched and merged per hop:
+/// an observer sends its own, an interior rank forwards what its descendants sent with its
+/// own, one entry per (subject, incarnation, verdict).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AlertMsg {
-    /// The evidence, one entry per subject.
+    /// Relays passed so far (0 from the observer); a relay drops evidence that has passed
+    /// [`AlertMsg::MAX_HOPS`] (views that disagree could otherwise pass it around; the
+    /// observer re-sends standing evidence every detector period).
+    pub hops: u8,
+    /// The evidence, one entry per (subject, incarnation, verdict).
     pub entries: Vec<AlertEntry>,
+}
+
+impl AlertMsg {
+    /// Relays evidence may pass (the tree is at most 31 deep; views agree within a few).
+    pub const MAX_HOPS: u8 = 32;
 }
 
 impl Codec for AlertMsg {
     fn encoded_len(&self) -> usize {
-        4 + 13 * self.entries.len()
+        1 + 4
+            + self
+                .entries
+                .iter()
+                .map(|e| 17 + 4 * e.observers.len())
+                .sum::<usize>()
     }
     fn encode(&self, buf: &mut impl BufMut) {
+        buf.put_u8(self.hops);
         buf.put_u32(self.entries.len() as u32);
         for e in &self.entries {
             buf.put_u32(e.subject.0);
             buf.put_u64(e.incarnation);
             buf.put_u8(u8::from(e.down));
+            put_ranks(buf, &e.observers);
         }
     }
     fn decode(r: &mut Reader, limits: &Limits) -> Result<Self, DecodeError> {
-        let n = r.count(13, limits.max_list)?;
+        let hops = r.u8()?;
+        let n = r.count(17, limits.max_list)?;
         let entries = (0..n)
             .map(|_| {
                 Ok(AlertEntry {
                     subject: r.rank()?,
                     incarnation: crate::wire::counter(r.u64()?)?,
                     down: r.bool()?,
+                    observers: get_ranks(r, limits)?,
                 })
             })
             .collect::<Result<Vec<_>, DecodeError>>()?;
-        Ok(Self { entries })
+        Ok(Self { hops, entries })
     }
 }
 
@@ -270,7 +293,7 @@ crate::message_family! { Membership =>
         Adopt(AdoptMsg) = 2, Control, Adopt, "adopt";
         /// Failure notice with lineage, child to parent ([`LineageMsg`]).
         Lineage(LineageMsg) = 3, Control, Lineage, "lineage";
-        /// Detector evidence, observer to coordinator ([`AlertMsg`]).
+        /// Detector evidence, observers to coordinator up the tree ([`AlertMsg`]).
         Alert(AlertMsg) = 40, Control, Alert, "alert";
         /// Fencing notice to a removed rank ([`EvictedMsg`]).
         Evicted(EvictedMsg) = 41, Control, Evicted, "evicted";

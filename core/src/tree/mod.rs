@@ -36,6 +36,8 @@
 //! 5 takes slot 1, demoting 3 under it). This is reported as a [`ViewDelta`] with `demoted` set,
 //! exactly like a failure repair, so in-flight traffic is re-driven.
 
+use smallvec::SmallVec;
+
 mod delta;
 mod layout;
 mod rank;
@@ -189,6 +191,17 @@ impl Tree {
         view::occupant(&self.layout, &self.dead, self.layout.pos(Rank(0)), |r| {
             r == without
         })
+    }
+
+    /// This rank's ancestors, root first, in the tree it would have if `without` died too: the
+    /// path evidence against `without` travels up (it never passes through `without`). Empty
+    /// when this rank would be the root, or is itself dead or `without`. O(depth · radix).
+    pub fn ancestors_without(&self, without: Rank) -> SmallVec<[Rank; 8]> {
+        let me = self.me;
+        if !self.is_alive(me) || me == without {
+            return SmallVec::new();
+        }
+        view::ancestors_excluding(&self.layout, &self.dead, me, without)
     }
 
     /// The current view; `None` once this rank itself is known dead.

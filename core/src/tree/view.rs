@@ -67,27 +67,7 @@ impl View {
         if dead.contains(me) {
             return Err(ViewError::Dead(me));
         }
-        // Base chain of `me`, root first, `me` last.
-        let mine = layout.pos(me);
-        let mut chain: SmallVec<[Pos; 16]> = SmallVec::new();
-        let mut cur = Some(mine);
-        while let Some(p) = cur {
-            chain.push(p);
-            cur = layout.parent_pos(p);
-        }
-        chain.reverse();
-
-        let mut ancestors: SmallVec<[Rank; 8]> = SmallVec::new();
-        let mut slot = mine;
-        for &s in &chain {
-            // `me` lies in RFPre(s) and is not excluded, so an occupant always exists.
-            let occ = occupant(layout, dead, s, |x| ancestors.contains(&x)).unwrap_or(me);
-            if occ == me {
-                slot = s;
-                break;
-            }
-            ancestors.push(occ);
-        }
+        let (ancestors, slot) = ancestor_walk(layout, dead, me, None);
 
         let n = layout.child_count_pos(slot);
         let mut children = Vec::new();
@@ -201,6 +181,52 @@ impl View {
 }
 
 /// The occupant of slot `s`: the first rank of RFPre(`s`) that is alive and not `excluded`.
+/// `me`'s ancestors, root first, with the ranks in `dead` and `without` removed (`me` alive and
+/// not `without`): [`View::compute`]'s ancestor walk with one more exclusion, without copying
+/// the dead set.
+pub(crate) fn ancestors_excluding(
+    layout: &Layout,
+    dead: &RankSet,
+    me: Rank,
+    without: Rank,
+) -> SmallVec<[Rank; 8]> {
+    ancestor_walk(layout, dead, me, Some(without)).0
+}
+
+/// Walks `me`'s base chain from the root down: each slot's occupant (skipping the ancestors
+/// found so far, and `without`) is an ancestor, until `me` occupies one (its slot).
+fn ancestor_walk(
+    layout: &Layout,
+    dead: &RankSet,
+    me: Rank,
+    without: Option<Rank>,
+) -> (SmallVec<[Rank; 8]>, Pos) {
+    // Base chain of `me`, root first, `me` last.
+    let mine = layout.pos(me);
+    let mut chain: SmallVec<[Pos; 16]> = SmallVec::new();
+    let mut cur = Some(mine);
+    while let Some(p) = cur {
+        chain.push(p);
+        cur = layout.parent_pos(p);
+    }
+    chain.reverse();
+    let mut ancestors: SmallVec<[Rank; 8]> = SmallVec::new();
+    let mut slot = mine;
+    for &s in &chain {
+        // `me` lies in RFPre(s) and is not excluded, so an occupant always exists.
+        let occ = occupant(layout, dead, s, |x| {
+            Some(x) == without || ancestors.contains(&x)
+        })
+        .unwrap_or(me);
+        if occ == me {
+            slot = s;
+            break;
+        }
+        ancestors.push(occ);
+    }
+    (ancestors, slot)
+}
+
 pub(crate) fn occupant(
     layout: &Layout,
     dead: &RankSet,

@@ -1,0 +1,329 @@
+//! Soft evidence: alerts up the tree (batched, merged per hop, skipping suspected hops) and
+//! the coordinator's tally and decision (H of K observers, subjects in flux held, the majority
+//! guard).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::{AlertEntry, AlertMsg, Membership, MembershipTimer, Pending, RemovalCause, Reports};
+use crate::detect::rings::Rings;
+use crate::machine::Ctx;
+use crate::time::{Duration, Instant};
+use crate::timer::{TimerKey, TimerToken};
+use crate::tree::Rank;
+
+impl Membership {
+    /// Detector evidence from this rank: up the tree to the coordinator (the root of the view
+    /// without the subject), batched for `membership.alert_batch`; counted here if this rank
+    /// is it.
+    pub(crate) fn on_local_alert(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        subject: Rank,
+        incarnation: u64,
+        down: bool,
+    ) {
+        if !ctx.tree.is_alive(subject) || ctx.tree.view().is_none() {
+            return;
+        }
+        let me = ctx.me();
+        let sends = match self.own.get(&subject) {
+            Some(&(i, d, n)) if (i, d) == (incarnation, down) => n.saturating_add(1),
+            _ => 0,
+        };
+        self.own.insert(subject, (incarnation, down, sends));
+        // Evidence goes up the tree the first time, merged with its neighbours'. Still standing
+        // a period later (the detector re-sends it), it goes straight to the coordinator: the
+        // path may hold a relay frozen before anyone suspects it. A refutation always goes
+        // straight: it is sent once, and a down report it fails to clear would stand.
+        let skip = if down && sends == 0 { 0 } else { u8::MAX };
+        let pending = Pending {
+            incarnation,
+            down,
+            hops: 0,
+            skip,
+        };
+        if ctx.tree.root_without(subject) == Some(me) {
+            self.tally(ctx, me, subject, pending);
+            self.decide(ctx);
+            return;
+        }
+        self.queue(ctx, subject, me, pending);
+    }
+
+    /// Holds one observer's evidence for the next batch up the tree (a later verdict about the
+    /// same or a newer incarnation replaces an earlier one).
+    fn queue(&mut self, ctx: &mut Ctx<'_>, subject: Rank, observer: Rank, p: Pending) {
+        if p.down {
+            self.suspects.insert(subject, ctx.now);
+        } else {
+            self.suspects.remove(&subject);
+        }
+        let slot = self.outgoing.entry((subject, observer)).or_insert(p);
+        if p.incarnation >= slot.incarnation {
+            *slot = Pending {
+                hops: slot.hops.max(p.hops),
+                ..p
+            };
+        }
+        if self.alert_timer.is_none() {
+            let at = ctx.now + ctx.cfg.membership.alert_batch;
+            let key = TimerKey::Membership(MembershipTimer::Alerts);
+            self.alert_timer = Some(ctx.timers.set(key, at));
+        }
+    }
+
+    /// The batch timer fired: evidence goes to the next hop up the tree of the view without
+    /// its subject, merged per (next hop, subject, incarnation, verdict). Evidence this rank
+    /// now coordinates is counted here.
+    pub(super) fn on_alert_timer(&mut self, ctx: &mut Ctx<'_>, token: TimerToken) {
+        if self.alert_timer != Some(token) {
+            ctx.stats.stale_timers += 1;
+            return;
+        }
+        self.alert_timer = None;
+        if ctx.tree.view().is_none() {
+            self.outgoing.clear();
+            return;
+        }
+        let me = ctx.me();
+        type Merged = BTreeMap<(Rank, u64, bool), Vec<Rank>>;
+        let mut by_hop: BTreeMap<Rank, (u8, Merged)> = BTreeMap::new();
+        let mut hop_of: BTreeMap<(Rank, u8), Option<Rank>> = BTreeMap::new();
+        let mut tallied = false;
+        for ((subject, observer), p) in std::mem::take(&mut self.outgoing) {
+            if !ctx.tree.is_alive(subject) || !ctx.tree.is_alive(observer) {
+                continue;
+            }
+            let hop = *hop_of
+                .entry((subject, p.skip))
+                .or_insert_with(|| self.next_hop(ctx, subject, p.skip));
+            match hop {
+                None => {}
+                Some(h) if h == me => {
+                    self.tally(ctx, observer, subject, p);
+                    tallied = true;
+                }
+                Some(h) => {
+                    let (hops, merged) = by_hop.entry(h).or_default();
+                    *hops = (*hops).max(p.hops);
+                    merged
+                        .entry((subject, p.incarnation, p.down))
+                        .or_default()
+                        .push(observer);
+                }
+            }
+        }
+        if tallied {
+            self.decide(ctx);
+        }
+        let max = (ctx.cfg.max_list as usize).max(1);
+        for (to, (hops, merged)) in by_hop {
+            let mut entries = Vec::new();
+            for ((subject, incarnation, down), observers) in merged {
+                ctx.stats.membership.alerts_out += observers.len() as u64;
+                for chunk in observers.chunks(max) {
+                    entries.push(AlertEntry {
+                        subject,
+                        incarnation,
+                        down,
+                        observers: chunk.to_vec(),
+                    });
+                }
+            }
+            for chunk in entries.chunks(max) {
+                ctx.send(
+                    to,
+                    AlertMsg {
+                        hops,
+                        entries: chunk.to_vec(),
+                    },
+                );
+            }
+        }
+    }
+
+    /// Where evidence about `subject` goes next: this rank's nearest ancestor in the tree
+    /// without the subject that is not itself suspected here (subject of down evidence seen
+    /// within three detector periods) and whose tree link is not down, passing over `skip`
+    /// more of them, up to the coordinator (the top ancestor) itself; this rank when it is the
+    /// coordinator; `None` when nobody would be left.
+    fn next_hop(&self, ctx: &Ctx<'_>, subject: Rank, skip: u8) -> Option<Rank> {
+        let coordinator = ctx.tree.root_without(subject)?;
+        let me = ctx.me();
+        if coordinator == me {
+            return Some(me);
+        }
+        let fresh = Duration::from_nanos(ctx.cfg.detect.period.as_nanos().saturating_mul(3));
+        let avoided = |r: Rank| {
+            self.gray.contains_key(&r)
+                || self.suspects.get(&r).is_some_and(|&t| ctx.now < t + fresh)
+        };
+        let up = ctx.tree.ancestors_without(subject);
+        let hop = up
+            .iter()
+            .rev()
+            .copied()
+            .filter(|&a| a == coordinator || !avoided(a))
+            .nth(usize::from(skip));
+        Some(hop.unwrap_or(coordinator))
+    }
+
+    /// Evidence from a descendant (or a rank that skipped a suspected hop): counted here if this
+    /// rank coordinates its subject, else merged into the next batch up.
+    pub(super) fn on_alert_msg(&mut self, ctx: &mut Ctx<'_>, _from: Rank, m: AlertMsg) {
+        let me = ctx.me();
+        let mut tallied = false;
+        for e in m.entries {
+            let n = e.observers.len() as u64;
+            let pending = Pending {
+                incarnation: e.incarnation,
+                down: e.down,
+                hops: m.hops.saturating_add(1),
+                skip: 0,
+            };
+            match ctx.tree.root_without(e.subject) {
+                Some(c) if c == me => {
+                    ctx.stats.membership.alerts_in += n;
+                    for o in e.observers {
+                        self.tally(ctx, o, e.subject, pending);
+                    }
+                    tallied = true;
+                }
+                Some(_) if m.hops < AlertMsg::MAX_HOPS && ctx.tree.is_alive(e.subject) => {
+                    ctx.stats.membership.alerts_relayed += n;
+                    for o in e.observers {
+                        self.queue(ctx, e.subject, o, pending);
+                    }
+                }
+                // Passed too many relays, or about a rank removed since: the observer re-sends
+                // while its evidence stands.
+                _ => ctx.stats.membership.alerts_stale += n,
+            }
+        }
+        if tallied {
+            self.decide(ctx);
+        }
+    }
+
+    /// Coordinator: records one observer's evidence about one subject.
+    fn tally(&mut self, ctx: &mut Ctx<'_>, observer: Rank, subject: Rank, p: Pending) {
+        if !ctx.tree.is_alive(subject) || !ctx.tree.is_alive(observer) {
+            ctx.stats.membership.alerts_stale += 1;
+            return;
+        }
+        if !self.observers_of(ctx, subject).contains(&observer) {
+            ctx.stats.membership.alerts_stale += 1;
+            return;
+        }
+        if !p.down {
+            if let Some(r) = self.reports.get_mut(&subject) {
+                if p.incarnation >= r.incarnation {
+                    r.down.remove(&observer);
+                }
+                if r.down.is_empty() {
+                    self.reports.remove(&subject);
+                }
+            }
+            return;
+        }
+        let r = self.reports.entry(subject).or_insert_with(|| Reports {
+            incarnation: p.incarnation,
+            first: ctx.now,
+            down: BTreeSet::new(),
+        });
+        if p.incarnation < r.incarnation {
+            ctx.stats.membership.alerts_stale += 1;
+            return;
+        }
+        if p.incarnation > r.incarnation {
+            r.incarnation = p.incarnation;
+            r.down.clear();
+        }
+        r.down.insert(observer);
+    }
+
+    /// The subject's expected observers in the current live set (cached until it changes).
+    fn observers_of(&mut self, ctx: &Ctx<'_>, subject: Rank) -> &BTreeSet<Rank> {
+        self.observers.entry(subject).or_insert_with(|| {
+            let d = &ctx.cfg.detect;
+            Rings::compute_for(ctx.tree, subject, d.ring_seed, d.observers).observers
+        })
+    }
+
+    /// Coordinator: removes every stable subject in one decision, unless one is in flux (then
+    /// waits, at most until the newest in flux has stood for `membership.flux_hold`: its other
+    /// observers' alerts, sent at about the same time, are then in).
+    pub(super) fn decide(&mut self, ctx: &mut Ctx<'_>) {
+        let k = ctx.cfg.detect.observers.max(1) as usize;
+        let h_cfg = ctx.cfg.membership.stable_reports as usize;
+        let l_cfg = ctx.cfg.membership.flux_reports as usize;
+        let subjects: Vec<Rank> = self.reports.keys().copied().collect();
+        for &s in &subjects {
+            self.observers_of(ctx, s);
+        }
+        // Implicit reporters: expected observers that are themselves in flux or stable (they
+        // probably failed with the subject); one report against an observer is not enough.
+        let failing = |o: &Rank| {
+            self.reports
+                .get(o)
+                .is_some_and(|ro| ro.down.len() >= l_cfg.max(2))
+        };
+        let mut stable = Vec::new();
+        let mut hold: Option<Instant> = None;
+        for (&s, r) in &self.reports {
+            let Some(expected) = self.observers.get(&s) else {
+                continue;
+            };
+            let k_eff = expected.len();
+            if k_eff == 0 {
+                continue;
+            }
+            // H scaled to the observers this view has; never one observer alone once three
+            // ranks exist.
+            let h = if k_eff >= k {
+                h_cfg
+            } else {
+                h_cfg.saturating_mul(k_eff).div_ceil(k).max(2)
+            }
+            .min(k_eff);
+            let l = l_cfg.min(h);
+            // Only evidence that reached the coordinator from another observer counts: a
+            // coordinator cut off from everyone sees all its subjects silent, and must not
+            // remove them on its own word.
+            if !r.down.iter().any(|&o| o != ctx.me()) {
+                continue;
+            }
+            let count = expected
+                .iter()
+                .filter(|o| r.down.contains(o) || failing(o))
+                .count();
+            if count >= h {
+                stable.push(s);
+            } else if count >= l && ctx.now < r.first + ctx.cfg.membership.flux_hold {
+                let until = r.first + ctx.cfg.membership.flux_hold;
+                hold = Some(hold.map_or(until, |t: Instant| t.max(until)));
+            }
+        }
+        if stable.is_empty() {
+            return;
+        }
+        if let Some(release) = hold {
+            ctx.stats.membership.decisions_deferred += 1;
+            if self.decide_timer.is_none() {
+                let key = TimerKey::Membership(MembershipTimer::Decide);
+                self.decide_timer = Some(ctx.timers.set(key, release));
+            }
+            return;
+        }
+        // Every subject with a standing report counts against the guard, not only the stable
+        // ones: a partition's silence reaches the coordinator a few subjects at a time.
+        if !self.majority_stays(ctx, self.reports.len()) {
+            ctx.stats.membership.decisions_refused_minority += 1;
+            return;
+        }
+        for s in &stable {
+            self.reports.remove(s);
+        }
+        self.remove(ctx, stable, RemovalCause::Unresponsive);
+    }
+}
