@@ -159,7 +159,8 @@ pub use event::Event;
 pub use flood::{FloodConfig, FloodEvent, FloodStats, FloodTimer};
 pub use link::LinkCause;
 pub use membership::{
-    MembershipConfig, MembershipEvent, MembershipStats, MembershipTimer, RemovalCause,
+    MembershipConfig, MembershipEvent, MembershipStats, MembershipTimer, MembershipView,
+    RemovalCause,
 };
 pub use node::Node;
 pub use outbox::{Class, Transmit};

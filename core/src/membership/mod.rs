@@ -54,6 +54,7 @@ mod stats;
 #[cfg(test)]
 mod tests;
 mod timer;
+mod view;
 mod wire;
 
 pub use cause::RemovalCause;
@@ -61,6 +62,7 @@ pub use config::MembershipConfig;
 pub use event::MembershipEvent;
 pub use stats::MembershipStats;
 pub use timer::MembershipTimer;
+pub use view::MembershipView;
 pub use wire::{
     AdoptMsg, AlertEntry, AlertMsg, EvictedMsg, GlobalFailureMsg, LineageMsg, MembershipMsg,
     RemovedMsg, UnreachableMsg,
@@ -134,12 +136,19 @@ pub(crate) struct Membership {
     gray: BTreeMap<Rank, Instant>,
     /// Highest decision seen per coordinator (the flood's duplicate filter).
     seen_decisions: BTreeMap<Rank, u64>,
+    /// The agreed view: the notices applied so far.
+    agreed: view::Agreed,
 }
 
 impl Membership {
     /// Highest global failure epoch seen.
     pub(crate) fn epoch(&self) -> u64 {
         self.epoch
+    }
+
+    /// The view the root's notices applied here have made (see [`MembershipView`]).
+    pub(crate) fn view(&self, span: u32) -> MembershipView {
+        self.agreed.view(span)
     }
 
     /// Whether the last view change sent the parent a lineage notice (and forgets it).
@@ -305,6 +314,7 @@ impl Membership {
         for r in &ranks {
             self.causes.remove(r);
         }
+        self.agreed.apply(m.epoch, &ranks);
         let me_removed = set.contains(ctx.me());
         // Members after this notice: the live set once these deaths are applied (the repair
         // below runs before the event is queued).

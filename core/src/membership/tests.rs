@@ -621,3 +621,53 @@ fn evidence_travels_up_the_tree_merged() {
     assert!(root.membership.alerts_in >= 2, "{:?}", root.membership);
     assert!(root.membership.removed_on_evidence == 1);
 }
+
+/// Agreed views: at every moment, members that applied the same epoch hold the same removed
+/// set; at the end every survivor holds one view, whose removed set is exactly the faulty
+/// ranks (a crash, a silent loss and a long pause, removed by separate decisions).
+#[test]
+fn members_at_the_same_epoch_hold_the_same_view() {
+    let mut s = sim(64, 4, 37);
+    s.run_until(ms(300)).unwrap();
+    let (crashed, silent, paused) = (Rank(9), Rank(30), Rank(51));
+    s.apply(Fault::Crash(crashed));
+    s.schedule(ms(600), Fault::Pause(silent));
+    s.schedule(ms(1_200), Fault::Pause(paused));
+    s.schedule(ms(3_700), Fault::Resume(paused));
+    let faulty = [crashed, silent, paused];
+    let mut t = 300;
+    let mut epochs_seen = BTreeMap::new();
+    // Every millisecond: a decision's flood runs a few ms ahead of its notice.
+    while t < 5_000 {
+        t += 1;
+        s.run_until(ms(t)).unwrap();
+        let w = s.world();
+        let mut at_epoch: BTreeMap<u64, (Rank, Vec<Rank>)> = BTreeMap::new();
+        for r in others(64, &[crashed.0, silent.0, paused.0]) {
+            let v = w.node(r).unwrap().view();
+            assert_eq!(v.members as usize, 64 - v.removed.len());
+            match at_epoch.get(&v.epoch) {
+                Some((other, removed)) => {
+                    assert_eq!(&v.removed, removed, "{r} and {other} at epoch {}", v.epoch)
+                }
+                None => {
+                    at_epoch.insert(v.epoch, (r, v.removed.clone()));
+                }
+            }
+            epochs_seen.insert(v.epoch, v.removed.len());
+        }
+    }
+    let w = s.world();
+    let views: Vec<_> = others(64, &[crashed.0, silent.0, paused.0])
+        .into_iter()
+        .map(|r| w.node(r).unwrap().view())
+        .collect();
+    assert!(views.windows(2).all(|p| p[0] == p[1]), "{views:?}");
+    assert_eq!(views[0].removed, faulty.to_vec());
+    assert_eq!(views[0].members, 61);
+    assert!(
+        epochs_seen.len() >= 3,
+        "separate decisions: {epochs_seen:?}"
+    );
+    assert!(s.observer().evicted(paused), "the paused rank was told");
+}

@@ -462,4 +462,11 @@ impl Node {
     pub fn epoch(&self) -> u64 {
         self.m.membership.epoch()
     }
+
+    /// The agreed membership view applied here: the epoch of the last global notice and the
+    /// ranks removed as of it. Members that applied the same epoch hold the same view; a data
+    /// plane sizes its communicator from it (see [`MembershipView`](crate::MembershipView)).
+    pub fn view(&self) -> crate::MembershipView {
+        self.m.membership.view(self.tree().layout().span())
+    }
 }
