@@ -51,7 +51,7 @@ pub use stats::DetectStats;
 pub use timer::DetectTimer;
 pub use wire::{DetectMsg, HeartbeatMsg, SuspectMsg};
 
-use rings::Rings;
+use rings::LiveRings;
 
 /// What an observer knows of one subject.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,7 +76,8 @@ pub(crate) struct Detect {
     /// This rank's incarnation (raised to refute a suspicion).
     incarnation: u64,
     seq: u64,
-    rings: Rings,
+    /// Observers and subjects, kept across changes of the live set.
+    rings: LiveRings,
     /// Per-subject state, one entry per current subject.
     watching: BTreeMap<Rank, Watch>,
     /// When the next heartbeat round was due.
@@ -107,7 +108,7 @@ struct Health {
 impl Detect {
     /// This rank's observers (it heartbeats them), ascending.
     pub(crate) fn observers(&self) -> impl Iterator<Item = Rank> + '_ {
-        self.rings.observers.iter().copied()
+        self.rings.get().observers.iter().copied()
     }
 
     fn heartbeat_all(&mut self, ctx: &mut Ctx<'_>) {
@@ -200,24 +201,24 @@ impl Detect {
         }
         if ctx.tree.view().is_none() {
             // This rank is dead: it watches nobody and heartbeats nobody.
-            self.rings = Rings::default();
+            self.rings.clear();
         } else {
             let cfg = &ctx.cfg.detect;
-            self.rings = Rings::compute(ctx.tree, cfg.ring_seed, cfg.observers);
+            self.rings.update(ctx.tree, cfg.ring_seed, cfg.observers);
         }
+        let rings = self.rings.get();
         let gone: Vec<Rank> = self
             .watching
             .keys()
             .copied()
-            .filter(|r| !self.rings.subjects.contains(r))
+            .filter(|r| !rings.subjects.contains(r))
             .collect();
         for r in gone {
             self.watching.remove(&r);
             ctx.timers.cancel(TimerKey::Detect(DetectTimer::Silent(r)));
             ctx.timers.cancel(TimerKey::Detect(DetectTimer::Refute(r)));
         }
-        let new: Vec<Rank> = self
-            .rings
+        let new: Vec<Rank> = rings
             .subjects
             .iter()
             .copied()
@@ -236,7 +237,7 @@ impl Detect {
             );
             self.rearm(ctx, r);
         }
-        if self.rings.observers.is_empty() && self.watching.is_empty() {
+        if self.rings.get().observers.is_empty() && self.watching.is_empty() {
             ctx.timers.cancel(TimerKey::Detect(DetectTimer::Beat));
             self.beat_due = None;
         } else if self.beat_due.is_none() {
@@ -280,7 +281,7 @@ impl Detect {
             ctx.stats.detect.stale += 1;
             return;
         }
-        if self.rings.observers.contains(&from) {
+        if self.rings.get().observers.contains(&from) {
             // Two observers suspecting this rank at about the same time: the trouble is more
             // likely here than at both of them.
             let window = ctx.cfg.detect.timeout;
@@ -450,7 +451,7 @@ impl Machine for Detect {
             enabled: cfg.detect.enabled,
             incarnation: 0,
             seq: 0,
-            rings: Rings::default(),
+            rings: LiveRings::default(),
             watching: BTreeMap::new(),
             beat_due: None,
             reported: (0, 0),
@@ -462,11 +463,13 @@ impl Machine for Detect {
         self.recompute(ctx);
     }
 
-    /// The rings are a function of the live set, not of this rank's view: they are recomputed
-    /// here, once per change of the live set (a death far away can still change who watches
-    /// whom here; a view change always comes with one). Standing alerts go out again at once: the coordinator may have changed with the
-    /// members (a coordinator that froze with alerts unprocessed is replaced by one that has
-    /// none).
+    /// The rings are a function of the live set, not of this rank's view: they are brought up
+    /// to date here, once per change of the live set (a death far away in rank numbers can
+    /// still change who watches whom here; a view change always comes with one). Only the
+    /// rings that lost this rank's predecessor or successor are recomputed
+    /// ([`rings::LiveRings`]). Standing alerts go out again at once: the coordinator may have
+    /// changed with the members (a coordinator that froze with alerts unprocessed is replaced
+    /// by one that has none).
     fn on_members_change(&mut self, ctx: &mut Ctx<'_>) {
         self.recompute(ctx);
         let standing: Vec<(Rank, u64)> = self

@@ -4,10 +4,16 @@
 //! its predecessors on the K rings, its subjects its successors. The hash decorrelates
 //! observers from rank numbering (and so from racks and hosts numbered in order), and every
 //! rank computes the same rings from the same live set, with no communication.
+//!
+//! Computing one rank's rings costs O(K · live ranks) hashes, and every rank needs its own
+//! after every change of the live set. [`LiveRings`] keeps them across changes: a change that
+//! only removes ranks recomputes just the rings on which this rank's predecessor or successor
+//! was removed (removing any other rank moves neither neighbour), so at thousands of ranks a
+//! death costs its own 2K neighbours a recomputation and everyone else nothing.
 
 use std::collections::BTreeSet;
 
-use crate::tree::{Rank, Tree};
+use crate::tree::{Rank, RankSet, Tree};
 
 /// SplitMix64's finaliser: a fixed, well-mixed 64-bit hash.
 fn mix(mut z: u64) -> u64 {
@@ -21,6 +27,41 @@ fn key(seed: u64, ring: u32, r: Rank) -> (u64, u32) {
     (h, r.0)
 }
 
+/// The live ranks of `tree`, ascending.
+fn live(tree: &Tree) -> Vec<Rank> {
+    (0..tree.layout().span())
+        .map(Rank)
+        .filter(|&r| tree.is_alive(r))
+        .collect()
+}
+
+/// `me`'s (predecessor, successor) on ring `ring` among `live` (`me` need not be in it);
+/// `None` when nobody else is live.
+///
+/// Keys are distinct (the rank is part of the key). The successor is the smallest key above
+/// mine, wrapping to the smallest overall; the predecessor the largest key below mine,
+/// wrapping to the largest overall. Both at once: a key's distance above mine, modulo the key
+/// space, orders those above mine first, then those below, each by key; the successor is the
+/// nearest and the predecessor the farthest.
+fn neighbours(live: &[Rank], me: Rank, seed: u64, ring: u32) -> Option<(Rank, Rank)> {
+    // A key as one 96-bit number in a u128: distances wrap modulo 2^128, which orders them
+    // as modulo 2^96 would (no two keys are 2^96 or more apart).
+    let wide = |(h, r): (u64, u32)| u128::from(h) << 32 | u128::from(r);
+    let mine = wide(key(seed, ring, me));
+    let (mut near, mut far) = (u128::MAX, 0u128);
+    for &r in live {
+        if r == me {
+            continue;
+        }
+        let d = wide(key(seed, ring, r)).wrapping_sub(mine);
+        near = near.min(d);
+        far = far.max(d);
+    }
+    // The rank is the low 32 bits of the key, and adding mine back gives the key.
+    let rank = |d: u128| Rank(d.wrapping_add(mine) as u32);
+    (far != 0).then(|| (rank(far), rank(near)))
+}
+
 /// This rank's observers and subjects on `k` rings over the tree's live ranks.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub(crate) struct Rings {
@@ -32,63 +73,164 @@ pub(crate) struct Rings {
 
 impl Rings {
     /// The rings for `tree.me()` over the live ranks of `tree`. O(k · live ranks).
+    #[cfg(test)]
     pub(crate) fn compute(tree: &Tree, seed: u64, k: u32) -> Self {
         Self::compute_for(tree, tree.me(), seed, k)
     }
 
     /// The rings for any live rank `me` (a coordinator computes a subject's expected observers).
+    /// O(k · live ranks); empty when `me` is dead or alone.
     pub(crate) fn compute_for(tree: &Tree, me: Rank, seed: u64, k: u32) -> Self {
-        let live: Vec<Rank> = (0..tree.layout().span())
-            .map(Rank)
-            .filter(|&r| tree.is_alive(r))
-            .collect();
-        let mut rings = Self::default();
+        let live = live(tree);
         if live.len() < 2 || !tree.is_alive(me) {
-            return rings;
+            return Self::default();
         }
-        for ring in 0..k {
-            let mine = key(seed, ring, me);
-            // Successor: the smallest key above mine (wrapping to the smallest overall);
-            // predecessor: the largest key below mine (wrapping to the largest overall).
-            let (mut succ, mut min, mut pred, mut max) = (None, None, None, None);
-            for &r in live.iter().filter(|&&r| r != me) {
-                let kr = key(seed, ring, r);
-                let better = |best: Option<((u64, u32), Rank)>, want_less: bool| match best {
-                    None => true,
-                    Some((b, _)) => (kr < b) == want_less,
-                };
-                if kr > mine && better(succ, true) {
-                    succ = Some((kr, r));
-                }
-                if kr < mine && better(pred, false) {
-                    pred = Some((kr, r));
-                }
-                if better(min, true) {
-                    min = Some((kr, r));
-                }
-                if better(max, false) {
-                    max = Some((kr, r));
-                }
-            }
-            if let Some((_, s)) = succ.or(min) {
-                rings.subjects.insert(s);
-            }
-            if let Some((_, o)) = pred.or(max) {
-                rings.observers.insert(o);
-            }
+        Self::from_neighbours((0..k).filter_map(|ring| neighbours(&live, me, seed, ring)))
+    }
+
+    fn from_neighbours(n: impl IntoIterator<Item = (Rank, Rank)>) -> Self {
+        let mut rings = Self::default();
+        for (pred, succ) in n {
+            rings.observers.insert(pred);
+            rings.subjects.insert(succ);
         }
         rings
+    }
+}
+
+/// What a [`LiveRings`] was computed for.
+#[derive(Debug, Clone)]
+struct Basis {
+    seed: u64,
+    k: u32,
+    span: u32,
+    /// The tree's dead set then (within the span).
+    dead: RankSet,
+}
+
+/// `tree.me()`'s rings, kept up to date across changes of the live set (the detector's own
+/// rings; always equal to [`Rings::compute_for`] for the tree last given to [`Self::update`]).
+///
+/// When the live set only shrank, a ring on which this rank's predecessor and successor both
+/// survived is unchanged: the predecessor was the largest key below mine (or the largest
+/// overall) among a superset, so it still is, and likewise the successor. Only rings that lost
+/// one of the two are recomputed. A change that adds a rank (a larger span, a rank no longer
+/// dead), or new parameters, recomputes every ring.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct LiveRings {
+    rings: Rings,
+    /// Per ring, this rank's (predecessor, successor); empty when it has none (dead, or alone).
+    per_ring: Vec<(Rank, Rank)>,
+    /// `None` until the first update, and after [`Self::clear`].
+    basis: Option<Basis>,
+    /// Rings recomputed so far (each costs O(live ranks) hashes).
+    pub(crate) rings_computed: u64,
+}
+
+impl LiveRings {
+    /// The current rings.
+    pub(crate) fn get(&self) -> &Rings {
+        &self.rings
+    }
+
+    /// No rings (this rank is dead); the next update recomputes everything.
+    pub(crate) fn clear(&mut self) {
+        self.rings = Rings::default();
+        self.per_ring.clear();
+        self.basis = None;
+    }
+
+    /// Brings the rings up to date with `tree`'s live set: `Rings::compute(tree, seed, k)`.
+    pub(crate) fn update(&mut self, tree: &Tree, seed: u64, k: u32) {
+        let me = tree.me();
+        let span = tree.layout().span();
+        let shrank = self.basis.as_ref().is_some_and(|b| {
+            b.seed == seed && b.k == k && b.span == span && b.dead.is_subset(tree.dead())
+        });
+        self.basis = Some(Basis {
+            seed,
+            k,
+            span,
+            dead: tree.dead().clone(),
+        });
+        if !tree.is_alive(me) {
+            self.rings = Rings::default();
+            self.per_ring.clear();
+            return;
+        }
+        if shrank && self.per_ring.len() == k as usize {
+            // Neighbours computed before, over a superset of today's live ranks.
+            let stale: Vec<u32> = (0..k)
+                .filter(|&ring| {
+                    let (pred, succ) = self.per_ring[ring as usize];
+                    !tree.is_alive(pred) || !tree.is_alive(succ)
+                })
+                .collect();
+            if stale.is_empty() {
+                return;
+            }
+            let live = live(tree);
+            let mut fresh = Vec::with_capacity(stale.len());
+            for &ring in &stale {
+                self.rings_computed += 1;
+                match neighbours(&live, me, seed, ring) {
+                    Some(n) => fresh.push((ring, n)),
+                    None => {
+                        // Nobody else is left: no ring has neighbours.
+                        self.rings = Rings::default();
+                        self.per_ring.clear();
+                        return;
+                    }
+                }
+            }
+            for (ring, n) in fresh {
+                self.per_ring[ring as usize] = n;
+            }
+        } else {
+            let live = live(tree);
+            self.per_ring.clear();
+            if live.len() >= 2 {
+                for ring in 0..k {
+                    self.rings_computed += 1;
+                    if let Some(n) = neighbours(&live, me, seed, ring) {
+                        self.per_ring.push(n);
+                    }
+                }
+            }
+        }
+        self.rings = Rings::from_neighbours(self.per_ring.iter().copied());
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tree::{Layout, RankSet};
+    use crate::rng::Rng;
+    use crate::tree::Layout;
+    use proptest::prelude::*;
 
     fn tree(span: u32, me: u32, dead: &[u32]) -> Tree {
         let dead: RankSet = dead.iter().map(|&r| Rank(r)).collect();
         Tree::with_dead(Layout::new(span, 4).unwrap(), dead, Rank(me)).unwrap()
+    }
+
+    /// The definition, independently: sort the live ranks by key on each ring and take the
+    /// neighbours on either side of `me` (wrapping).
+    fn by_sorting(tree: &Tree, me: Rank, seed: u64, k: u32) -> Rings {
+        let live = live(tree);
+        let mut rings = Rings::default();
+        if live.len() < 2 || !tree.is_alive(me) {
+            return rings;
+        }
+        for ring in 0..k {
+            let mut order: Vec<(u64, u32)> = live.iter().map(|&r| key(seed, ring, r)).collect();
+            order.sort_unstable();
+            let at = order.iter().position(|kr| kr.1 == me.0).unwrap();
+            let n = order.len();
+            rings.observers.insert(Rank(order[(at + n - 1) % n].1));
+            rings.subjects.insert(Rank(order[(at + 1) % n].1));
+        }
+        rings
     }
 
     #[test]
@@ -121,5 +263,118 @@ mod tests {
         // The dead are never observers or subjects.
         let r = Rings::compute(&tree(16, 0, &[5, 6]), 1, 8);
         assert!(!r.observers.contains(&Rank(5)) && !r.subjects.contains(&Rank(6)));
+    }
+
+    /// A death that is none of my neighbours recomputes nothing; one of them, only its rings.
+    #[test]
+    fn a_far_death_recomputes_no_ring() {
+        let (span, seed, k) = (512, 3, 8);
+        let mut live = LiveRings::default();
+        live.update(&tree(span, 0, &[]), seed, k);
+        assert_eq!(live.rings_computed, 8);
+        let mine: Vec<(Rank, Rank)> = live.per_ring.clone();
+        let far = (1..span)
+            .find(|&r| !mine.iter().any(|&(p, s)| p.0 == r || s.0 == r))
+            .unwrap();
+        let t = tree(span, 0, &[far]);
+        live.update(&t, seed, k);
+        assert_eq!(live.rings_computed, 8, "rank {far} is on no ring of mine");
+        let (pred0, _) = mine[0];
+        let t = tree(span, 0, &[far, pred0.0]);
+        live.update(&t, seed, k);
+        let hit = mine
+            .iter()
+            .filter(|&&(p, s)| p == pred0 || s == pred0)
+            .count() as u64;
+        assert_eq!(live.rings_computed, 8 + hit);
+        assert_eq!(*live.get(), Rings::compute(&t, seed, k));
+        // A rank back (a new tree without a death) recomputes every ring.
+        live.update(&tree(span, 0, &[far]), seed, k);
+        assert_eq!(live.rings_computed, 16 + hit);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+        /// `compute_for` is the definition.
+        #[test]
+        fn compute_for_matches_sorting(
+            span in 1u32..200,
+            me in 0u32..200,
+            k in 0u32..10,
+            seed in any::<u64>(),
+            dead in proptest::collection::vec(0u32..200, 0..190),
+        ) {
+            let me = me % span;
+            let dead: Vec<u32> = dead.into_iter().map(|r| r % span).collect();
+            let t = tree(span, me, &dead);
+            for r in [me, 0, span - 1] {
+                prop_assert_eq!(
+                    Rings::compute_for(&t, Rank(r), seed, k),
+                    by_sorting(&t, Rank(r), seed, k)
+                );
+            }
+        }
+
+        /// Kept across random death sequences (with an occasional grow, revival, or a change
+        /// of parameters), the rings always equal a full recomputation.
+        #[test]
+        fn incremental_equals_full_recompute(
+            span in 2u32..300,
+            me in 0u32..300,
+            k in 1u32..10,
+            seed in any::<u64>(),
+            script in any::<u64>(),
+        ) {
+            let me = Rank(me % span);
+            let mut rng = Rng::new(script);
+            let mut span = span;
+            let mut dead = RankSet::new();
+            let mut seed = seed;
+            let mut kept = LiveRings::default();
+            let mut partial = 0;
+            for step in 0..60 {
+                match rng.below(20) {
+                    // A new span (joiners).
+                    0 => span += 1 + rng.below(8) as u32,
+                    // A dead rank back (a tree rebuilt from an older snapshot).
+                    1 => {
+                        if let Some(r) = dead.iter().nth(rng.below(dead.len() as u64 + 1) as usize) {
+                            dead.remove(r);
+                        }
+                    }
+                    2 => seed ^= 1,
+                    // Deaths, sometimes several at once, sometimes this rank's neighbours.
+                    _ => {
+                        for _ in 0..=rng.below(3) {
+                            let r = if rng.below(2) == 0 && !kept.per_ring.is_empty() {
+                                let (p, s) = kept.per_ring[rng.below(kept.per_ring.len() as u64) as usize];
+                                if rng.below(2) == 0 { p } else { s }
+                            } else {
+                                Rank(rng.below(u64::from(span)) as u32)
+                            };
+                            // This rank dies rarely: that ends the interesting part.
+                            if r != me || rng.below(8) == 0 {
+                                dead.insert(r);
+                            }
+                        }
+                    }
+                }
+                let t = Tree::with_dead(Layout::new(span, 4).unwrap(), dead.clone(), me).unwrap();
+                let before = kept.rings_computed;
+                kept.update(&t, seed, k);
+                let spent = kept.rings_computed - before;
+                if spent < u64::from(k) {
+                    partial += 1;
+                }
+                prop_assert_eq!(
+                    kept.get(),
+                    &Rings::compute_for(&t, me, seed, k),
+                    "step {}: span {}, dead {}", step, span, dead
+                );
+            }
+            // The incremental path was taken (not every update a full recomputation).
+            prop_assert!(partial > 0);
+        }
     }
 }
