@@ -1529,7 +1529,9 @@ fn structured_mutations_of_every_message() {
         "{} resets",
         sweep.resets
     );
-    assert!(sweep.confirmed > 5, "{} global notices", sweep.confirmed);
+    // (A notice naming only ranks already in the agreed view confirms them again without a
+    // second event, so most mutated copies of one notice raise none.)
+    assert!(sweep.confirmed >= 3, "{} global notices", sweep.confirmed);
     sweep.check_still_works();
 }
 

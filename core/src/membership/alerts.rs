@@ -65,10 +65,15 @@ impl Membership {
                 ..p
             };
         }
-        if self.alert_timer.is_none() {
-            let at = ctx.now + ctx.cfg.membership.alert_batch;
+        // A relay holds evidence briefly (it was batched where it began): each hop adds
+        // `relay_batch`, not `alert_batch`.
+        let mine = p.hops == 0 && observer == ctx.me();
+        let m = &ctx.cfg.membership;
+        let at = ctx.now + if mine { m.alert_batch } else { m.relay_batch };
+        if self.alert_timer.is_none() || self.alert_due.is_some_and(|due| at < due) {
             let key = TimerKey::Membership(MembershipTimer::Alerts);
             self.alert_timer = Some(ctx.timers.set(key, at));
+            self.alert_due = Some(at);
         }
     }
 
@@ -81,6 +86,7 @@ impl Membership {
             return;
         }
         self.alert_timer = None;
+        self.alert_due = None;
         if ctx.tree.view().is_none() {
             self.outgoing.clear();
             return;
@@ -175,6 +181,9 @@ impl Membership {
         let mut tallied = false;
         for e in m.entries {
             let n = e.observers.len() as u64;
+            if e.down && !ctx.tree.is_alive(e.subject) {
+                self.missed_removal(ctx, e.subject);
+            }
             let pending = Pending {
                 incarnation: e.incarnation,
                 down: e.down,
@@ -205,6 +214,49 @@ impl Membership {
         }
     }
 
+    /// Down evidence about a rank already dead here: whoever sent it missed the removal (a
+    /// decision's flood can be lost with the coordinator that made it, and a rank waiting on a
+    /// frozen child it still counts alive can hold up the new root's recovery, and with it
+    /// every notice). The root floods the removal again as its own decision, at most once per
+    /// ten detector periods per rank, and not within two periods of learning the death
+    /// (evidence sent before it was in flight).
+    fn missed_removal(&mut self, ctx: &mut Ctx<'_>, subject: Rank) {
+        if !ctx.tree.view().is_some_and(|v| v.is_root()) || !ctx.tree.layout().contains(subject) {
+            return;
+        }
+        let Some(&since) = self.dead_since.get(&subject) else {
+            return;
+        };
+        let period = ctx.cfg.detect.period.as_nanos();
+        if ctx.now < since + Duration::from_nanos(period.saturating_mul(2)) {
+            return;
+        }
+        let every = Duration::from_nanos(period.saturating_mul(10));
+        if self
+            .reflooded
+            .get(&subject)
+            .is_some_and(|&t| ctx.now < t + every)
+        {
+            return;
+        }
+        self.reflooded.insert(subject, ctx.now);
+        ctx.stats.membership.removals_reflooded += 1;
+        self.decisions += 1;
+        let cause = self
+            .causes
+            .get(&subject)
+            .copied()
+            .unwrap_or(RemovalCause::Unresponsive);
+        let m = super::RemovedMsg {
+            coordinator: ctx.me(),
+            seq: self.decisions,
+            cause,
+            ranks: vec![subject],
+        };
+        self.seen_decisions.insert(m.coordinator, m.seq);
+        ctx.effect(crate::machine::Effect::FloodRemoved { m, except: None });
+    }
+
     /// Coordinator: records one observer's evidence about one subject.
     fn tally(&mut self, ctx: &mut Ctx<'_>, observer: Rank, subject: Rank, p: Pending) {
         if !ctx.tree.is_alive(subject) || !ctx.tree.is_alive(observer) {
@@ -215,31 +267,13 @@ impl Membership {
             ctx.stats.membership.alerts_stale += 1;
             return;
         }
-        if !p.down {
-            if let Some(r) = self.reports.get_mut(&subject) {
-                if p.incarnation >= r.incarnation {
-                    r.down.remove(&observer);
-                }
-                if r.down.is_empty() {
-                    self.reports.remove(&subject);
-                }
-            }
-            return;
-        }
         let r = self.reports.entry(subject).or_insert_with(|| Reports {
-            incarnation: p.incarnation,
+            latest: BTreeMap::new(),
             first: ctx.now,
-            down: BTreeSet::new(),
         });
-        if p.incarnation < r.incarnation {
+        if !r.record(ctx.now, observer, p.incarnation, p.down) {
             ctx.stats.membership.alerts_stale += 1;
-            return;
         }
-        if p.incarnation > r.incarnation {
-            r.incarnation = p.incarnation;
-            r.down.clear();
-        }
-        r.down.insert(observer);
     }
 
     /// The subject's expected observers in the current live set (cached until it changes).
@@ -266,7 +300,7 @@ impl Membership {
         let failing = |o: &Rank| {
             self.reports
                 .get(o)
-                .is_some_and(|ro| ro.down.len() >= l_cfg.max(2))
+                .is_some_and(|ro| ro.downs() >= l_cfg.max(2))
         };
         let mut stable = Vec::new();
         let mut hold: Option<Instant> = None;
@@ -287,15 +321,18 @@ impl Membership {
             }
             .min(k_eff);
             let l = l_cfg.min(h);
+            if r.downs() == 0 {
+                continue;
+            }
             // Only evidence that reached the coordinator from another observer counts: a
             // coordinator cut off from everyone sees all its subjects silent, and must not
             // remove them on its own word.
-            if !r.down.iter().any(|&o| o != ctx.me()) {
+            if !r.latest.iter().any(|(&o, &(_, d))| d && o != ctx.me()) {
                 continue;
             }
             let count = expected
                 .iter()
-                .filter(|o| r.down.contains(o) || failing(o))
+                .filter(|&&o| r.is_down(o) || failing(&o))
                 .count();
             if count >= h {
                 stable.push(s);
@@ -317,7 +354,8 @@ impl Membership {
         }
         // Every subject with a standing report counts against the guard, not only the stable
         // ones: a partition's silence reaches the coordinator a few subjects at a time.
-        if !self.majority_stays(ctx, self.reports.len()) {
+        let standing = self.reports.values().filter(|r| r.downs() > 0).count();
+        if !self.majority_stays(ctx, standing) {
             ctx.stats.membership.decisions_refused_minority += 1;
             return;
         }

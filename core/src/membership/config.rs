@@ -18,8 +18,11 @@ pub struct MembershipConfig {
     pub flux_reports: u32,
     /// Coordinator: the longest a stable removal waits for a subject in flux.
     pub flux_hold: Duration,
-    /// Observers and relays: how long evidence waits to go one hop up the tree together.
+    /// Observers: how long their own evidence waits to go up the tree together.
     pub alert_batch: Duration,
+    /// Relays: how long evidence from descendants waits here to be merged with what else
+    /// arrives (each hop adds this much).
+    pub relay_batch: Duration,
     /// Most fencing notices sent to one removed rank per this interval.
     pub evicted_interval: Duration,
     /// Coordinator: its removals on evidence within this window, plus the one it is about to
@@ -40,6 +43,7 @@ impl Default for MembershipConfig {
             flux_reports: 2,
             flux_hold: Duration::from_millis(50),
             alert_batch: Duration::from_millis(10),
+            relay_batch: Duration::from_millis(2),
             evicted_interval: Duration::from_millis(100),
             majority_window: Duration::from_secs(30),
             gray_timeout: Duration::from_secs(10),

@@ -71,12 +71,40 @@ pub use wire::{
 /// What the coordinator holds about one subject.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Reports {
-    /// The incarnation the reports are about (a higher one resets them).
-    incarnation: u64,
-    /// When the first report arrived.
+    /// Each observer's latest evidence: (the subject's incarnation it is about, down).
+    latest: BTreeMap<Rank, (u64, bool)>,
+    /// When the current run of down evidence began (the first down after none).
     first: Instant,
-    /// Observers whose down alert stands.
-    down: BTreeSet<Rank>,
+}
+
+impl Reports {
+    /// Records `observer`'s evidence unless it is older than what that observer said last: a
+    /// refutation carries the subject's new incarnation, higher than any down it answers, so
+    /// a down overtaken on its way (downs climb the tree, refutations go straight) is
+    /// ignored. Returns whether it was recorded.
+    fn record(&mut self, now: Instant, observer: Rank, incarnation: u64, down: bool) -> bool {
+        if let Some(&(inc, _)) = self.latest.get(&observer) {
+            if incarnation < inc {
+                return false;
+            }
+        }
+        if down && self.downs() == 0 {
+            self.first = now;
+        }
+        self.latest.insert(observer, (incarnation, down));
+        true
+    }
+
+    /// Observers whose down evidence stands. Silence is counted whatever incarnation the
+    /// observer last heard: one that missed the subject's refutation elsewhere has still heard
+    /// nothing since (it would have answered a refutation it heard with an up).
+    fn downs(&self) -> usize {
+        self.latest.values().filter(|(_, d)| *d).count()
+    }
+
+    fn is_down(&self, observer: Rank) -> bool {
+        self.latest.get(&observer).is_some_and(|(_, d)| *d)
+    }
 }
 
 /// One observer's evidence waiting to go up the tree.
@@ -107,6 +135,8 @@ pub(crate) struct Membership {
     /// descendants', by (subject, observer).
     outgoing: BTreeMap<(Rank, Rank), Pending>,
     alert_timer: Option<TimerToken>,
+    /// When the batch timer fires.
+    alert_due: Option<Instant>,
     /// Subjects of down evidence seen here (own or relayed), and when last: hops to avoid on
     /// the way up (they expire after three detector periods without a re-send).
     suspects: BTreeMap<Rank, Instant>,
@@ -138,6 +168,11 @@ pub(crate) struct Membership {
     seen_decisions: BTreeMap<Rank, u64>,
     /// The agreed view: the notices applied so far.
     agreed: view::Agreed,
+    /// When each rank dead here was learned dead (root: the grace before re-flooding a
+    /// removal someone missed).
+    dead_since: BTreeMap<Rank, Instant>,
+    /// Root: removals flooded again, and when last.
+    reflooded: BTreeMap<Rank, Instant>,
 }
 
 impl Membership {
@@ -254,13 +289,16 @@ impl Membership {
         }
     }
 
-    /// Root: broadcast every death not yet announced under the next epoch.
+    /// Root: broadcast under the next epoch every death known here that no notice applied here
+    /// carries and this root has not announced: a new root re-announces what its predecessor
+    /// decided but did not get into a notice (a decision's flood may have reached it, and only
+    /// some ranks, before the old root was lost).
     fn announce(&mut self, ctx: &mut Ctx<'_>) {
         let new: Vec<Rank> = ctx
             .tree
             .dead()
             .iter()
-            .filter(|r| !ctx.tree.confirmed().contains(*r) && !self.announced.contains(*r))
+            .filter(|r| !self.agreed.removed.contains(*r) && !self.announced.contains(*r))
             .take(ctx.cfg.max_list as usize)
             .collect();
         if new.is_empty() {
@@ -314,6 +352,12 @@ impl Membership {
         for r in &ranks {
             self.causes.remove(r);
         }
+        // Ranks already in the agreed view (a new root re-announcing what reached some ranks in
+        // its predecessor's notice) are confirmed again but not reported twice.
+        let fresh: RankSet = set
+            .iter()
+            .filter(|r| !self.agreed.removed.contains(*r))
+            .collect();
         self.agreed.apply(m.epoch, &ranks);
         let me_removed = set.contains(ctx.me());
         // Members after this notice: the live set once these deaths are applied (the repair
@@ -325,15 +369,21 @@ impl Membership {
             ranks,
             scope: Scope::Global,
         });
-        ctx.effect(Effect::Event(
-            MembershipEvent::FailureConfirmed {
-                epoch: m.epoch,
-                ranks: set,
-                causes,
-                members,
-            }
-            .into(),
-        ));
+        if !fresh.is_empty() {
+            let causes = causes
+                .into_iter()
+                .filter(|(r, _)| fresh.contains(*r))
+                .collect();
+            ctx.effect(Effect::Event(
+                MembershipEvent::FailureConfirmed {
+                    epoch: m.epoch,
+                    ranks: fresh,
+                    causes,
+                    members,
+                }
+                .into(),
+            ));
+        }
         if me_removed {
             self.evict(ctx, m.epoch);
         }
@@ -717,6 +767,9 @@ impl Machine for Membership {
     /// changed this rank's view).
     fn on_members_change(&mut self, ctx: &mut Ctx<'_>) {
         let tree = ctx.tree;
+        for r in tree.dead().iter() {
+            self.dead_since.entry(r).or_insert(ctx.now);
+        }
         self.reports.retain(|s, _| tree.is_alive(*s));
         self.outgoing
             .retain(|(s, o), _| tree.is_alive(*s) && tree.is_alive(*o));

@@ -26,6 +26,9 @@ pub struct MembershipStats {
     /// Decisions refused by the majority guard (they would have removed half the members
     /// within `membership.majority_window`: this coordinator is probably the one cut off).
     pub decisions_refused_minority: u64,
+    /// Removals the root flooded again: down evidence arrived about a rank it holds removed
+    /// (the sender missed the decision's flood).
+    pub removals_reflooded: u64,
     /// Decision frames sent (the coordinator's flood ahead of the ordered notice).
     pub removed_out: u64,
     /// Fencing notices sent to removed ranks (frames answered, and dials refused with the

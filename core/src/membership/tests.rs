@@ -671,3 +671,129 @@ fn members_at_the_same_epoch_hold_the_same_view() {
     );
     assert!(s.observer().evicted(paused), "the paused rank was told");
 }
+
+/// The root of 64 ranks (radix 4) driven by hand, detector on, with a subject that has eight
+/// distinct observers, none of them the root, and those observers.
+fn coordinator_node() -> (crate::Node, Rank, Vec<Rank>) {
+    let mut cfg = crate::Config::new(64, 4);
+    cfg.detect.enabled = true;
+    let d = cfg.detect.clone();
+    let mut n = crate::Node::new(cfg, Rank(0), 1, Instant::ZERO).unwrap();
+    while n.poll_transmit().is_some() {}
+    let (subject, observers) = (1..64)
+        .map(Rank)
+        .map(|s| {
+            let rings =
+                crate::detect::rings::Rings::compute_for(n.tree(), s, d.ring_seed, d.observers);
+            (s, rings.observers.into_iter().collect::<Vec<_>>())
+        })
+        .find(|(_, o)| o.len() == 8 && !o.contains(&Rank(0)))
+        .unwrap();
+    (n, subject, observers)
+}
+
+fn evidence(subject: Rank, incarnation: u64, down: bool, observers: &[Rank]) -> bytes::Bytes {
+    crate::wire::Message::from(AlertMsg {
+        hops: 0,
+        entries: vec![AlertEntry {
+            subject,
+            incarnation,
+            down,
+            observers: observers.to_vec(),
+        }],
+    })
+    .encode()
+}
+
+/// The decisions `n` flooded (decoded), and drains its output.
+fn sent_removals(n: &mut crate::Node) -> Vec<crate::membership::RemovedMsg> {
+    let limits = crate::Config::new(64, 4).limits();
+    let mut v = Vec::new();
+    while let Some(t) = n.poll_transmit() {
+        if let Ok(crate::wire::Message::Membership(MembershipMsg::Removed(m))) =
+            crate::wire::Message::decode(t.frame, &limits)
+        {
+            v.push(m);
+        }
+    }
+    while n.poll_event().is_some() {}
+    v
+}
+
+/// Silence counts whatever incarnation its observer last heard: a subject that refuted one
+/// observer (incarnation 1) and then froze is removed on downs about incarnations 1 and 0
+/// together (observers that missed the refutation have heard nothing since). A down overtaken
+/// by its observer's own refutation (downs climb the tree, refutations go straight) is stale.
+#[test]
+fn silence_counts_across_incarnations_but_a_refutation_is_not_undone_by_an_older_down() {
+    let (mut n, subject, obs) = coordinator_node();
+    let t = ms(1_000);
+    // The first observer's refutation arrives before its older down: the down is stale.
+    n.handle_frame(t, obs[0], evidence(subject, 1, false, &obs[..1]));
+    n.handle_frame(t, obs[0], evidence(subject, 0, true, &obs[..1]));
+    assert_eq!(n.stats().membership.alerts_stale, 1);
+    // Four observers at incarnation 1 and two still at 0: six of eight.
+    n.handle_frame(t, obs[1], evidence(subject, 1, true, &obs[1..5]));
+    n.handle_timeout(t);
+    assert!(sent_removals(&mut n).is_empty(), "four is not enough");
+    n.handle_frame(t, obs[5], evidence(subject, 0, true, &obs[5..7]));
+    n.handle_timeout(t + Duration::from_millis(60));
+    let removed = sent_removals(&mut n);
+    assert!(!removed.is_empty(), "{:?}", n.stats().membership);
+    assert!(removed.iter().all(|m| m.seq == 1 && m.ranks == [subject]));
+    assert_eq!(n.stats().membership.removed_on_evidence, 1);
+}
+
+/// With the detector on, hard evidence on a lateral link (a refused dial to a rank that is not
+/// a tree neighbour, such as a coordinator evidence was going to) marks it dead here; without
+/// the detector a lateral link is no detector.
+#[test]
+fn hard_evidence_on_a_lateral_link_marks_the_peer_dead_with_the_detector_on() {
+    for enabled in [true, false] {
+        let mut cfg = crate::Config::new(64, 4);
+        cfg.detect.enabled = enabled;
+        let me = Rank(63);
+        let mut n = crate::Node::new(cfg, me, 1, Instant::ZERO).unwrap();
+        let view = n.tree().view().unwrap().clone();
+        let lateral = (0..64)
+            .map(Rank)
+            .find(|&r| r != me && !view.is_neighbor(r))
+            .unwrap();
+        n.handle_link_down(ms(10), lateral, crate::LinkCause::Refused);
+        assert_eq!(
+            n.tree().dead().contains(lateral),
+            enabled,
+            "detector {enabled}"
+        );
+        n.handle_link_down(ms(20), Rank(62), crate::LinkCause::TimedOut);
+        assert!(!n.tree().dead().contains(Rank(62)), "soft evidence never");
+    }
+}
+
+/// Down evidence reaching the root about a rank it already holds removed means its sender
+/// missed the removal: after two detector periods the root floods the removal again, at most
+/// once per ten periods per rank.
+#[test]
+fn the_root_floods_again_a_removal_that_evidence_shows_someone_missed() {
+    let (mut n, subject, obs) = coordinator_node();
+    n.declare_dead(ms(1_000), &[subject].into_iter().collect())
+        .unwrap();
+    sent_removals(&mut n);
+    // Evidence in flight when the removal was made: no new flood.
+    n.handle_frame(ms(1_050), obs[0], evidence(subject, 0, true, &obs[..1]));
+    assert!(sent_removals(&mut n).is_empty());
+    // Still coming two periods later: its sender missed it.
+    n.handle_frame(ms(1_300), obs[0], evidence(subject, 0, true, &obs[..1]));
+    let again = sent_removals(&mut n);
+    assert!(!again.is_empty(), "{:?}", n.stats().membership);
+    assert!(again
+        .iter()
+        .all(|m| m.ranks == [subject] && m.coordinator == Rank(0)));
+    assert_eq!(n.stats().membership.removals_reflooded, 1);
+    // Rate-limited, then again.
+    n.handle_frame(ms(1_500), obs[0], evidence(subject, 0, true, &obs[..1]));
+    assert!(sent_removals(&mut n).is_empty());
+    n.handle_frame(ms(2_400), obs[0], evidence(subject, 0, true, &obs[..1]));
+    assert!(!sent_removals(&mut n).is_empty());
+    assert_eq!(n.stats().membership.removals_reflooded, 2);
+}

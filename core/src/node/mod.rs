@@ -188,16 +188,16 @@ impl Node {
         }
     }
 
-    /// The driver lost the link to `peer` (reset, timeout, refused reconnect). A lost tree link
-    /// means the peer is presumed dead and the tree is repaired at once; a lateral link's loss
-    /// never triggers a repair.
+    /// The driver lost the link to `peer` (reset, timeout, refused reconnect).
     ///
     /// What the loss means depends on its `cause`. With the heartbeat detector on
     /// (`detect.enabled`), only hard evidence ([`LinkCause::is_hard`]: a refused fresh dial,
-    /// another incarnation) repairs the tree at once; a reset, timeout or close is counted in
+    /// another incarnation) marks the peer dead at once, on a tree link or a lateral one (the
+    /// tree is repaired and the parent told); a reset, timeout or close is counted in
     /// `soft_link_downs` (the peer's observers and the coordinator decide) and, for the
     /// parent's link, answered with a hello that re-establishes it and re-syncs this rank.
-    /// With the detector off, any loss of a tree link repairs (the link is the only detector).
+    /// With the detector off, any loss of a tree link repairs (the link is the only detector)
+    /// and a lateral link's loss never does.
     pub fn handle_link_down(&mut self, now: Instant, peer: Rank, cause: LinkCause) {
         self.clamp(now);
         self.links.remove(&peer);
@@ -225,8 +225,11 @@ impl Node {
             return;
         }
         match self.tree.link_role(peer) {
-            LinkRole::Lateral => self.stats.lateral_link_downs += 1,
-            LinkRole::Parent | LinkRole::Child(_) => {
+            // Without the detector a lateral link is no detector; with it, hard evidence is
+            // true on any link: a rank sending evidence to a coordinator that is gone learns
+            // it here (and tells its parent), or its evidence would go on to the dead rank.
+            LinkRole::Lateral if !self.cfg.detect.enabled => self.stats.lateral_link_downs += 1,
+            LinkRole::Lateral | LinkRole::Parent | LinkRole::Child(_) => {
                 self.learn_deaths(&[peer], Scope::Local);
                 self.drive_xcast();
             }
