@@ -47,7 +47,8 @@ fn acceptor(id: &RankIdentity) -> (Endpoint, SocketAddr) {
 }
 
 /// Dials `addr` as `server` with `client`, and accepts on `acceptor` at the same time: the
-/// dialer's and the acceptor's results.
+/// dialer's and the acceptor's handshake results. The acceptor's is final (it has checked the
+/// client's certificate); the dialer's may not be, see [`refused`].
 async fn handshake(
     acceptor: &Endpoint,
     addr: SocketAddr,
@@ -58,19 +59,7 @@ async fn handshake(
     Result<quinn::Connection, ConnectionError>,
 ) {
     let dialer = Endpoint::client(loopback()).unwrap();
-    let dial = async {
-        let r = dialer.connect_with(client, addr, server).unwrap().await;
-        // A TLS 1.3 client finishes before the server has checked its certificate: wait for
-        // the server's verdict (a refused client sees its connection closed at once).
-        match r {
-            Ok(conn) => match tokio::time::timeout(Duration::from_millis(300), conn.closed()).await
-            {
-                Ok(reason) => Err(reason),
-                Err(_) => Ok(conn),
-            },
-            Err(e) => Err(e),
-        }
-    };
+    let dial = async { dialer.connect_with(client, addr, server).unwrap().await };
     let accept = async {
         let incoming = acceptor.accept().await.expect("endpoint open");
         incoming.await
@@ -78,6 +67,19 @@ async fn handshake(
     tokio::time::timeout(LIMIT, async { tokio::join!(dial, accept) })
         .await
         .expect("handshake within the limit")
+}
+
+/// The dialer's final result when the acceptor refuses it. A TLS 1.3 client finishes its
+/// handshake before the server has checked the client's certificate, so a refused client may
+/// first see its connection established, then closed by the server.
+async fn refused(
+    dialed: Result<quinn::Connection, ConnectionError>,
+) -> Result<quinn::Connection, ConnectionError> {
+    let conn = dialed?;
+    let reason = tokio::time::timeout(LIMIT, conn.closed())
+        .await
+        .expect("the acceptor closes a refused connection within the limit");
+    Err(reason)
 }
 
 /// The TLS alert in a locally detected crypto error, with quinn's reason text.
@@ -207,7 +209,7 @@ async fn a_client_certificate_from_another_ca_is_refused() {
     let (alert, reason) = local_alert(&accepted);
     assert_eq!(alert, ALERT_UNKNOWN_CA, "{reason}");
     assert!(reason.contains("UnknownIssuer"), "{reason}");
-    assert_eq!(remote_alert(&dialed), ALERT_UNKNOWN_CA);
+    assert_eq!(remote_alert(&refused(dialed).await), ALERT_UNKNOWN_CA);
 }
 
 #[tokio::test]
@@ -218,7 +220,10 @@ async fn a_client_without_a_certificate_is_refused() {
     let (dialed, accepted) = handshake(&ep, addr, client, &server_name(Rank(0), &cluster())).await;
     let (alert, reason) = local_alert(&accepted);
     assert_eq!(alert, ALERT_CERTIFICATE_REQUIRED, "{reason}");
-    assert_eq!(remote_alert(&dialed), ALERT_CERTIFICATE_REQUIRED);
+    assert_eq!(
+        remote_alert(&refused(dialed).await),
+        ALERT_CERTIFICATE_REQUIRED
+    );
 }
 
 #[tokio::test]
@@ -230,5 +235,8 @@ async fn a_client_of_another_protocol_is_refused() {
     let (dialed, accepted) = handshake(&ep, addr, client, &server_name(Rank(0), &cluster())).await;
     let (alert, reason) = local_alert(&accepted);
     assert_eq!(alert, ALERT_NO_APPLICATION_PROTOCOL, "{reason}");
-    assert_eq!(remote_alert(&dialed), ALERT_NO_APPLICATION_PROTOCOL);
+    assert_eq!(
+        remote_alert(&refused(dialed).await),
+        ALERT_NO_APPLICATION_PROTOCOL
+    );
 }
