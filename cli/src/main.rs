@@ -1,9 +1,9 @@
 //! The `lifeline` command: one module per subcommand, dispatched from [`Cli`].
 //!
 //! Exit status: 0 on success (including a reader closing the pipe early), 2 for bad input (clap
-//! usage errors, the subcommands' own checks, malformed frames given to `decode`), 1 when a
-//! simulation fails or writing the output fails, 3 when `lifeline node` was evicted from its
-//! cluster.
+//! usage errors, the subcommands' own checks, malformed frames given to `decode`, a non-empty
+//! `certs --out` without `--force`), 1 when a simulation fails, writing files or the output
+//! fails, 3 when `lifeline node` was evicted from its cluster.
 //!
 //! Diagnostics: `lifeline node` and `lifeline cluster` write structured diagnostics (dials,
 //! accepts, refusals, handshake failures, link changes with reasons, view changes, injected
@@ -17,6 +17,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+mod certs_cmd;
 mod cluster_cmd;
 mod decode_cmd;
 mod nft;
@@ -39,6 +40,8 @@ enum Cli {
     Node(node_cmd::NodeArgs),
     /// Run a local cluster of `lifeline node` processes, kill some, and report.
     Cluster(cluster_cmd::ClusterArgs),
+    /// Make a cluster CA and one certificate per rank for the QUIC transport.
+    Certs(certs_cmd::CertsArgs),
 }
 
 /// The exit status of an evicted `lifeline node` (`lifeline cluster` tells it from others).
@@ -104,6 +107,7 @@ fn main() -> ExitCode {
         Cli::Decode(args) => decode_cmd::run(&args),
         Cli::Node(args) => node_cmd::run(&args),
         Cli::Cluster(args) => cluster_cmd::run(&args),
+        Cli::Certs(args) => certs_cmd::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

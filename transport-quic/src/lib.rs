@@ -1,0 +1,82 @@
+//! Lifeline's QUIC transport, first part: **identity**. Every rank holds a certificate bound to
+//! its rank, issued by a CA made for the cluster (one job), and every QUIC connection between
+//! ranks is mutually authenticated with it. (The driver that carries the core's frames over
+//! these connections comes next; this crate has no protocol logic.)
+//!
+//! # Names
+//!
+//! Rank `R` of cluster `ID` is `rR.ID.lifeline` ([`ClusterId::rank_name`]): the only name
+//! (DNS SAN) in its certificate. Both ends check it:
+//!
+//! - the **dialer** connects with [`server_name`]`(peer, cluster)` as the server name, so the
+//!   TLS handshake fails unless the certificate at that address is exactly that rank's;
+//! - the **acceptor** requires a client certificate chaining to the cluster CA (a client with
+//!   none, or with one from another CA, fails the handshake), then checks the rank the peer
+//!   *claims* against it with [`verify_claimed_rank`].
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use lifeline_core::tree::Rank;
+//! use lifeline_transport_quic::{
+//!     client_config, server_config, server_name, verify_claimed_rank, ClusterId, QuicConfig,
+//!     RankIdentity,
+//! };
+//!
+//! let cluster = ClusterId::new("job-42")?;
+//! // DIR/ca.pem and DIR/rank-3/{cert,key}.pem, as `lifeline certs` writes them.
+//! let me = RankIdentity::load("/etc/lifeline/certs", Rank(3), &cluster)?;
+//! let cfg = QuicConfig::default();
+//! let mut endpoint =
+//!     quinn::Endpoint::server(server_config(&me, &cfg)?, "10.0.0.3:7000".parse()?)?;
+//! endpoint.set_default_client_config(client_config(&me, &cfg)?);
+//!
+//! // Dialing rank 0: the handshake proves the peer is rank 0.
+//! let root = server_name(Rank(0), &cluster);
+//! let _to_root = endpoint.connect("10.0.0.1:7000".parse()?, &root)?.await?;
+//!
+//! // Accepting: the handshake proves the peer is *a* rank; its claim says which.
+//! if let Some(incoming) = endpoint.accept().await {
+//!     let conn = incoming.await?;
+//!     let claimed = Rank(7); // from the peer's first message
+//!     verify_claimed_rank(&conn, claimed, &cluster)?;
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! # Certificates
+//!
+//! The launcher makes the CA with [`ClusterCa::generate`] and one certificate per rank with
+//! [`ClusterCa::issue`] (`lifeline certs` does both), written in the layout of [`CertDir`]:
+//! `DIR/ca.pem`, `DIR/ca.key`, `DIR/rank-R/cert.pem`, `DIR/rank-R/key.pem` (key files `0600`).
+//! Each node gets `ca.pem` and its own `rank-R/` only, and loads them with
+//! [`RankIdentity::load`], which checks that the certificate names this rank, chains to the CA
+//! and matches the key, naming the file at fault otherwise. The CA key stays with the launcher.
+//! Certificates live for one job and ranks are never reused, so there is no revocation.
+//!
+//! # Connections
+//!
+//! [`server_config`] and [`client_config`] give quinn configurations: TLS 1.3 with the *ring*
+//! provider, ALPN [`ALPN`], no session resumption, no connection migration, at most 4
+//! bidirectional and no unidirectional streams per peer, and liveness from
+//! [`QuicConfig::link_timeout`] (`max_idle_timeout = link_timeout`,
+//! `keep_alive_interval = link_timeout / 6`).
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod ca;
+mod claim;
+mod config;
+mod error;
+mod files;
+mod name;
+mod rank;
+mod tls;
+
+pub use ca::{ClusterCa, IssuedRank};
+pub use claim::verify_claimed_rank;
+pub use config::{ConfigError, QuicConfig, MAX_BIDI_STREAMS, MAX_LINK_TIMEOUT, MIN_LINK_TIMEOUT};
+pub use error::IdentityError;
+pub use files::{CertDir, CA_CERT_FILE, CA_KEY_FILE, RANK_CERT_FILE, RANK_KEY_FILE};
+pub use name::{server_name, ClusterId, NAME_SUFFIX};
+pub use rank::RankIdentity;
+pub use tls::{client_config, server_config, TlsError, ALPN};
