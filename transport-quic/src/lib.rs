@@ -63,18 +63,35 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod book;
 mod ca;
 mod claim;
 mod config;
+mod down;
+mod endpoint;
 mod error;
 mod files;
+mod frames;
+mod hello;
+mod link;
 mod name;
 mod rank;
+mod stats;
 mod tls;
+
+pub use book::{AddressBook, BookError};
+pub use down::{CloseCode, DownReason};
+pub use endpoint::{DialError, EndpointError, Inbound, QuicEndpoint};
+pub use frames::{FrameSink, FrameSource, SendError};
+pub use hello::{Hello, HelloError, ACCEPTED, HELLO_LEN, HELLO_VERSION};
+pub use link::{keeps, LinkParts, LinkWatch, QuicLink, Side, Stream};
+pub use stats::QuicStats;
 
 pub use ca::{ClusterCa, IssuedRank};
 pub use claim::verify_claimed_rank;
-pub use config::{ConfigError, QuicConfig, MAX_BIDI_STREAMS, MAX_LINK_TIMEOUT, MIN_LINK_TIMEOUT};
+pub use config::{
+    ConfigError, QuicConfig, MAX_BIDI_STREAMS, MAX_LINK_TIMEOUT, MIN_LINK_TIMEOUT, MIN_MAX_FRAME,
+};
 pub use error::IdentityError;
 pub use files::{CertDir, CA_CERT_FILE, CA_KEY_FILE, RANK_CERT_FILE, RANK_KEY_FILE};
 pub use name::{server_name, ClusterId, NAME_SUFFIX};
