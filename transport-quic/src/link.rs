@@ -113,8 +113,9 @@ pub struct LinkParts {
 /// Frames are the core's envelopes (`version kind len body`, [`lifeline_core::wire`]), at most
 /// [`QuicConfig::max_frame`](crate::QuicConfig) bytes each way. The link is up until
 /// [`LinkWatch::down`] resolves; nothing keeps it up but QUIC's keep-alives, and it times out
-/// after [`QuicConfig::link_timeout`](crate::QuicConfig) of silence. Dropping it closes the
-/// connection ([`CloseCode::Normal`]).
+/// after [`QuicConfig::link_timeout`](crate::QuicConfig) of silence. Dropping it, with every
+/// [`LinkWatch`] and part taken from it, closes the connection (the peer reads
+/// [`DownReason::Closed`]).
 #[derive(Debug)]
 pub struct QuicLink {
     parts: LinkParts,
