@@ -16,7 +16,14 @@ pub const MAX_LINK_TIMEOUT: Duration = Duration::from_secs(3600);
 /// data), the rest is slack for a stream being replaced.
 pub const MAX_BIDI_STREAMS: u32 = 4;
 
+/// The smallest [`QuicConfig::max_frame`]: room for a frame header and a few bytes of body.
+pub const MIN_MAX_FRAME: u32 = 64;
+
 /// The QUIC adapter's settings. [`QuicConfig::default`] suits a LAN or loopback cluster.
+///
+/// Build one with [`QuicConfig::default`] and struct update syntax inside this crate, or with
+/// [`QuicConfig::with_link_timeout`] and the `with_*` setters from outside; every consumer
+/// calls [`QuicConfig::validate`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct QuicConfig {
@@ -27,12 +34,44 @@ pub struct QuicConfig {
     /// process stops them) or was cut off. Both sides of a connection use the same value; QUIC
     /// takes the smaller of the two. Between [`MIN_LINK_TIMEOUT`] and [`MAX_LINK_TIMEOUT`].
     pub link_timeout: Duration,
+    /// The bound on setting a link up, on either side: a dial gives up
+    /// ([`DialError::Timeout`](crate::DialError::Timeout)) unless the handshake, both hellos
+    /// and the acceptor's answer complete within it, and an acceptor drops a connection whose
+    /// handshake and two hellos take longer. QUIC has no "connection refused": a dial to a port
+    /// nobody listens on is never answered, so this is also how long a dial to a dead rank
+    /// takes to fail. Between 1 ms and [`MAX_LINK_TIMEOUT`]; 1 s by default.
+    pub connect_timeout: Duration,
+    /// The largest frame (header included) a link sends or accepts, in bytes: a peer's frame
+    /// header announcing more closes the link before anything is allocated for the body. At
+    /// least [`MIN_MAX_FRAME`]; 1 MiB by default (the core's default `max_frame`).
+    pub max_frame: u32,
+    /// `SO_RCVBUF` requested for the endpoint's UDP socket, in bytes (the kernel may cap it at
+    /// `net.core.rmem_max`). Large flow-control windows overflow the default 208 KiB buffer on
+    /// loopback. 0 leaves the system default. 4 MiB by default.
+    pub udp_recv_buffer: usize,
+    /// `SO_SNDBUF` requested for the endpoint's UDP socket, in bytes (capped by
+    /// `net.core.wmem_max`). 0 leaves the system default. 4 MiB by default.
+    pub udp_send_buffer: usize,
+    /// Inbound connections whose handshake and hellos may be in progress at once; more are
+    /// refused (and counted in [`QuicStats::handshakes_failed`](crate::QuicStats)). 64 by
+    /// default; at least 1.
+    pub max_handshakes: usize,
+    /// Authenticated inbound links waiting for [`QuicEndpoint::accept`](crate::QuicEndpoint);
+    /// while this many wait, new ones wait in their handshake task (at most `max_handshakes`).
+    /// 16 by default; at least 1.
+    pub accept_backlog: usize,
 }
 
 impl Default for QuicConfig {
     fn default() -> Self {
         Self {
             link_timeout: Duration::from_secs(3),
+            connect_timeout: Duration::from_secs(1),
+            max_frame: 1 << 20,
+            udp_recv_buffer: 4 << 20,
+            udp_send_buffer: 4 << 20,
+            max_handshakes: 64,
+            accept_backlog: 16,
         }
     }
 }
@@ -53,14 +92,56 @@ pub enum ConfigError {
         /// The value given.
         got: Duration,
     },
+    /// `connect_timeout` is zero, below 1 ms or above [`MAX_LINK_TIMEOUT`].
+    #[error("connect timeout {got:?} is outside 1 ms ..= {MAX_LINK_TIMEOUT:?}")]
+    ConnectTimeout {
+        /// The value given.
+        got: Duration,
+    },
+    /// `max_frame` is below [`MIN_MAX_FRAME`].
+    #[error("max frame {got} is below {MIN_MAX_FRAME}")]
+    MaxFrameTooSmall {
+        /// The value given.
+        got: u32,
+    },
+    /// `max_handshakes` or `accept_backlog` is zero.
+    #[error("{field} must be at least 1")]
+    Zero {
+        /// The field's name.
+        field: &'static str,
+    },
 }
 
 impl QuicConfig {
     /// A configuration with this link timeout, checked.
     pub fn with_link_timeout(link_timeout: Duration) -> Result<Self, ConfigError> {
-        let c = Self { link_timeout };
+        let c = Self {
+            link_timeout,
+            ..Self::default()
+        };
         c.validate()?;
         Ok(c)
+    }
+
+    /// This configuration with `connect_timeout` set, checked.
+    pub fn with_connect_timeout(mut self, connect_timeout: Duration) -> Result<Self, ConfigError> {
+        self.connect_timeout = connect_timeout;
+        self.validate()?;
+        Ok(self)
+    }
+
+    /// This configuration with `max_frame` set, checked.
+    pub fn with_max_frame(mut self, max_frame: u32) -> Result<Self, ConfigError> {
+        self.max_frame = max_frame;
+        self.validate()?;
+        Ok(self)
+    }
+
+    /// This configuration with the UDP socket buffer sizes set (0: the system default).
+    pub fn with_udp_buffers(mut self, recv: usize, send: usize) -> Self {
+        self.udp_recv_buffer = recv;
+        self.udp_send_buffer = send;
+        self
     }
 
     /// Checks every field; the builders call it, so an invalid value is an error, never a
@@ -72,6 +153,25 @@ impl QuicConfig {
         }
         if got > MAX_LINK_TIMEOUT {
             return Err(ConfigError::LinkTimeoutTooLong { got });
+        }
+        let got = self.connect_timeout;
+        if !(MIN_LINK_TIMEOUT..=MAX_LINK_TIMEOUT).contains(&got) {
+            return Err(ConfigError::ConnectTimeout { got });
+        }
+        if self.max_frame < MIN_MAX_FRAME {
+            return Err(ConfigError::MaxFrameTooSmall {
+                got: self.max_frame,
+            });
+        }
+        if self.max_handshakes == 0 {
+            return Err(ConfigError::Zero {
+                field: "max_handshakes",
+            });
+        }
+        if self.accept_backlog == 0 {
+            return Err(ConfigError::Zero {
+                field: "accept_backlog",
+            });
         }
         Ok(())
     }
@@ -121,7 +221,10 @@ mod tests {
                 Err(ConfigError::LinkTimeoutTooLong { got: bad })
             );
             // Set directly, the builder refuses it too (no panic in quinn's conversions).
-            let c = QuicConfig { link_timeout: bad };
+            let c = QuicConfig {
+                link_timeout: bad,
+                ..QuicConfig::default()
+            };
             assert!(matches!(
                 c.transport_config(),
                 Err(ConfigError::LinkTimeoutTooLong { .. })
@@ -130,6 +233,47 @@ mod tests {
         assert!(QuicConfig::with_link_timeout(MIN_LINK_TIMEOUT).is_ok());
         assert!(QuicConfig::with_link_timeout(MAX_LINK_TIMEOUT).is_ok());
         assert!(QuicConfig::default().validate().is_ok());
+    }
+
+    #[test]
+    fn link_layer_bounds() {
+        let d = QuicConfig::default();
+        for bad in [Duration::ZERO, MAX_LINK_TIMEOUT + Duration::from_millis(1)] {
+            assert_eq!(
+                d.clone().with_connect_timeout(bad),
+                Err(ConfigError::ConnectTimeout { got: bad })
+            );
+        }
+        assert_eq!(
+            d.clone().with_max_frame(MIN_MAX_FRAME - 1),
+            Err(ConfigError::MaxFrameTooSmall {
+                got: MIN_MAX_FRAME - 1
+            })
+        );
+        assert_eq!(
+            d.clone().with_max_frame(MIN_MAX_FRAME).map(|c| c.max_frame),
+            Ok(MIN_MAX_FRAME)
+        );
+        let c = QuicConfig {
+            max_handshakes: 0,
+            ..QuicConfig::default()
+        };
+        assert_eq!(
+            c.validate(),
+            Err(ConfigError::Zero {
+                field: "max_handshakes"
+            })
+        );
+        let c = QuicConfig {
+            accept_backlog: 0,
+            ..QuicConfig::default()
+        };
+        assert_eq!(
+            c.validate(),
+            Err(ConfigError::Zero {
+                field: "accept_backlog"
+            })
+        );
     }
 
     #[test]

@@ -1,7 +1,9 @@
-//! Lifeline's QUIC transport, first part: **identity**. Every rank holds a certificate bound to
-//! its rank, issued by a CA made for the cluster (one job), and every QUIC connection between
-//! ranks is mutually authenticated with it. (The driver that carries the core's frames over
-//! these connections comes next; this crate has no protocol logic.)
+//! Lifeline's QUIC transport: **identity** and **links**. Every rank holds a certificate bound
+//! to its rank, issued by a CA made for the cluster (one job), and every QUIC connection between
+//! ranks is mutually authenticated with it. A [`QuicEndpoint`] per node dials and accepts
+//! [`QuicLink`]s, each one connection carrying the core's frames on a control and a data
+//! stream. (The driver that runs a `lifeline_core::Node` over these links comes next; this
+//! crate has no protocol logic.)
 //!
 //! # Names
 //!
@@ -60,21 +62,62 @@
 //! bidirectional and no unidirectional streams per peer, and liveness from
 //! [`QuicConfig::link_timeout`] (`max_idle_timeout = link_timeout`,
 //! `keep_alive_interval = link_timeout / 6`).
+//!
+//! # Links
+//!
+//! - **One endpoint per node** ([`QuicEndpoint::bind`]): one UDP socket with `SO_RCVBUF` and
+//!   `SO_SNDBUF` from [`QuicConfig`], one quinn endpoint that dials and accepts. Dials leave
+//!   from the listening address, so an [`AddressBook`] can require the exact address.
+//! - **A link** is one connection with two bidirectional streams opened by the dialer, control
+//!   (QUIC priority 1) and data (0), each starting with a 6-byte [`Hello`] (version, claimed
+//!   rank, class). The acceptor refuses strangers before TLS (address book), then checks the
+//!   claim against the certificate ([`verify_claimed_rank`]) and the address, and counts every
+//!   refusal ([`QuicStats`]); the caller then accepts ([`Inbound::accept`], which answers
+//!   [`ACCEPTED`]) or rejects ([`Inbound::reject`]) the link.
+//! - **Frames** are the core's envelopes, delimited by their own header
+//!   ([`lifeline_core::wire::frame_len`]) and bounded by [`QuicConfig::max_frame`]; they are
+//!   handed to quinn as the core's `Bytes` (`write_all_chunks`, no copy). Each stream has its
+//!   own flow control, so a peer that stops reading data never delays control.
+//! - **Down reasons** ([`DownReason`]) come from quinn's `ConnectionError` and the close codes
+//!   ([`CloseCode`]), and map to the core's [`LinkCause`](lifeline_core::LinkCause): an idle
+//!   timeout is soft evidence, a close is not a timeout.
+//! - **Simultaneous dials**: the connection dialed by the lower rank wins ([`keeps`]); the loser
+//!   is closed with [`CloseCode::Duplicate`] and its dial fails with
+//!   [`DialError::outcome`]` == Duplicate`.
+//! - **No "refused"**: a dial to a port nobody listens on is never answered; it fails after
+//!   [`QuicConfig::connect_timeout`].
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod book;
 mod ca;
 mod claim;
 mod config;
+mod down;
+mod endpoint;
 mod error;
 mod files;
+mod frames;
+mod hello;
+mod link;
 mod name;
 mod rank;
+mod stats;
 mod tls;
+
+pub use book::{AddressBook, BookError};
+pub use down::{CloseCode, DownReason};
+pub use endpoint::{DialError, EndpointError, Inbound, QuicEndpoint};
+pub use frames::{FrameSink, FrameSource, SendError};
+pub use hello::{Hello, HelloError, ACCEPTED, HELLO_LEN, HELLO_VERSION};
+pub use link::{keeps, LinkParts, LinkWatch, QuicLink, Side, Stream};
+pub use stats::QuicStats;
 
 pub use ca::{ClusterCa, IssuedRank};
 pub use claim::verify_claimed_rank;
-pub use config::{ConfigError, QuicConfig, MAX_BIDI_STREAMS, MAX_LINK_TIMEOUT, MIN_LINK_TIMEOUT};
+pub use config::{
+    ConfigError, QuicConfig, MAX_BIDI_STREAMS, MAX_LINK_TIMEOUT, MIN_LINK_TIMEOUT, MIN_MAX_FRAME,
+};
 pub use error::IdentityError;
 pub use files::{CertDir, CA_CERT_FILE, CA_KEY_FILE, RANK_CERT_FILE, RANK_KEY_FILE};
 pub use name::{server_name, ClusterId, NAME_SUFFIX};

@@ -113,6 +113,7 @@ mod tests {
         assert!(client_config(&id, &good).is_ok());
         let bad = QuicConfig {
             link_timeout: Duration::ZERO,
+            ..QuicConfig::default()
         };
         assert!(matches!(
             server_config(&id, &bad),
