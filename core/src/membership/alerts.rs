@@ -270,6 +270,7 @@ impl Membership {
         let r = self.reports.entry(subject).or_insert_with(|| Reports {
             latest: BTreeMap::new(),
             first: ctx.now,
+            last: ctx.now,
         });
         if !r.record(ctx.now, observer, p.incarnation, p.down) {
             ctx.stats.membership.alerts_stale += 1;
@@ -291,6 +292,11 @@ impl Membership {
         let k = ctx.cfg.detect.observers.max(1) as usize;
         let h_cfg = ctx.cfg.membership.stable_reports as usize;
         let l_cfg = ctx.cfg.membership.flux_reports as usize;
+        // Refutations only (no down standing) are kept a while, so a down they overtook is
+        // still recognised as stale, then dropped: the table holds what stands.
+        let keep = Duration::from_nanos(ctx.cfg.detect.period.as_nanos().saturating_mul(10));
+        self.reports
+            .retain(|_, r| r.downs() > 0 || ctx.now < r.last + keep);
         let subjects: Vec<Rank> = self.reports.keys().copied().collect();
         for &s in &subjects {
             self.observers_of(ctx, s);

@@ -75,6 +75,8 @@ struct Reports {
     latest: BTreeMap<Rank, (u64, bool)>,
     /// When the current run of down evidence began (the first down after none).
     first: Instant,
+    /// When evidence last arrived (reports with no down standing are dropped a while later).
+    last: Instant,
 }
 
 impl Reports {
@@ -91,6 +93,7 @@ impl Reports {
         if down && self.downs() == 0 {
             self.first = now;
         }
+        self.last = now;
         self.latest.insert(observer, (incarnation, down));
         true
     }
