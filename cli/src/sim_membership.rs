@@ -161,9 +161,17 @@ fn summary(a: &MembershipArgs, t: &MembershipSummary, wall: Duration) -> String 
 
 fn json(a: &MembershipArgs, t: &MembershipSummary, wall: Duration) -> String {
     let [s50, s99, smax] = MembershipSummary::percentiles(&t.silent_ms);
+    // Every silent loss, those decided by a coordinator that was itself the lossy rank too.
+    let all: Vec<f64> = t
+        .silent_ms
+        .iter()
+        .chain(&t.lossy_coordinator_ms)
+        .copied()
+        .collect();
+    let all99 = MembershipSummary::quantile(&all, 0.99);
     let [h50, h99, hmax] = MembershipSummary::percentiles(&t.hard_ms);
     format!(
-        r#"{{"ranks":{},"radix":{},"runs":{},"faulty":{},"wrongful_evictions":{},"missed_removals":{},"evicted_told":{},"long_pauses":{},"lossy":{},"lossy_removed":{},"lossy_accusations":{},"silent_detect_ms_p50":{s50:.3},"silent_detect_ms_p99":{s99:.3},"silent_detect_ms_max":{smax:.3},"hard_detect_ms_p50":{h50:.3},"hard_detect_ms_p99":{h99:.3},"hard_detect_ms_max":{hmax:.3},"lossy_coordinator_decisions":{},"lossy_coordinator_ms_max":{:.3},"everywhere_ms_max":{:.3},"view_changes":{},"frames_per_view_change":{:.1},"wall_ms":{:.1}}}"#,
+        r#"{{"ranks":{},"radix":{},"runs":{},"faulty":{},"wrongful_evictions":{},"missed_removals":{},"evicted_told":{},"long_pauses":{},"lossy":{},"lossy_removed":{},"lossy_accusations":{},"silent_detect_ms_p50":{s50:.3},"silent_detect_ms_p99":{s99:.3},"silent_detect_ms_max":{smax:.3},"hard_detect_ms_p50":{h50:.3},"hard_detect_ms_p99":{h99:.3},"hard_detect_ms_max":{hmax:.3},"silent_incl_lossy_coordinator_ms_p99":{all99:.3},"lossy_coordinator_decisions":{},"lossy_coordinator_ms_max":{:.3},"everywhere_ms_max":{:.3},"view_changes":{},"frames_per_view_change":{:.1},"wall_ms":{:.1}}}"#,
         a.ranks,
         a.radix,
         t.runs,

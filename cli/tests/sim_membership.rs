@@ -52,6 +52,7 @@ fn json_reports_no_wrongful_eviction_and_every_loss_removed_with_a_cdf() {
         "lossy_removed",
         "lossy_accusations",
         "lossy_coordinator_decisions",
+        "silent_incl_lossy_coordinator_ms_p99",
         "view_changes",
         "frames_per_view_change",
     ] {
