@@ -22,10 +22,10 @@
 //! | [`connect_and_exchange`] | 4 nodes: xcasts from every origin are delivered exactly once everywhere and complete |
 //! | [`per_link_order`] | floods of mixed sizes both ways over one link arrive in send order, once |
 //! | [`control_not_starved`] | a control frame overtakes a 48 MiB data backlog between the same two nodes |
-//! | [`sigkill_link_down`] | a node in a child process killed with SIGKILL: link-down at its neighbours within the bound; survivors continue |
+//! | [`sigkill_link_down`] | a node in a child process killed with SIGKILL: link-down at its neighbours within the bound ([`Transport::kill_bound`]: QUIC has no FIN/RST, so up to one keep-alive interval more); survivors continue |
 //! | [`malformed_frames_closed`] | an authenticated peer sending a bad envelope or an oversized length is closed and counted; the node carries on |
-//! | [`unauthenticated_refused`] | garbage, a wrong key and an unknown rank are refused and counted; nothing reaches the core |
-//! | [`unreachable_rank_reported_down`] | a rank that never starts is reported down after bounded re-dials, and never dialed again |
+//! | [`unauthenticated_refused`] | every [`Transport::INTRUDERS`] (TCP: garbage, a wrong key, an unknown rank; QUIC: another CA's certificate, a wrong-rank claim, an unknown rank) is refused and counted; nothing reaches the core |
+//! | [`unreachable_rank_reported_down`] | a rank that never starts is reported down after bounded re-dials, and never dialed again (TCP: refused dials; QUIC, which has no "refused": dials that time out after `connect_timeout`) |
 //! | [`sigstop_shorter_than_bound`] | a node paused (SIGSTOP) for a third of the bound, then resumed, loses no link and keeps working |
 //! | [`partition_link_down`] | two nodes in two network namespaces; their veth goes down (no FIN, no RST): both see link-down within the bound (skipped where namespaces cannot be made) |
 //!
@@ -46,7 +46,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant as StdInstant};
 
 use bytes::{BufMut, Bytes, BytesMut};
-use lifeline_core::tree::Rank;
+use lifeline_core::tree::{Rank, RankSet};
 use lifeline_core::wire::{FloodMsg, Message};
 use lifeline_core::{Class, Event, Instant, Node, Stats};
 
@@ -149,17 +149,101 @@ pub trait Transport {
     /// Connects to `target` without any handshake, writes `bytes`, and waits up to `within`
     /// for the node to close the connection.
     async fn raw_unauthenticated(target: SocketAddr, bytes: &[u8], within: Duration) -> RawOutcome;
-    /// Connects to `target` (rank `to`), runs the handshake as `as_rank` with `secret` on
-    /// `class`, writes `bytes` verbatim, and waits up to `within` for the node to close it.
+    /// Connects to `target` (rank `to`) from `from` (`as_rank`'s address in the book, free:
+    /// nothing runs there), runs the handshake as `as_rank` with `secret` (TCP: the cluster
+    /// key; QUIC: `as_rank`'s certificate from the cluster CA, the secret unused) on `class`,
+    /// writes `bytes` verbatim after the handshake, and waits up to `within` for the node to
+    /// close it.
+    #[allow(clippy::too_many_arguments)]
     async fn raw_authenticated(
         secret: &[u8],
         as_rank: Rank,
         to: Rank,
         target: SocketAddr,
+        from: SocketAddr,
         class: Class,
         bytes: &[u8],
         within: Duration,
     ) -> RawOutcome;
+
+    /// The bound within which [`sigkill_link_down`] requires a SIGKILLed peer's link-down:
+    /// `spec.link_timeout` by default (TCP: the kernel sends FIN or RST at once). QUIC: a
+    /// killed process sends no close, so its peers notice by the idle timeout, restarted by their
+    /// own next keep-alive: up to one keep-alive interval (`link_timeout / 6`) later.
+    fn kill_bound(spec: &Spec) -> Duration {
+        spec.link_timeout
+    }
+
+    /// The intruders [`unauthenticated_refused`] tries against this adapter: each must be
+    /// refused and counted in `handshakes_refused`, and nothing it sends may reach the core.
+    const INTRUDERS: &'static [Intruder] = &[
+        Intruder::Garbage,
+        Intruder::WrongSecret,
+        Intruder::UnknownRank,
+    ];
+
+    /// Runs one intruder against `target` (rank `to`) with `spec`'s secret, from `from` (a
+    /// book address of a rank that is dead and runs nowhere) where the intruder needs an
+    /// address the node knows. The default covers [`Intruder::Garbage`] (with
+    /// [`raw_unauthenticated`](Self::raw_unauthenticated)), [`Intruder::WrongSecret`] and
+    /// [`Intruder::UnknownRank`] (rank 7, with [`raw_authenticated`](Self::raw_authenticated)).
+    async fn raw_intruder(
+        kind: Intruder,
+        spec: &Spec,
+        to: Rank,
+        target: SocketAddr,
+        from: SocketAddr,
+        within: Duration,
+    ) -> RawOutcome {
+        match kind {
+            Intruder::Garbage => {
+                let garbage =
+                    b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n0123456789abcdef0123456789abcdef";
+                Self::raw_unauthenticated(target, garbage, within).await
+            }
+            Intruder::WrongSecret => {
+                let f = flood_frame(Rank(2), 77, Bytes::from_static(b"forged"));
+                Self::raw_authenticated(
+                    b"not the cluster secret",
+                    Rank(2),
+                    to,
+                    target,
+                    from,
+                    Class::Control,
+                    &f,
+                    within,
+                )
+                .await
+            }
+            Intruder::UnknownRank => {
+                let f = flood_frame(Rank(7), 78, Bytes::from_static(b"stranger"));
+                let any = SocketAddr::from(LOOPBACK);
+                let secret = &spec.secret;
+                Self::raw_authenticated(secret, Rank(7), to, target, any, Class::Data, &f, within)
+                    .await
+            }
+            other => panic!("conformance: {other:?} needs the adapter's own raw_intruder"),
+        }
+    }
+}
+
+/// An unauthenticated peer ([`Transport::INTRUDERS`]). Which apply depends on how the adapter
+/// authenticates: TCP proves a shared key, QUIC a certificate from the cluster CA naming the
+/// rank.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Intruder {
+    /// Bytes that are no handshake at all (TCP). QUIC has no equivalent: a datagram that is not
+    /// a QUIC packet is dropped by the stack without creating any state to refuse or count.
+    Garbage,
+    /// The handshake with another cluster secret (TCP).
+    WrongSecret,
+    /// A rank outside the address book (rank 7 from an address no rank has).
+    UnknownRank,
+    /// A certificate for a rank of the cluster, issued by another CA (QUIC).
+    ForeignCa,
+    /// A certificate from the cluster CA for one rank, claiming another in its hello (QUIC).
+    WrongRankClaim,
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -357,6 +441,11 @@ fn spawn_child_in<T: Transport>(
             .args(["netns", "exec", ns])
             .arg(cmd.get_program())
             .args(cmd.get_args());
+        for (k, v) in cmd.get_envs() {
+            if let Some(v) = v {
+                wrapped.env(k, v);
+            }
+        }
         cmd = wrapped;
     }
     let mut child = cmd
@@ -665,8 +754,9 @@ pub async fn sigkill_link_down<T: Transport>() {
         child.0.kill().expect("SIGKILL the child"); // std sends SIGKILL on Unix
         let _ = child.0.wait();
         let mut seen: BTreeMap<Rank, Duration> = BTreeMap::new();
+        let bound = T::kill_bound(&spec);
         let ok = c
-            .pump(spec.link_timeout + Duration::from_secs(2), |r, o| {
+            .pump(bound + Duration::from_secs(2), |r, o| {
                 if o == Observed::LinkDown(Rank(0)) {
                     seen.entry(r).or_insert_with(|| killed.elapsed());
                 }
@@ -677,9 +767,8 @@ pub async fn sigkill_link_down<T: Transport>() {
         assert!(ok, "link-down seen only at {seen:?}");
         for (r, d) in &seen {
             assert!(
-                *d <= spec.link_timeout,
-                "rank {r} saw the kill after {d:?}, over the bound {:?}",
-                spec.link_timeout
+                *d <= bound,
+                "rank {r} saw the kill after {d:?}, over the bound {bound:?}"
             );
         }
         xcast_reaches(&mut c, 1, &[1, 2], Duration::from_secs(15)).await;
@@ -729,6 +818,7 @@ pub async fn malformed_frames_closed<T: Transport>() {
             Rank(2),
             Rank(0),
             c.addr(0),
+            c.addr(2),
             Class::Data,
             &bytes,
             wait,
@@ -753,6 +843,7 @@ pub async fn malformed_frames_closed<T: Transport>() {
             Rank(3),
             Rank(1),
             c.addr(1),
+            c.addr(3),
             Class::Control,
             &oversized,
             wait,
@@ -771,13 +862,27 @@ pub async fn malformed_frames_closed<T: Transport>() {
     .await;
 }
 
-/// Garbage bytes, a handshake with the wrong key, and a handshake claiming a rank outside the
-/// address book are each refused and counted; no link changes, nothing reaches either core, and
-/// the two real nodes still exchange an xcast.
+/// Every intruder of [`Transport::INTRUDERS`] (TCP: garbage bytes, a handshake with the wrong
+/// key, a rank outside the address book; QUIC: another CA's certificate, a right-CA certificate
+/// claiming another rank, a rank outside the address book) is refused and counted; no link
+/// changes, nothing reaches either core, and the two real nodes still exchange an xcast.
+///
+/// Ranks 2 and 3 are in the book but declared dead and run nowhere: their addresses are the
+/// ones an intruder that must pass an address check connects from.
 pub async fn unauthenticated_refused<T: Transport>() {
     bounded("unauthenticated_refused", Duration::from_secs(60), async {
-        let spec = Spec::new(2, 2);
+        let spec = Spec::new(4, 2);
         let mut c = cluster::<T>(&spec, &[0, 1]).await;
+        for r in [0, 1] {
+            c.node(r)
+                .command(|n, now| {
+                    let dead: RankSet = [Rank(2), Rank(3)].into_iter().collect();
+                    n.declare_dead(now, &dead)
+                })
+                .await
+                .expect("running")
+                .expect("ranks 2 and 3 declared dead");
+        }
         let up = c
             .pump(Duration::from_secs(10), |r, o| {
                 r == Rank(0) && o == Observed::LinkUp(Rank(1))
@@ -785,43 +890,17 @@ pub async fn unauthenticated_refused<T: Transport>() {
             .await;
         assert!(up, "link 0-1 did not come up");
         let wait = Duration::from_secs(5);
-
-        let garbage = b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n0123456789abcdef0123456789abcdef";
-        let out = T::raw_unauthenticated(c.addr(0), garbage, wait).await;
-        assert!(out.closed, "garbage must be refused: {out:?}");
-
-        let out = T::raw_authenticated(
-            b"not the cluster secret",
-            Rank(1),
-            Rank(0),
-            c.addr(0),
-            Class::Control,
-            &flood_frame(Rank(1), 77, Bytes::from_static(b"forged")),
-            wait,
-        )
-        .await;
-        assert!(
-            !out.handshake_ok && out.closed,
-            "a wrong key must be refused: {out:?}"
-        );
-
-        let out = T::raw_authenticated(
-            &spec.secret,
-            Rank(7),
-            Rank(0),
-            c.addr(0),
-            Class::Data,
-            &flood_frame(Rank(7), 78, Bytes::from_static(b"stranger")),
-            wait,
-        )
-        .await;
-        assert!(
-            !out.handshake_ok && out.closed,
-            "an unknown rank must be refused: {out:?}"
-        );
-
-        let k = wait_counters(c.node(0), wait, |k| k.handshakes_refused >= 3).await;
-        assert_eq!(k.handshakes_refused, 3, "{k:?}");
+        for (i, &kind) in T::INTRUDERS.iter().enumerate() {
+            let from = c.addr(2 + (i as u32 % 2));
+            let out = T::raw_intruder(kind, &spec, Rank(0), c.addr(0), from, wait).await;
+            assert!(
+                !out.handshake_ok && out.closed,
+                "{kind:?} must be refused: {out:?}"
+            );
+        }
+        let n = T::INTRUDERS.len() as u64;
+        let k = wait_counters(c.node(0), wait, |k| k.handshakes_refused >= n).await;
+        assert_eq!(k.handshakes_refused, n, "{k:?}");
         assert_eq!(k.link_downs, 0, "{k:?}");
         let s = c.node(0).core_stats().await;
         assert_eq!(
@@ -845,7 +924,9 @@ pub async fn unauthenticated_refused<T: Transport>() {
 }
 
 /// Rank 2 never starts. Node 0 broadcasts; its forward to its child 2 dials, fails, re-dials
-/// with back-off, and after the adapter's bounded attempts reports the link down; the core
+/// with back-off, and after the adapter's bounded attempts reports the link down (TCP: each
+/// dial is refused at once; QUIC: each dial times out after its `connect_timeout`, since QUIC
+/// has no "connection refused", so the report comes after `dial_attempts` timeouts); the core
 /// repairs, the xcast completes at 0 and 1, and the dead rank is never dialed again.
 pub async fn unreachable_rank_reported_down<T: Transport>() {
     bounded(
