@@ -384,6 +384,7 @@ pub(crate) fn run(args: &NodeArgs) -> Result<(), CliError> {
             Start::Quic(ep) => {
                 let driver = cfg.driver_config();
                 lifeline_transport_quic::spawn(node, book, ep, driver)
+                    .map_err(|e| CliError::Usage(e.to_string()))?
             }
         };
         let mut stdin = BufReader::new(tokio::io::stdin()).lines();

@@ -21,6 +21,7 @@ use std::sync::{Arc, RwLock};
 use std::task::Poll;
 
 use bytes::Bytes;
+use lifeline_core::link::LinkConfigError;
 use lifeline_core::tree::Rank;
 use lifeline_core::{Class, Node};
 use lifeline_transport_common::{
@@ -261,12 +262,16 @@ async fn write(sink: &mut FrameSink, queue: &SendQueue) -> Ended {
 /// dials by ([`Handle::add_peers`](common::Handle::add_peers) extends it); the endpoint checks
 /// inbound peers against the book it was bound with, so a node that will grow binds it with
 /// none (certificates alone then prove ranks).
+///
+/// Errors: `cfg.link` is invalid ([`LinkConfig::validate`](lifeline_core::link::LinkConfig::validate));
+/// nothing was started.
 pub fn spawn(
     node: Node,
     book: common::AddressBook,
     endpoint: QuicEndpoint,
     cfg: DriverConfig,
-) -> RunningNode {
+) -> Result<RunningNode, LinkConfigError> {
+    cfg.link.validate()?;
     let local_addr = endpoint
         .local_addr()
         .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
@@ -277,7 +282,7 @@ pub fn spawn(
         local_addr,
     };
     let connector = Arc::new(QuicConnector::new(Arc::new(endpoint)));
-    common::spawn(node, connector, setup)
+    Ok(common::spawn(node, connector, setup))
 }
 
 #[cfg(test)]

@@ -227,7 +227,7 @@ impl Transport for Quic {
         let qbook = QuicBook::try_from(&b).expect("distinct addresses");
         let endpoint =
             QuicEndpoint::bind(&identity(rank), &cfg, addr, Some(qbook)).expect("bind endpoint");
-        Running(spawn(node, b, endpoint, DriverConfig::default()))
+        Running(spawn(node, b, endpoint, DriverConfig::default()).expect("valid driver config"))
     }
 
     fn child_command() -> Command {
