@@ -59,3 +59,6 @@ pub use driver::{spawn, DriverConfig, Setup};
 pub use handle::{DownReason, Handle, Output, RunningNode, TransportError};
 pub use queue::SendQueue;
 pub use stats::{Counters, TransportStats};
+
+#[cfg(test)]
+mod tests;
