@@ -174,10 +174,50 @@ impl QuicEndpoint {
         if tokio::runtime::Handle::try_current().is_err() {
             return Err(EndpointError::NoRuntime);
         }
-        let server = server_config(id, cfg)?;
-        let client = client_config(id, cfg)?;
         let socket =
             udp_socket(addr, cfg).map_err(|source| EndpointError::Socket { addr, source })?;
+        Self::start(id, cfg, socket, addr, book)
+    }
+
+    /// [`bind`](Self::bind) on a UDP socket the caller already bound (an address reserved
+    /// before the address book was complete, or a socket handed down by a launcher), as the TCP
+    /// adapter takes a bound listener: its buffers are sized from `cfg` and it is made
+    /// non-blocking; otherwise the same guarantees and errors.
+    pub fn from_socket(
+        id: &RankIdentity,
+        cfg: &QuicConfig,
+        socket: std::net::UdpSocket,
+        book: Option<AddressBook>,
+    ) -> Result<Self, EndpointError> {
+        if tokio::runtime::Handle::try_current().is_err() {
+            return Err(EndpointError::NoRuntime);
+        }
+        let addr = socket
+            .local_addr()
+            .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
+        let sized = || -> io::Result<()> {
+            let s = socket2::SockRef::from(&socket);
+            if cfg.udp_recv_buffer > 0 {
+                s.set_recv_buffer_size(cfg.udp_recv_buffer)?;
+            }
+            if cfg.udp_send_buffer > 0 {
+                s.set_send_buffer_size(cfg.udp_send_buffer)?;
+            }
+            socket.set_nonblocking(true)
+        };
+        sized().map_err(|source| EndpointError::Socket { addr, source })?;
+        Self::start(id, cfg, socket, addr, book)
+    }
+
+    fn start(
+        id: &RankIdentity,
+        cfg: &QuicConfig,
+        socket: std::net::UdpSocket,
+        addr: SocketAddr,
+        book: Option<AddressBook>,
+    ) -> Result<Self, EndpointError> {
+        let server = server_config(id, cfg)?;
+        let client = client_config(id, cfg)?;
         let mut endpoint = quinn::Endpoint::new(
             EndpointConfig::default(),
             Some(server),

@@ -182,8 +182,8 @@ async fn raw_quic(
 
 impl Transport for Quic {
     type Node = Running;
-    /// The address is held by a plain UDP socket until the node starts (then freed and bound
-    /// by the node's endpoint).
+    /// A bound UDP socket, which the node's endpoint takes over
+    /// (`QuicEndpoint::from_socket`).
     type Endpoint = UdpSocket;
 
     /// QUIC's intruders: another CA's certificate, a wrong-rank claim, a rank outside the book.
@@ -222,11 +222,9 @@ impl Transport for Quic {
         )
         .expect("valid config");
         let cfg = QuicConfig::with_link_timeout(spec.link_timeout).expect("link timeout");
-        let addr = book[&rank];
-        drop(ep);
         let qbook = QuicBook::try_from(&b).expect("distinct addresses");
-        let endpoint =
-            QuicEndpoint::bind(&identity(rank), &cfg, addr, Some(qbook)).expect("bind endpoint");
+        let endpoint = QuicEndpoint::from_socket(&identity(rank), &cfg, ep, Some(qbook))
+            .expect("start the endpoint");
         Running(spawn(node, b, endpoint, DriverConfig::default()).expect("valid driver config"))
     }
 
