@@ -52,6 +52,10 @@
 //! (`confirmed_more_than_once`) and, with the detector, every survivor went on within 1 s of
 //! each pause's start (`resume_ms`); with `--garbage`, every intruder was refused.
 //!
+//! With `--transport quic` the launcher generates a cluster CA and one certificate per rank
+//! into the run's directory (`certs/`, the layout of `lifeline certs`) and starts every node
+//! with `--transport quic --cert-dir DIR --cluster ID`; the report's `transport` says which.
+//!
 //! Measures:
 //! - `detect_ms_max`: per killed rank, the wall time from the SIGKILL to the first survivor's
 //!   `link_down` for it; the maximum over kills.
@@ -112,7 +116,7 @@ use tokio::time::Instant as Tick;
 use tracing::Instrument;
 
 use crate::nft::{self, NetKind};
-use crate::node_cmd::wall_ms;
+use crate::node_cmd::{wall_ms, TransportKind};
 use crate::{write_stdout, CliError};
 
 /// Arguments of `lifeline cluster`.
@@ -170,6 +174,11 @@ pub(crate) struct ClusterArgs {
     /// `refused_connections`) and the run must still pass.
     #[arg(long)]
     garbage: bool,
+    /// The nodes' transport: `tcp` (a cluster key in the run's directory) or `quic` (a cluster
+    /// CA and one certificate per rank, generated into the run's directory). Network faults
+    /// (`--cut`, `--cut-oneway`, `--blackhole`, `--loss`) and `--garbage` are TCP-only.
+    #[arg(long, value_enum, default_value_t = TransportKind::Tcp)]
+    transport: TransportKind,
     /// JSON: first line lists the nodes, last line is the report.
     #[arg(long)]
     json: bool,
@@ -988,8 +997,19 @@ fn rank_ip(r: u32) -> IpAddr {
 }
 
 /// Every rank's listening endpoint: its own address and a port free there (found by binding
-/// port 0).
-fn endpoints(n: u32) -> Result<Vec<SocketAddr>, CliError> {
+/// port 0: a UDP port for QUIC, a TCP port otherwise).
+fn endpoints(n: u32, transport: TransportKind) -> Result<Vec<SocketAddr>, CliError> {
+    if transport == TransportKind::Quic {
+        let ss: Vec<std::net::UdpSocket> = (0..n)
+            .map(|r| std::net::UdpSocket::bind((rank_ip(r), 0)))
+            .collect::<Result<_, _>>()
+            .map_err(|e| CliError::Failed(format!("finding free ports: {e}")))?;
+        return ss
+            .iter()
+            .map(std::net::UdpSocket::local_addr)
+            .collect::<Result<_, _>>()
+            .map_err(|e| CliError::Failed(format!("finding free ports: {e}")));
+    }
     let ls: Vec<std::net::TcpListener> = (0..n)
         .map(|r| std::net::TcpListener::bind((rank_ip(r), 0)))
         .collect::<Result<_, _>>()
@@ -998,6 +1018,24 @@ fn endpoints(n: u32) -> Result<Vec<SocketAddr>, CliError> {
         .map(std::net::TcpListener::local_addr)
         .collect::<Result<_, _>>()
         .map_err(|e| CliError::Failed(format!("finding free ports: {e}")))
+}
+
+/// QUIC: a cluster CA for this run and a certificate per rank, written to `DIR/certs` (the CA
+/// key stays there, with the launcher); returns the directory and the cluster id.
+fn quic_certs(dir: &std::path::Path, n: u32) -> Result<(PathBuf, String), CliError> {
+    use lifeline_transport_quic::{ClusterCa, ClusterId};
+    let failed = |e: lifeline_transport_quic::IdentityError| CliError::Failed(e.to_string());
+    let id = format!("cluster-{}", std::process::id());
+    let cluster = ClusterId::new(&id).map_err(failed)?;
+    let not_after = std::time::SystemTime::now() + Duration::from_secs(86_400);
+    let ca = ClusterCa::generate(cluster, not_after).map_err(failed)?;
+    let certs = dir.join("certs");
+    ca.write(&certs).map_err(failed)?;
+    for r in 0..n {
+        let issued = ca.issue(lifeline_core::tree::Rank(r)).map_err(failed)?;
+        issued.write(&certs).map_err(failed)?;
+    }
+    Ok((certs, id))
 }
 
 fn secret() -> Vec<u8> {
@@ -1022,6 +1060,13 @@ pub(crate) fn run(args: &ClusterArgs) -> Result<(), CliError> {
         ));
     }
     let faults = parse_faults(args)?;
+    if args.transport == TransportKind::Quic && (args.garbage || !faults.net.is_empty()) {
+        return Err(CliError::Usage(
+            "--transport quic: --garbage and the network faults (nftables rules match TCP) \
+             are TCP-only"
+                .into(),
+        ));
+    }
     crate::init_tracing();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -1175,7 +1220,7 @@ async fn drive(args: &ClusterArgs, faults: Faults, procs: &mut Procs) -> Result<
     tokio::pin!(interrupted);
 
     let dir = procs.dir.clone();
-    let eps = endpoints(n)?;
+    let eps = endpoints(n, args.transport)?;
     if !net.is_empty() {
         // Checked before any node starts: without nft or root, nothing runs.
         procs.table = Some(nft::Table::create(
@@ -1196,6 +1241,10 @@ async fn drive(args: &ClusterArgs, faults: Faults, procs: &mut Procs) -> Result<
     };
     let peers_file = write("peers", peers.as_bytes())?;
     let key_file = write("key", &secret())?;
+    let quic = match args.transport {
+        TransportKind::Quic => Some(quic_certs(&procs.dir, n)?),
+        TransportKind::Tcp => None,
+    };
     let exe = std::env::current_exe()
         .map_err(|e| CliError::Failed(format!("finding the lifeline binary: {e}")))?;
 
@@ -1216,6 +1265,11 @@ async fn drive(args: &ClusterArgs, faults: Faults, procs: &mut Procs) -> Result<
             .arg("--exit-on-stdin-eof");
         if args.no_detect {
             cmd.arg("--no-detect");
+        }
+        if let Some((certs, cluster)) = &quic {
+            cmd.args(["--transport", "quic", "--cluster", cluster])
+                .arg("--cert-dir")
+                .arg(certs);
         }
         let mut child = cmd
             .stdin(Stdio::piped())
@@ -1989,6 +2043,10 @@ fn report(
     if args.json {
         let v = json!({
             "nodes": args.nodes,
+            "transport": match args.transport {
+                TransportKind::Tcp => "tcp",
+                TransportKind::Quic => "quic",
+            },
             "killed": killed.keys().collect::<Vec<_>>(),
             "stopped": pauses.iter().map(|p| json!({"rank": p.rank, "at_ms": p.at_ms, "for_ms": p.for_ms})).collect::<Vec<_>>(),
             "survivors": survivors.len(),

@@ -1,4 +1,8 @@
-//! `lifeline node`: one Lifeline node on TCP, until killed.
+//! `lifeline node`: one Lifeline node on TCP (or QUIC, `--transport quic`), until killed.
+//!
+//! With `--transport quic --cert-dir DIR --cluster ID` the node proves its rank with
+//! `DIR/rank-R/{cert,key}.pem` under `DIR/ca.pem` (as `lifeline certs` writes them) instead of
+//! the cluster key, and runs one QUIC connection per peer on the same driver.
 //!
 //! The peers file lists every rank of the cluster, one `rank addr` per line (`#` starts a
 //! comment; blank lines are ignored); ranks must be `0..N` with none missing, and this node
@@ -52,11 +56,23 @@ use bytes::Bytes;
 use clap::Args;
 use lifeline_core::tree::Rank;
 use lifeline_core::{Config, Event, Instant, Node, Stats};
+use lifeline_transport_quic::{ClusterId, QuicConfig, QuicEndpoint, RankIdentity};
 use lifeline_transport_tcp::{spawn, AddressBook, ClusterKey, Handle, Output, TcpConfig};
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 use crate::CliError;
+
+/// The transport a node runs on.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum TransportKind {
+    /// TCP, two connections per peer, authenticated by the cluster key.
+    #[default]
+    Tcp,
+    /// QUIC, one connection per peer, mutual TLS under the cluster CA (`--cert-dir`,
+    /// `--cluster`).
+    Quic,
+}
 
 /// Arguments of `lifeline node`.
 #[derive(Debug, Args)]
@@ -64,6 +80,17 @@ pub(crate) struct NodeArgs {
     /// This node's rank.
     #[arg(long)]
     rank: u32,
+    /// The transport: `tcp` (the cluster key) or `quic` (certificates: `--cert-dir`,
+    /// `--cluster`).
+    #[arg(long, value_enum, default_value_t = TransportKind::Tcp)]
+    transport: TransportKind,
+    /// QUIC: the certificate directory (`ca.pem` and `rank-R/{cert,key}.pem`, as `lifeline
+    /// certs` writes them).
+    #[arg(long, value_name = "DIR", required_if_eq("transport", "quic"))]
+    cert_dir: Option<PathBuf>,
+    /// QUIC: the cluster id the certificates were issued for.
+    #[arg(long, value_name = "ID", required_if_eq("transport", "quic"))]
+    cluster: Option<String>,
     /// The peers file: one `rank addr` per line, ranks 0..N.
     #[arg(long, value_name = "FILE")]
     peers: PathBuf,
@@ -255,6 +282,12 @@ fn load_key(args: &NodeArgs) -> Result<ClusterKey, CliError> {
     key.map_err(|e| CliError::Usage(e.to_string()))
 }
 
+/// What a node listens with.
+enum Start {
+    Tcp(ClusterKey, tokio::net::TcpListener),
+    Quic(QuicEndpoint),
+}
+
 /// Runs `lifeline node`.
 pub(crate) fn run(args: &NodeArgs) -> Result<(), CliError> {
     crate::init_tracing();
@@ -278,7 +311,25 @@ pub(crate) fn run(args: &NodeArgs) -> Result<(), CliError> {
             args.peers.display()
         )));
     };
-    let key = load_key(args)?;
+    let key = match args.transport {
+        TransportKind::Tcp => Some(load_key(args)?),
+        TransportKind::Quic => None,
+    };
+    let identity = match (args.transport, &args.cert_dir, &args.cluster) {
+        (TransportKind::Quic, Some(dir), Some(id)) => {
+            let cluster = ClusterId::new(id).map_err(|e| CliError::Usage(e.to_string()))?;
+            Some(
+                RankIdentity::load(dir, me, &cluster)
+                    .map_err(|e| CliError::Usage(e.to_string()))?,
+            )
+        }
+        (TransportKind::Quic, _, _) => {
+            return Err(CliError::Usage(
+                "--transport quic needs --cert-dir and --cluster".into(),
+            ))
+        }
+        (TransportKind::Tcp, _, _) => None,
+    };
     let seed =
         u64::from(std::process::id()) << 32 ^ u64::from(args.rank) ^ (wall_ms() * 1e3) as u64;
     let mut config = Config::new(span, args.radix);
@@ -303,9 +354,24 @@ pub(crate) fn run(args: &NodeArgs) -> Result<(), CliError> {
         .build()
         .map_err(|e| CliError::Failed(format!("starting the runtime: {e}")))?;
     let result = rt.block_on(async move {
-        let listener = tokio::net::TcpListener::bind(addr)
-            .await
-            .map_err(|e| CliError::Failed(format!("listening on {addr}: {e}")))?;
+        let start = match (key, identity) {
+            (Some(key), _) => {
+                let listener = tokio::net::TcpListener::bind(addr)
+                    .await
+                    .map_err(|e| CliError::Failed(format!("listening on {addr}: {e}")))?;
+                Start::Tcp(key, listener)
+            }
+            (None, Some(id)) => {
+                let qcfg = QuicConfig::with_link_timeout(cfg.link_timeout)
+                    .map_err(|e| CliError::Usage(e.to_string()))?;
+                let qbook = lifeline_transport_quic::AddressBook::try_from(&book)
+                    .map_err(|e| CliError::Usage(format!("{}: {e}", args.peers.display())))?;
+                let ep = QuicEndpoint::bind(&id, &qcfg, addr, Some(qbook))
+                    .map_err(|e| CliError::Failed(format!("listening on {addr}: {e}")))?;
+                Start::Quic(ep)
+            }
+            (None, None) => return Err(CliError::Usage("no cluster key or identity".into())),
+        };
         let p = Printer { rank: args.rank };
         p.line(
             Instant::ZERO,
@@ -313,7 +379,14 @@ pub(crate) fn run(args: &NodeArgs) -> Result<(), CliError> {
             json!({"addr": addr.to_string(), "pid": std::process::id(), "span": span,
                    "radix": args.radix}),
         );
-        let mut tcp = spawn(node, book, key, cfg, listener);
+        let mut tcp = match start {
+            Start::Tcp(key, listener) => spawn(node, book, key, cfg, listener),
+            Start::Quic(ep) => {
+                let driver = cfg.driver_config();
+                lifeline_transport_quic::spawn(node, book, ep, driver)
+                    .map_err(|e| CliError::Usage(e.to_string()))?
+            }
+        };
         let mut stdin = BufReader::new(tokio::io::stdin()).lines();
         let mut stdin_open = true;
         let mut last_now = Instant::ZERO;

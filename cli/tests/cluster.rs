@@ -370,3 +370,51 @@ fn cluster_refuses_bad_fault_flags() {
     assert!(err.contains("nftables"), "{err}");
     assert!(out.stdout.is_empty(), "no node may start: {out:?}");
 }
+
+/// The same launcher on QUIC: the cluster CA and one certificate per rank are generated into
+/// the run's directory, each node proves its rank with its certificate, and a SIGKILLed rank
+/// is noticed and repaired around while every xcast between survivors is delivered once.
+#[test]
+fn cluster_on_quic_survives_a_kill() {
+    let out = lifeline()
+        .args(["cluster", "--nodes", "4", "--duration", "2"])
+        .args(["--transport", "quic", "--kill", "1", "--json"])
+        .output()
+        .expect("run lifeline cluster");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON line"))
+        .collect();
+    assert_eq!(lines.len(), 2, "{stdout}");
+    let r = &lines[1];
+    assert_eq!(r["transport"], "quic", "{r}");
+    assert_eq!(r["pass"], true, "{r}");
+    assert_eq!(r["killed"], serde_json::json!([1]), "{r}");
+    assert_eq!(r["survivors"], 3, "{r}");
+    assert_eq!(r["survivors_continued"], 3, "{r}");
+    assert_eq!(r["xcast_delivered_exactly_once"], true, "{r}");
+    assert_eq!(r["false_positives"], 0, "{r}");
+    assert!(
+        r["repair_ms_max"].as_f64().is_some(),
+        "the kill was repaired: {r}"
+    );
+    // Network faults match TCP packets: refused on QUIC before anything starts.
+    let out = lifeline()
+        .args([
+            "cluster",
+            "--nodes",
+            "2",
+            "--transport",
+            "quic",
+            "--garbage",
+        ])
+        .output()
+        .expect("run lifeline cluster");
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+}

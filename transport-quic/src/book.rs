@@ -78,6 +78,20 @@ impl AddressBook {
     }
 }
 
+impl TryFrom<&lifeline_transport_common::AddressBook> for AddressBook {
+    type Error = BookError;
+
+    /// The driver's book as the endpoint's: refused if two ranks share an address (an acceptor
+    /// could not tell them apart).
+    fn try_from(b: &lifeline_transport_common::AddressBook) -> Result<Self, BookError> {
+        let mut book = Self::new();
+        for (r, a) in b.iter() {
+            book.insert(r, a)?;
+        }
+        Ok(book)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -20,8 +20,12 @@ pub enum CloseCode {
     /// that is malformed or missing, a stream finished or reset).
     Malformed,
     /// 3: the acceptor refused the peer: a claimed rank its certificate does not name, or an
-    /// address that is not the claimed rank's.
+    /// address that is not the claimed rank's, or a rank the acceptor's core knows dead.
     Refused,
+    /// 4: the acceptor's coordinator removed the dialing rank from the cluster; the reason
+    /// bytes are the removal's epoch (8 bytes, big-endian), read back as
+    /// [`DialError::Removed`](crate::DialError::Removed).
+    Removed,
 }
 
 impl CloseCode {
@@ -32,6 +36,7 @@ impl CloseCode {
             Self::Duplicate => 1,
             Self::Malformed => 2,
             Self::Refused => 3,
+            Self::Removed => 4,
         })
     }
 
@@ -42,6 +47,7 @@ impl CloseCode {
             1 => Self::Duplicate,
             2 => Self::Malformed,
             3 => Self::Refused,
+            4 => Self::Removed,
             _ => return None,
         })
     }
@@ -53,6 +59,7 @@ impl CloseCode {
             Self::Duplicate => b"duplicate",
             Self::Malformed => b"malformed",
             Self::Refused => b"refused",
+            Self::Removed => b"removed",
         }
     }
 }
@@ -96,7 +103,7 @@ impl DownReason {
             ConnectionError::ApplicationClosed(c) => match CloseCode::from_code(c.error_code) {
                 Some(CloseCode::Duplicate) => Self::Duplicate,
                 Some(CloseCode::Malformed) => Self::Malformed,
-                Some(CloseCode::Refused) => Self::Refused,
+                Some(CloseCode::Refused | CloseCode::Removed) => Self::Refused,
                 Some(CloseCode::Normal) | None => Self::Closed,
             },
             ConnectionError::ConnectionClosed(_) | ConnectionError::TransportError(_) => {
@@ -157,10 +164,11 @@ mod tests {
             CloseCode::Duplicate,
             CloseCode::Malformed,
             CloseCode::Refused,
+            CloseCode::Removed,
         ] {
             assert_eq!(CloseCode::from_code(c.code()), Some(c));
         }
-        assert_eq!(CloseCode::from_code(VarInt::from_u32(4)), None);
+        assert_eq!(CloseCode::from_code(VarInt::from_u32(5)), None);
     }
 
     #[test]
@@ -176,6 +184,7 @@ mod tests {
             (app(1), D::Duplicate, None),
             (app(2), D::Malformed, Some(LinkCause::Closed)),
             (app(3), D::Refused, Some(LinkCause::Closed)),
+            (app(4), D::Refused, Some(LinkCause::Closed)),
             (app(99), D::Closed, Some(LinkCause::Closed)),
             (ConnectionError::Reset, D::Reset, Some(LinkCause::Reset)),
             (ConnectionError::LocallyClosed, D::LocallyClosed, None),

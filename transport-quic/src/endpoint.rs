@@ -71,6 +71,13 @@ pub enum DialError {
     /// The acceptor's answer was not [`ACCEPTED`](crate::ACCEPTED).
     #[error("malformed answer")]
     BadAnswer,
+    /// The acceptor answered that this rank was removed from the cluster in `epoch`
+    /// ([`CloseCode::Removed`], [`Inbound::reject_removed`]).
+    #[error("this rank was removed from the cluster in epoch {epoch}")]
+    Removed {
+        /// The removal's epoch.
+        epoch: u64,
+    },
 }
 
 impl DialError {
@@ -83,6 +90,29 @@ impl DialError {
             Self::Closed(DownReason::Duplicate) => DialOutcome::Duplicate,
             _ => DialOutcome::Failed,
         }
+    }
+
+    /// The epoch in which the acceptor says this rank was removed, if that is the answer
+    /// (for [`Node::handle_fenced`](lifeline_core::Node::handle_fenced)).
+    pub fn removed(&self) -> Option<u64> {
+        match self {
+            Self::Removed { epoch } => Some(*epoch),
+            _ => None,
+        }
+    }
+
+    /// The error for a connection that closed with `e` before the acceptor's answer.
+    fn closed(e: &ConnectionError) -> Self {
+        if let ConnectionError::ApplicationClosed(c) = e {
+            if CloseCode::from_code(c.error_code) == Some(CloseCode::Removed) {
+                if let Ok(b) = <[u8; 8]>::try_from(&c.reason[..]) {
+                    return Self::Removed {
+                        epoch: u64::from_be_bytes(b),
+                    };
+                }
+            }
+        }
+        Self::Closed(DownReason::from_connection_error(e))
     }
 }
 
@@ -144,10 +174,50 @@ impl QuicEndpoint {
         if tokio::runtime::Handle::try_current().is_err() {
             return Err(EndpointError::NoRuntime);
         }
-        let server = server_config(id, cfg)?;
-        let client = client_config(id, cfg)?;
         let socket =
             udp_socket(addr, cfg).map_err(|source| EndpointError::Socket { addr, source })?;
+        Self::start(id, cfg, socket, addr, book)
+    }
+
+    /// [`bind`](Self::bind) on a UDP socket the caller already bound (an address reserved
+    /// before the address book was complete, or a socket handed down by a launcher), as the TCP
+    /// adapter takes a bound listener: its buffers are sized from `cfg` and it is made
+    /// non-blocking; otherwise the same guarantees and errors.
+    pub fn from_socket(
+        id: &RankIdentity,
+        cfg: &QuicConfig,
+        socket: std::net::UdpSocket,
+        book: Option<AddressBook>,
+    ) -> Result<Self, EndpointError> {
+        if tokio::runtime::Handle::try_current().is_err() {
+            return Err(EndpointError::NoRuntime);
+        }
+        let addr = socket
+            .local_addr()
+            .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
+        let sized = || -> io::Result<()> {
+            let s = socket2::SockRef::from(&socket);
+            if cfg.udp_recv_buffer > 0 {
+                s.set_recv_buffer_size(cfg.udp_recv_buffer)?;
+            }
+            if cfg.udp_send_buffer > 0 {
+                s.set_send_buffer_size(cfg.udp_send_buffer)?;
+            }
+            socket.set_nonblocking(true)
+        };
+        sized().map_err(|source| EndpointError::Socket { addr, source })?;
+        Self::start(id, cfg, socket, addr, book)
+    }
+
+    fn start(
+        id: &RankIdentity,
+        cfg: &QuicConfig,
+        socket: std::net::UdpSocket,
+        addr: SocketAddr,
+        book: Option<AddressBook>,
+    ) -> Result<Self, EndpointError> {
+        let server = server_config(id, cfg)?;
+        let client = client_config(id, cfg)?;
         let mut endpoint = quinn::Endpoint::new(
             EndpointConfig::default(),
             Some(server),
@@ -224,16 +294,13 @@ impl QuicEndpoint {
             .await
             .map_err(DialError::Handshake)?;
         let lost = |conn: &quinn::Connection| match conn.close_reason() {
-            Some(e) => DialError::Closed(DownReason::from_connection_error(&e)),
+            Some(e) => DialError::closed(&e),
             None => DialError::BadAnswer,
         };
         let open = |class| {
             let conn = &conn;
             async move {
-                let (mut tx, rx) = conn
-                    .open_bi()
-                    .await
-                    .map_err(|e| DialError::Closed(DownReason::from_connection_error(&e)))?;
+                let (mut tx, rx) = conn.open_bi().await.map_err(|e| DialError::closed(&e))?;
                 let _ = tx.set_priority(priority(class));
                 let hello = Hello {
                     rank: inner.id.rank(),
@@ -315,6 +382,13 @@ impl Inbound {
         }
         Counters::add(&self.counters.accepted);
         Ok(self.link)
+    }
+
+    /// Closes the connection with [`CloseCode::Removed`] and `epoch` as the reason bytes: the
+    /// dialer's [`QuicEndpoint::dial`] fails with [`DialError::Removed`] and learns its fate.
+    pub fn reject_removed(self, epoch: u64) {
+        self.link
+            .close_with(CloseCode::Removed, &epoch.to_be_bytes());
     }
 
     /// Closes the connection with `code`; [`CloseCode::Duplicate`] (the tie-break kept the

@@ -2,8 +2,10 @@
 //! to its rank, issued by a CA made for the cluster (one job), and every QUIC connection between
 //! ranks is mutually authenticated with it. A [`QuicEndpoint`] per node dials and accepts
 //! [`QuicLink`]s, each one connection carrying the core's frames on a control and a data
-//! stream. (The driver that runs a `lifeline_core::Node` over these links comes next; this
-//! crate has no protocol logic.)
+//! stream. [`spawn`] runs a `lifeline_core::Node` over them with the driver every adapter
+//! shares ([`lifeline_transport_common`]; [`QuicConnector`] is its QUIC side) and returns the
+//! same [`RunningNode`](lifeline_transport_common::RunningNode) as the TCP adapter. This crate
+//! has no protocol logic.
 //!
 //! # Names
 //!
@@ -86,6 +88,19 @@
 //!   [`DialError::outcome`]` == Duplicate`.
 //! - **No "refused"**: a dial to a port nobody listens on is never answered; it fails after
 //!   [`QuicConfig::connect_timeout`].
+//!
+//! # The adapter
+//!
+//! [`spawn`] drives a node over a bound [`QuicEndpoint`]. A link to a peer is **one
+//! connection**, the link policy's single slot, carrying both classes (control and data
+//! streams, each with its own send queue in the driver and its own flow control on the wire):
+//! it is up when the connection is, and down when it ends, with the evidence
+//! [`DownReason::cause`] gives ([`ended`]). Simultaneous dials are settled by the link
+//! policy's tie-break (the lower rank's dial wins, [`keeps`]); an inbound connection from a rank
+//! the core knows dead is closed with [`CloseCode::Refused`], or [`CloseCode::Removed`] with
+//! the epoch when the coordinator removed it (the dialer's core is told,
+//! [`DialError::Removed`]). Dials to a dead rank time out (`connect_timeout`) instead of being
+//! refused, so such a rank is given up after `dial_attempts` timeouts with back-off.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -94,6 +109,7 @@ mod ca;
 mod claim;
 mod config;
 mod down;
+mod driver;
 mod endpoint;
 mod error;
 mod files;
@@ -107,6 +123,7 @@ mod tls;
 
 pub use book::{AddressBook, BookError};
 pub use down::{CloseCode, DownReason};
+pub use driver::{ended, spawn, QuicConn, QuicConnector};
 pub use endpoint::{DialError, EndpointError, Inbound, QuicEndpoint};
 pub use frames::{FrameSink, FrameSource, SendError};
 pub use hello::{Hello, HelloError, ACCEPTED, HELLO_LEN, HELLO_VERSION};

@@ -180,6 +180,15 @@ impl QuicLink {
         self.parts.watch.close(code);
     }
 
+    /// Closes the link with `code` and `reason` bytes of the caller's (the peer reads both).
+    pub(crate) fn close_with(&self, code: CloseCode, reason: &[u8]) {
+        let shared = &self.parts.watch.shared;
+        let _ = shared.reason.get_or_init(|| DownReason::LocallyClosed);
+        shared
+            .conn
+            .close(code.code(), &Bytes::copy_from_slice(reason));
+    }
+
     /// The link's parts, for one task per stream half.
     pub fn into_parts(self) -> LinkParts {
         self.parts

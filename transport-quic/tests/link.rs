@@ -612,3 +612,29 @@ async fn simultaneous_dials_keep_the_lower_ranks_connection() {
     won.send(Class::Control, frame(1, 5)).await.unwrap();
     assert_eq!(within(kept.recv()).await, Ok((Class::Control, frame(1, 5))));
 }
+
+/// An acceptor that refuses a removed rank tells it the epoch: the dialer's `dial` fails with
+/// `DialError::Removed` (fed to the core's `handle_fenced`), a plain failure for the link
+/// policy; a plain refusal carries no epoch.
+#[tokio::test]
+async fn a_removed_rank_is_told_its_epoch() {
+    let ca = new_ca();
+    let cfg = QuicConfig::default();
+    let e0 = endpoint(&ca, 0, &cfg, None);
+    let e1 = endpoint(&ca, 1, &cfg, None);
+    let addr = e0.local_addr().unwrap();
+    for (epoch, removed) in [(Some(0x0102_0304_0506_0708u64), true), (None, false)] {
+        let accept = async {
+            let inbound = e0.accept().await.unwrap();
+            match epoch {
+                Some(e) => inbound.reject_removed(e),
+                None => inbound.reject(CloseCode::Refused),
+            }
+        };
+        let (d, ()) = within(async { tokio::join!(e1.dial(Rank(0), addr), accept) }).await;
+        let e = d.expect_err("refused");
+        assert_eq!(e.removed(), epoch, "{e}");
+        assert_eq!(e.outcome(), DialOutcome::Failed);
+        assert_eq!(matches!(e, DialError::Removed { .. }), removed, "{e}");
+    }
+}

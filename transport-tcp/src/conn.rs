@@ -16,7 +16,6 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
-use lifeline_core::link::AttemptId;
 use lifeline_core::tree::Rank;
 use lifeline_core::wire::{self, Limits};
 use lifeline_core::Class;
@@ -27,65 +26,15 @@ use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::{mpsc, Semaphore};
 use tracing::Instrument;
 
-use crate::config::{AddressBook, ClusterKey, TcpConfig};
+use lifeline_transport_common::{
+    Accepted, AddressBook, Connector, Counters, Ended, LinkIo, SendQueue, MAX_BATCH,
+};
+
+use crate::config::{ClusterKey, TcpConfig};
+use crate::connector::TcpConnector;
 use crate::handshake::{self, HandshakeError, Verdict};
-use crate::queue::SendQueue;
-use crate::stats::Counters;
 
-/// Most frames in one [`FrameIn::Frames`] batch. The class channels hold
-/// `frame_buffer / MAX_BATCH` batches (at least one), so at most about `frame_buffer` frames
-/// wait for the driver per class, as when frames travelled one by one.
-pub(crate) const MAX_BATCH: usize = 64;
-
-/// What a connection sends the driver on its class's channel: batches of whole frames in
-/// arrival order (those one read produced, at most [`MAX_BATCH`]), then why it ended (on the
-/// same channel, so the driver sees a link go down only after the frames before it).
-#[derive(Debug)]
-pub(crate) enum FrameIn {
-    Frames {
-        from: Rank,
-        frames: Vec<Bytes>,
-    },
-    Ended {
-        peer: Rank,
-        class: Class,
-        id: u64,
-        why: Ended,
-    },
-}
-
-/// Why a connection ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Ended {
-    /// The peer closed it (EOF).
-    Eof,
-    /// A socket error (reset, `TCP_USER_TIMEOUT`, keepalive).
-    Io(io::ErrorKind),
-    /// A frame header was malformed or over `max_frame`.
-    Malformed,
-    /// The driver is gone.
-    Stopped,
-}
-
-/// Lifecycle reports from socket tasks to the driver.
-#[derive(Debug)]
-pub(crate) enum Report {
-    /// An authenticated inbound connection awaiting the driver's verdict.
-    Accepted {
-        peer: Rank,
-        class: Class,
-        stream: TcpStream,
-    },
-    /// A dial finished.
-    Dialed {
-        peer: Rank,
-        class: Class,
-        attempt: AttemptId,
-        result: Result<TcpStream, HandshakeError>,
-    },
-}
-
-/// Channels and shared state every socket task gets.
+/// What every socket task shares.
 #[derive(Clone, Debug)]
 pub(crate) struct Shared {
     pub(crate) me: Rank,
@@ -95,9 +44,6 @@ pub(crate) struct Shared {
     pub(crate) cfg: Arc<TcpConfig>,
     pub(crate) limits: Limits,
     pub(crate) counters: Arc<Counters>,
-    pub(crate) reports: mpsc::Sender<Report>,
-    pub(crate) control_in: mpsc::Sender<FrameIn>,
-    pub(crate) data_in: mpsc::Sender<FrameIn>,
 }
 
 impl Shared {
@@ -132,8 +78,13 @@ pub(crate) fn configure(stream: &TcpStream, cfg: &TcpConfig) -> io::Result<()> {
     Ok(())
 }
 
-/// Accepts connections forever, one handshake task each (at most `max_handshakes` at once).
-pub(crate) async fn listen(listener: TcpListener, sh: Shared) {
+/// Accepts connections forever, one handshake task each (at most `max_handshakes` at once);
+/// authenticated ones go to `accepted`.
+pub(crate) async fn listen(
+    listener: TcpListener,
+    sh: Shared,
+    accepted: mpsc::Sender<Accepted<TcpStream>>,
+) {
     let slots = Arc::new(Semaphore::new(sh.cfg.max_handshakes.max(1)));
     loop {
         let (stream, peer) = match listener.accept().await {
@@ -152,17 +103,23 @@ pub(crate) async fn listen(listener: TcpListener, sh: Shared) {
             continue; // dropped: closed unanswered
         };
         let sh = sh.clone();
+        let accepted = accepted.clone();
         tokio::spawn(
             async move {
                 let _permit = permit;
-                inbound(stream, peer, sh).await;
+                inbound(stream, peer, sh, accepted).await;
             }
             .in_current_span(),
         );
     }
 }
 
-async fn inbound(mut stream: TcpStream, peer: SocketAddr, sh: Shared) {
+async fn inbound(
+    mut stream: TcpStream,
+    peer: SocketAddr,
+    sh: Shared,
+    accepted: mpsc::Sender<Accepted<TcpStream>>,
+) {
     let hello = async {
         configure(&stream, &sh.cfg)?;
         {
@@ -173,12 +130,12 @@ async fn inbound(mut stream: TcpStream, peer: SocketAddr, sh: Shared) {
     };
     match tokio::time::timeout(sh.cfg.handshake_timeout, hello).await {
         Ok(Ok(h)) => {
-            let _ = sh
-                .reports
-                .send(Report::Accepted {
+            let slot = TcpConnector::slot_of(h.class);
+            let _ = accepted
+                .send(Accepted {
                     peer: h.from,
-                    class: h.class,
-                    stream,
+                    slot,
+                    conn: stream,
                 })
                 .await;
         }
@@ -198,40 +155,26 @@ pub(crate) async fn reject(mut stream: TcpStream, v: Verdict) {
     let _ = tokio::time::timeout(Duration::from_secs(1), handshake::finish(&mut stream, v)).await;
 }
 
-/// Connects to `peer` for `class` and runs the dialer's handshake; reports the result with the
-/// link policy's `attempt`.
+/// Connects to `peer` at `addr` for `class` and runs the dialer's handshake.
 pub(crate) async fn dial(
     peer: Rank,
     addr: SocketAddr,
     class: Class,
-    attempt: AttemptId,
-    sh: Shared,
-) {
-    let dialing = async {
-        let own = sh.addr(sh.me).map(|a| a.ip());
-        let connect = connect_from(sh.cfg.bind_local.source_ip(own), addr);
-        let mut s = tokio::time::timeout(sh.cfg.connect_timeout, connect)
-            .await
-            .map_err(|_| HandshakeError::Timeout)??;
-        configure(&s, &sh.cfg)?;
-        tokio::time::timeout(
-            sh.cfg.handshake_timeout,
-            handshake::dial(&mut s, &sh.key, sh.me, peer, class),
-        )
+    sh: &Shared,
+) -> Result<TcpStream, HandshakeError> {
+    let own = sh.addr(sh.me).map(|a| a.ip());
+    let connect = connect_from(sh.cfg.bind_local.source_ip(own), addr);
+    let mut s = tokio::time::timeout(sh.cfg.connect_timeout, connect)
         .await
         .map_err(|_| HandshakeError::Timeout)??;
-        Ok(s)
-    };
-    let result = dialing.await;
-    let _ = sh
-        .reports
-        .send(Report::Dialed {
-            peer,
-            class,
-            attempt,
-            result,
-        })
-        .await;
+    configure(&s, &sh.cfg)?;
+    tokio::time::timeout(
+        sh.cfg.handshake_timeout,
+        handshake::dial(&mut s, &sh.key, sh.me, peer, class),
+    )
+    .await
+    .map_err(|_| HandshakeError::Timeout)??;
+    Ok(s)
 }
 
 /// Connects to `addr`, from `local` (port 0) when given and of the same address family.
@@ -249,35 +192,19 @@ async fn connect_from(local: Option<IpAddr>, addr: SocketAddr) -> io::Result<Tcp
 
 /// Runs one installed connection until it ends, then reports why. `verdict` is the acceptor's
 /// RESULT byte still to be written (`None` on the dialer's side).
-pub(crate) async fn run(
-    stream: TcpStream,
-    peer: Rank,
-    class: Class,
-    id: u64,
-    verdict: Option<Verdict>,
-    queue: Arc<SendQueue>,
-    sh: Shared,
-) {
-    let (rd, wr) = stream.into_split();
-    let tx = match class {
-        Class::Control => sh.control_in.clone(),
-        Class::Data => sh.data_in.clone(),
+pub(crate) async fn run(stream: TcpStream, verdict: Option<Verdict>, io: LinkIo, sh: Shared) {
+    let class = if io.slot == 0 {
+        Class::Control
+    } else {
+        Class::Data
     };
+    let (rd, wr) = stream.into_split();
+    let queue = io.queue(class).clone();
     let why = tokio::select! {
-        why = read_frames(rd, peer, &sh, &tx) => why,
+        why = read_frames(rd, &sh, &io, class) => why,
         why = write_frames(wr, verdict, &queue, sh.cfg.io_buffer) => why,
     };
-    if why == Ended::Malformed {
-        Counters::add(&sh.counters.malformed);
-    }
-    let _ = tx
-        .send(FrameIn::Ended {
-            peer,
-            class,
-            id,
-            why,
-        })
-        .await;
+    io.ended(class, why).await;
 }
 
 fn io_end(e: &io::Error) -> Ended {
@@ -299,12 +226,7 @@ const LARGE: usize = 8 << 10;
 /// short (`LARGE` bytes: the next header and the start of its body) so a stream of large frames
 /// does not land in the shared buffer. Every header is checked (version, kind, length against
 /// `max_frame`) before room is reserved for its body, so a bad header costs nothing.
-async fn read_frames(
-    mut rd: OwnedReadHalf,
-    peer: Rank,
-    sh: &Shared,
-    tx: &mpsc::Sender<FrameIn>,
-) -> Ended {
+async fn read_frames(mut rd: OwnedReadHalf, sh: &Shared, io: &LinkIo, class: Class) -> Ended {
     let cap = sh.cfg.io_buffer.max(LARGE);
     let mut buf = BytesMut::with_capacity(cap);
     let mut batch = Vec::with_capacity(MAX_BATCH);
@@ -315,14 +237,14 @@ async fn read_frames(
             match wire::frame_len(&buf, &sh.limits) {
                 Ok(Some(n)) if buf.len() >= n => {
                     batch.push(buf.split_to(n).freeze());
-                    if batch.len() == MAX_BATCH && !send(tx, peer, &mut batch).await {
+                    if batch.len() == MAX_BATCH && !io.deliver(class, &mut batch).await {
                         return Ended::Stopped;
                     }
                     after_large = false;
                 }
                 Ok(Some(n)) if n >= LARGE => {
                     // Frames already read go first: this body may take a while.
-                    if !batch.is_empty() && !send(tx, peer, &mut batch).await {
+                    if !batch.is_empty() && !io.deliver(class, &mut batch).await {
                         return Ended::Stopped;
                     }
                     let mut frame = BytesMut::with_capacity(n);
@@ -349,7 +271,7 @@ async fn read_frames(
             }
         };
         // The frames before a bad header still reach the driver, as they would have one by one.
-        if !batch.is_empty() && !send(tx, peer, &mut batch).await {
+        if !batch.is_empty() && !io.deliver(class, &mut batch).await {
             return Ended::Stopped;
         }
         if bad {
@@ -371,13 +293,6 @@ async fn read_frames(
             Err(e) => return io_end(&e),
         }
     }
-}
-
-/// Hands the batch to the driver (leaving `batch` empty with its capacity); false if the driver
-/// is gone.
-async fn send(tx: &mpsc::Sender<FrameIn>, from: Rank, batch: &mut Vec<Bytes>) -> bool {
-    let frames = std::mem::replace(batch, Vec::with_capacity(MAX_BATCH));
-    tx.send(FrameIn::Frames { from, frames }).await.is_ok()
 }
 
 /// Most frames gathered into one vectored write.
@@ -476,6 +391,7 @@ impl Gather {
 mod tests {
     use super::*;
     use lifeline_core::wire::{FloodMsg, Message};
+    use lifeline_transport_common::{FrameIn, FrameTx};
 
     fn flood(id: u64, len: usize) -> Bytes {
         Message::Flood(FloodMsg {
@@ -498,7 +414,6 @@ mod tests {
             ..TcpConfig::default()
         };
         cfg.frame_buffer = 4 * MAX_BATCH;
-        let (reports, _r) = mpsc::channel(1);
         let (control_in, _c) = mpsc::channel(1);
         let (data_in, mut frames_rx) = mpsc::channel(4);
         let sh = Shared {
@@ -511,9 +426,18 @@ mod tests {
                 max_list: 16,
             },
             counters: Arc::default(),
-            reports,
-            control_in,
-            data_in: data_in.clone(),
+        };
+        let io = LinkIo {
+            peer: Rank(0),
+            slot: 1,
+            id: 1,
+            accepted: false,
+            queues: Default::default(),
+            frames: FrameTx {
+                control: control_in,
+                data: data_in,
+            },
+            counters: Arc::default(),
         };
         let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let (a, b) = tokio::join!(TcpStream::connect(l.local_addr().unwrap()), l.accept());
@@ -531,7 +455,7 @@ mod tests {
             let queue = queue.clone();
             tokio::spawn(async move { write_frames(wr, None, &queue, 32 << 10).await })
         };
-        let reader = tokio::spawn(async move { read_frames(rd, Rank(0), &sh, &data_in).await });
+        let reader = tokio::spawn(async move { read_frames(rd, &sh, &io, Class::Data).await });
         let mut got = Vec::new();
         while got.len() < sent.len() {
             match frames_rx.recv().await.unwrap() {

@@ -30,7 +30,9 @@ use lifeline_core::tree::Rank;
 use lifeline_core::Class;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-use crate::config::{AddressBook, ClusterKey};
+use lifeline_transport_common::AddressBook;
+
+use crate::config::ClusterKey;
 
 /// Handshake magic: "Lifeline TCP, format 1".
 pub const MAGIC: [u8; 4] = *b"LLT1";

@@ -1,6 +1,9 @@
 //! Lifeline's TCP transport: a thin tokio driver of one [`lifeline_core::Node`].
 //!
-//! The adapter has no protocol logic. One driver task owns the node and obeys the core's
+//! The adapter has no protocol logic. The driver is the shared one
+//! ([`lifeline_transport_common`], also run by the QUIC adapter); this crate is its TCP
+//! connector: dial, listen, handshake, socket options, framed reads and gathered writes. One
+//! driver task owns the node and obeys the core's
 //! driving contract (feed one input with `now`, drain `poll_transmit` and `poll_event` to empty,
 //! arm one timer at `poll_timeout`, cap the work per wake); socket tasks only move bytes and
 //! report what happened to the driver, which makes every decision.
@@ -117,11 +120,13 @@
 
 mod config;
 mod conn;
-mod driver;
+mod connector;
 pub mod handshake;
-mod queue;
-mod stats;
 
-pub use config::{AddressBook, BindLocal, BookError, ClusterKey, KeyError, TcpConfig};
-pub use driver::{spawn, DownReason, Handle, Output, TcpNode, TransportError};
-pub use stats::TransportStats;
+pub use config::{BindLocal, ClusterKey, KeyError, TcpConfig};
+pub use connector::{spawn, TcpNode};
+/// The shared driver's types, re-exported: the TCP adapter runs
+/// [`lifeline_transport_common`]'s driver with its own connector.
+pub use lifeline_transport_common::{
+    AddressBook, BookError, DownReason, Handle, Output, TransportError, TransportStats,
+};

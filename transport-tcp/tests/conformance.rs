@@ -142,11 +142,13 @@ impl Transport for Tcp {
         }
     }
 
+    #[allow(clippy::too_many_arguments)]
     async fn raw_authenticated(
         secret: &[u8],
         as_rank: Rank,
         to: Rank,
         target: SocketAddr,
+        _from: SocketAddr,
         class: Class,
         bytes: &[u8],
         within: Duration,

@@ -1,13 +1,17 @@
 //! The adapter's counters: every refusal, malformed connection and dropped output is counted.
+//! The driver counts links, dials, frames and back-pressure; the connector counts what only it
+//! sees (accepts, refused handshakes, malformed frames).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
 macro_rules! counters {
     ($($(#[$doc:meta])* $name:ident,)*) => {
-        /// Live counters, shared by the driver and its socket tasks.
+        /// Live counters, shared by the driver and its connector's tasks (which count their
+        /// own refusals and malformed frames with [`Counters::add`]). Each field is the live
+        /// form of the [`TransportStats`] field of the same name.
         #[derive(Debug, Default)]
-        pub(crate) struct Counters {
-            $(pub(crate) $name: AtomicU64,)*
+        pub struct Counters {
+            $($(#[$doc])* pub $name: AtomicU64,)*
         }
 
         /// A snapshot of the adapter's counters (monotonic). The core's own counters are in
@@ -19,7 +23,8 @@ macro_rules! counters {
         }
 
         impl Counters {
-            pub(crate) fn snapshot(&self) -> TransportStats {
+            /// A snapshot of every counter.
+            pub fn snapshot(&self) -> TransportStats {
                 TransportStats {
                     $($name: self.$name.load(Ordering::Relaxed),)*
                 }
@@ -36,10 +41,13 @@ macro_rules! counters {
 }
 
 counters! {
-    /// Connections accepted by the listener (before the handshake).
+    /// Connections accepted by the listener (before the handshake; QUIC: connection attempts
+    /// that reached the endpoint).
     accepted,
-    /// Handshakes refused: garbage, wrong key, unknown rank, wrong IP, timeout, too many at once.
-    /// Nothing such a peer sent reached the core.
+    /// Handshakes refused: garbage, wrong key, unknown rank, wrong IP, timeout, too many at once
+    /// (TCP); a stranger's address, a failed TLS handshake (no certificate, another CA), a
+    /// malformed hello, a claim of a rank the certificate does not name, a wrong address
+    /// (QUIC). Nothing such a peer sent reached the core.
     handshakes_refused,
     /// Authenticated connections refused because the rank is known dead.
     refused_dead,
@@ -73,16 +81,18 @@ counters! {
 }
 
 impl Counters {
-    pub(crate) fn add(c: &AtomicU64) {
+    /// Adds one.
+    pub fn add(c: &AtomicU64) {
         c.fetch_add(1, Ordering::Relaxed);
     }
 
-    pub(crate) fn add_n(c: &AtomicU64, n: usize) {
+    /// Adds `n`.
+    pub fn add_n(c: &AtomicU64, n: usize) {
         c.fetch_add(n as u64, Ordering::Relaxed);
     }
 
     /// Mirrors a counter kept elsewhere (the link policy's).
-    pub(crate) fn set(c: &AtomicU64, v: u64) {
+    pub fn set(c: &AtomicU64, v: u64) {
         c.store(v, Ordering::Relaxed);
     }
 }

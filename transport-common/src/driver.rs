@@ -1,6 +1,6 @@
 //! The driver task: it owns the [`Node`] and is the only code that touches it.
 //!
-//! One wake handles one input (a socket report, a batch of frames, an application command or
+//! One wake handles one input (a dial result, an accepted connection, a batch of frames, an application command or
 //! a due timer), then more inputs that are already waiting, in priority order: lifecycle
 //! reports, control frames, commands, data frames, until `max_inputs_per_wake` inputs (a
 //! frame counts as one) were handled. After every input it drains `poll_transmit` into the
@@ -20,323 +20,128 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::io;
 use std::net::SocketAddr;
 use std::sync::{Arc, RwLock};
+use std::time::Duration;
 
 use bytes::Bytes;
 use lifeline_core::link::{
-    AcceptVerdict, AttemptId, DialOutcome, LinkAction, LinkDownReason, LinkPolicy,
+    AcceptVerdict, AttemptId, DialOutcome, LinkAction, LinkConfig, LinkDownReason, LinkPolicy,
 };
 use lifeline_core::tree::Rank;
-use lifeline_core::{Class, CommandError, Event, Instant, LinkCause, Node, Transmit};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, oneshot};
-use tokio::task::{AbortHandle, JoinHandle};
+use lifeline_core::{Class, Event, Instant, LinkCause, Node, Transmit};
+use tokio::sync::mpsc;
+use tokio::task::AbortHandle;
 use tokio::time::Instant as Tick;
 use tracing::Instrument;
 
-use crate::config::{AddressBook, ClusterKey, TcpConfig};
-use crate::conn::{self, Ended, FrameIn, Report, Shared, MAX_BATCH};
-use crate::handshake::{HandshakeError, Verdict};
+use crate::book::AddressBook;
+use crate::connector::{
+    class_index as ci, Accepted, Connector, DialFailure, Ended, FrameIn, FrameTx, LinkIo,
+    Rejection, MAX_BATCH,
+};
+use crate::handle::{Cmd, DownReason, Handle, Output, RunningNode, StatsHook, TransportError};
 use crate::queue::SendQueue;
-use crate::stats::{Counters, TransportStats};
+use crate::stats::Counters;
 
-/// What the adapter tells the application, in order: the core's events and link changes.
+/// The driver's own settings (every adapter's config gives one).
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum Output {
-    /// An event from the core.
-    Event(Event),
-    /// Both connections to `peer` are established and the core was told
-    /// ([`Node::handle_link_up`]).
-    LinkUp {
-        /// The peer.
-        peer: Rank,
-        /// Core time of the report.
-        at: Instant,
-    },
-    /// The link to `peer` is gone. For every reason but [`DownReason::Dead`] the core was told
-    /// ([`Node::handle_link_down`]) with the evidence it is: a give-up after refused dials or
-    /// a missing address is hard ([`LinkCause::Refused`]); a reset, timeout, close or overflow
-    /// is not (with the core's detector off, any loss of a tree link still repairs).
-    LinkDown {
-        /// The peer.
-        peer: Rank,
-        /// Core time of the report.
-        at: Instant,
-        /// Why.
-        reason: DownReason,
-    },
+pub struct DriverConfig {
+    /// Back-pressure threshold: while any per-peer send queue holds more bytes than this,
+    /// application commands are refused with [`TransportError::Backpressure`].
+    pub queue_soft_bytes: usize,
+    /// Hard bound of one per-peer send queue: a peer that lets its queue grow past it is not
+    /// reading, and its link is closed and reported down ([`DownReason::Overflow`]).
+    pub queue_hard_bytes: usize,
+    /// Inputs handled per wake of the driver before it yields to other tasks.
+    pub max_inputs_per_wake: usize,
+    /// Outputs buffered for the application. While more than this wait, the driver stops
+    /// reading data-class frames; past four times this, outputs are dropped and counted.
+    pub output_buffer: usize,
+    /// Whole frames buffered from connections to the driver, per traffic class (in batches of
+    /// up to [`MAX_BATCH`]; at least one batch).
+    pub frame_buffer: usize,
+    /// Dial, back-off and give-up settings of the link policy.
+    pub link: LinkConfig,
 }
 
-/// Why a link went down.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum DownReason {
-    /// The peer closed a connection (EOF): a process that exited or was killed.
-    Closed,
-    /// A socket error: a reset, or `TCP_USER_TIMEOUT` / keepalive giving up.
-    Io(io::ErrorKind),
-    /// The peer sent a malformed or oversized frame header; its connection was closed.
-    Malformed,
-    /// The link policy gave the peer up: `dial_attempts` dials in a row failed (see
-    /// [`lifeline_core::link`]).
-    Unreachable,
-    /// The peer has no address book entry.
-    NoAddress,
-    /// A send queue passed `queue_hard_bytes`: the peer is not reading.
-    Overflow,
-    /// The core learned from others that the peer is dead; its connections were closed
-    /// (the core was not told again).
-    Dead,
-}
-
-impl std::fmt::Display for DownReason {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Closed => f.write_str("closed"),
-            Self::Io(k) => write!(f, "io: {k}"),
-            Self::Malformed => f.write_str("malformed"),
-            Self::Unreachable => f.write_str("unreachable"),
-            Self::NoAddress => f.write_str("no address"),
-            Self::Overflow => f.write_str("send queue overflow"),
-            Self::Dead => f.write_str("dead"),
+impl Default for DriverConfig {
+    fn default() -> Self {
+        Self {
+            queue_soft_bytes: 16 << 20,
+            queue_hard_bytes: 256 << 20,
+            max_inputs_per_wake: 256,
+            output_buffer: 4096,
+            frame_buffer: 1024,
+            link: LinkConfig::default(),
         }
     }
 }
 
-/// Why an application request was refused. A refused request changed nothing.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum TransportError {
-    /// A send queue holds more than `queue_soft_bytes`: wait for it to drain and retry.
-    #[error("back-pressure: {queued} bytes queued to rank {peer} ({class:?})")]
-    Backpressure {
-        /// The most loaded peer found.
-        peer: Rank,
-        /// Its traffic class.
-        class: Class,
-        /// Bytes queued to it.
-        queued: usize,
-    },
-    /// The core refused the command.
-    #[error(transparent)]
-    Command(#[from] CommandError),
-    /// The rank is this node, known dead, or outside the address book.
-    #[error("rank {0} cannot be sent to")]
-    Unreachable(Rank),
-    /// An address book entry would change: a rank's address is fixed once given (the
-    /// handshake checks peers against it).
-    #[error("rank {rank} is already at {known}, not {given}")]
-    AddressConflict {
-        /// The rank.
-        rank: Rank,
-        /// Its address in the book.
-        known: SocketAddr,
-        /// The address offered.
-        given: SocketAddr,
-    },
-    /// The driver has stopped.
-    #[error("the transport has stopped")]
-    Stopped,
-}
-
-type NodeFn = Box<dyn FnOnce(Result<(&mut Node, Instant), TransportError>) + Send>;
-
-enum Cmd {
-    Run { f: NodeFn, gated: bool },
-    Raw(Transmit, oneshot::Sender<Result<(), TransportError>>),
-    Stop,
-}
-
-/// The application's side of a running node: commands in, counters out. Cheap to clone.
-#[derive(Clone, Debug)]
-pub struct Handle {
-    cmds: mpsc::Sender<Cmd>,
-    counters: Arc<Counters>,
-    book: Arc<RwLock<AddressBook>>,
-    me: Rank,
-    local_addr: SocketAddr,
-}
-
-impl std::fmt::Debug for Cmd {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Self::Run { .. } => "Run",
-            Self::Raw(..) => "Raw",
-            Self::Stop => "Stop",
-        })
-    }
-}
-
-impl Handle {
-    /// This node's rank.
-    pub fn rank(&self) -> Rank {
-        self.me
-    }
-
-    /// The address the node listens on.
-    pub fn local_addr(&self) -> SocketAddr {
-        self.local_addr
-    }
-
-    /// Adds ranks to the address book of the running node (ranks that joined, before the
-    /// node dials them or accepts their connections). All or nothing: an entry that would
-    /// change a known rank's address refuses the whole call.
-    pub fn add_peers(&self, peers: &AddressBook) -> Result<(), TransportError> {
-        let mut book = self.book.write().unwrap_or_else(|e| e.into_inner());
-        for (rank, given) in peers.iter() {
-            match book.get(rank) {
-                Some(known) if known != given => {
-                    return Err(TransportError::AddressConflict { rank, known, given })
-                }
-                _ => {}
-            }
-        }
-        for (rank, addr) in peers.iter() {
-            book.insert(rank, addr);
-        }
-        Ok(())
-    }
-
-    /// A grow: adds the new ranks' addresses, then grows the node's span to `new_span`
-    /// ([`Node::grow`]), so the tree links it then wants can be dialled.
-    pub async fn grow(&self, new_span: u32, peers: &AddressBook) -> Result<(), TransportError> {
-        self.add_peers(peers)?;
-        Ok(self.command(move |n, now| n.grow(now, new_span)).await??)
-    }
-
-    /// The adapter's counters.
-    pub fn stats(&self) -> TransportStats {
-        self.counters.snapshot()
-    }
-
-    async fn run<R: Send + 'static>(
-        &self,
-        gated: bool,
-        f: impl FnOnce(&mut Node, Instant) -> R + Send + 'static,
-    ) -> Result<R, TransportError> {
-        let (tx, rx) = oneshot::channel();
-        let f: NodeFn = Box::new(move |n| {
-            let _ = tx.send(n.map(|(node, now)| f(node, now)));
-        });
-        self.cmds
-            .send(Cmd::Run { f, gated })
-            .await
-            .map_err(|_| TransportError::Stopped)?;
-        rx.await.map_err(|_| TransportError::Stopped)?
-    }
-
-    /// Runs an application command (`xcast`, `flood`, `handle_dead`, ...) on the node with
-    /// the driver's `now`, then drains its outputs. Refused with
-    /// [`TransportError::Backpressure`] while any send queue is over `queue_soft_bytes`.
-    pub async fn command<R: Send + 'static>(
-        &self,
-        f: impl FnOnce(&mut Node, Instant) -> R + Send + 'static,
-    ) -> Result<R, TransportError> {
-        self.run(true, f).await
-    }
-
-    /// Reads the node (stats, tree, watermarks); never refused for back-pressure.
-    pub async fn inspect<R: Send + 'static>(
-        &self,
-        f: impl FnOnce(&Node) -> R + Send + 'static,
-    ) -> Result<R, TransportError> {
-        self.run(false, move |n, _| f(n)).await
-    }
-
-    /// Reliable broadcast of `payload` under `tag` (see [`Node::xcast`]).
-    pub async fn xcast(&self, tag: u16, payload: Bytes) -> Result<u64, TransportError> {
-        Ok(self
-            .command(move |n, now| n.xcast(now, tag, payload))
-            .await??)
-    }
-
-    /// Queues a frame to `to` on `class` as if the core had produced it (for conformance tests
-    /// and tools). Refused if the rank cannot be sent to or its queue would pass
-    /// `queue_hard_bytes`.
-    pub async fn send_raw(
-        &self,
-        to: Rank,
-        class: Class,
-        frame: Bytes,
-    ) -> Result<(), TransportError> {
-        let (tx, rx) = oneshot::channel();
-        let t = Transmit { to, class, frame };
-        self.cmds
-            .send(Cmd::Raw(t, tx))
-            .await
-            .map_err(|_| TransportError::Stopped)?;
-        rx.await.map_err(|_| TransportError::Stopped)?
-    }
-
-    /// Stops the driver: every connection is closed (peers see their links go down).
-    pub async fn shutdown(&self) {
-        let _ = self.cmds.send(Cmd::Stop).await;
-    }
-}
-
-/// A node running on TCP: the handle, the outputs to read, and the driver task.
+/// What [`spawn`] needs besides the node and the connector.
 #[derive(Debug)]
-pub struct TcpNode {
-    /// Commands and counters.
-    pub handle: Handle,
-    /// Events and link changes. Read it continuously: while more than `output_buffer` outputs
-    /// wait, the node stops reading data frames.
-    pub outputs: mpsc::Receiver<Output>,
-    /// The driver task; it ends after [`Handle::shutdown`] or when every handle is dropped.
-    pub task: JoinHandle<()>,
+pub struct Setup {
+    /// Every rank's address, shared with the connector (which may check peers against it).
+    pub book: Arc<RwLock<AddressBook>>,
+    /// The driver's settings.
+    pub cfg: DriverConfig,
+    /// The counters, shared with the connector.
+    pub counters: Arc<Counters>,
+    /// The address the node listens on (reported by [`Handle::local_addr`]).
+    pub local_addr: SocketAddr,
 }
 
-/// Starts driving `node` on `listener` (bound to this rank's address book entry). Must be called
-/// inside a tokio runtime; any flavour works.
+/// Starts driving `node` over `connector`. Must be called inside a tokio runtime; any flavour
+/// works. The connector's [`listen`](Connector::listen) runs as its own task, in the node's
+/// span, until the driver stops.
 ///
 /// The node should have been created with `now = Instant::ZERO`: the driver's clock starts at
 /// zero when this is called (an earlier `now` would hold protocol time back until reached).
-pub fn spawn(
-    node: Node,
-    book: AddressBook,
-    key: ClusterKey,
-    cfg: TcpConfig,
-    listener: TcpListener,
-) -> TcpNode {
+///
+/// # Panics
+///
+/// If `cfg.link` is invalid ([`LinkConfig::validate`]): adapters build it from their own
+/// validated settings.
+pub fn spawn<C: Connector>(node: Node, connector: Arc<C>, setup: Setup) -> RunningNode {
+    let Setup {
+        book,
+        cfg,
+        counters,
+        local_addr,
+    } = setup;
     let me = node.me();
-    let local_addr = listener
-        .local_addr()
-        .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
-    let cfg = Arc::new(cfg);
-    let counters = Arc::new(Counters::default());
+    let (accepted_tx, accepted) = mpsc::channel(1024);
     let (reports_tx, reports) = mpsc::channel(1024);
     let batches = (cfg.frame_buffer / MAX_BATCH).max(1);
     let (control_tx, control_in) = mpsc::channel(batches);
     let (data_tx, data_in) = mpsc::channel(batches);
     let (cmds_tx, cmds) = mpsc::channel(256);
     let (out_tx, outputs) = mpsc::channel(cfg.output_buffer.max(1));
-    let sh = Shared {
-        me,
-        key: Arc::new(key),
-        book: Arc::new(RwLock::new(book)),
-        limits: node.config().limits(),
-        cfg,
-        counters: counters.clone(),
-        reports: reports_tx,
-        control_in: control_tx,
-        data_in: data_tx,
-    };
-    let sh_book = sh.book.clone();
     // Every diagnostic of this node (the driver's and the listener's) is in this span.
     let span = tracing::info_span!("node", rank = me.0);
-    let listener =
-        tokio::spawn(conn::listen(listener, sh.clone()).instrument(span.clone())).abort_handle();
+    let listener = tokio::spawn(connector.listen(accepted_tx).instrument(span.clone()));
     let frames_per_drain = frames_per_drain(node.config());
     // The driver's clock starts at zero now, which is also the origin of `startup_grace`.
-    let links = LinkPolicy::new(me, CLASSES.len(), sh.cfg.link_config(), Instant::ZERO)
-        .expect("TcpConfig::link_config is always valid");
+    let links = LinkPolicy::new(me, C::SLOTS, cfg.link, Instant::ZERO)
+        .expect("the adapter's link configuration is valid");
+    let hook = {
+        let c = connector.clone();
+        StatsHook(Arc::new(move |s| c.fill_stats(s)))
+    };
     let driver = Driver {
         node,
         links,
         frames_per_drain,
         staged: Vec::new(),
         origin: Tick::now(),
-        sh,
+        connector,
+        cfg,
+        book: book.clone(),
+        counters: counters.clone(),
+        frames: FrameTx {
+            control: control_tx,
+            data: data_tx,
+        },
+        reports: reports_tx,
         peers: BTreeMap::new(),
         next_conn: 0,
         pending: VecDeque::new(),
@@ -345,18 +150,19 @@ pub fn spawn(
         refused: BTreeSet::new(),
         view_changed: false,
         stopping: false,
-        listener,
+        listener: listener.abort_handle(),
     };
     let task = tokio::spawn(
         driver
-            .run(cmds, reports, control_in, data_in, out_tx)
+            .run(cmds, accepted, reports, control_in, data_in, out_tx)
             .instrument(span),
     );
-    TcpNode {
+    RunningNode {
         handle: Handle {
             cmds: cmds_tx,
             counters,
-            book: sh_book,
+            extra: hook,
+            book,
             me,
             local_addr,
         },
@@ -365,7 +171,15 @@ pub fn spawn(
     }
 }
 
-/// The link policy's slots: one connection per traffic class, in this order.
+/// A finished dial, reported back to the driver.
+struct Dialed<T> {
+    peer: Rank,
+    slot: usize,
+    attempt: AttemptId,
+    result: Result<T, DialFailure>,
+}
+
+/// The classes, in slot-query order.
 const CLASSES: [Class; 2] = [Class::Control, Class::Data];
 
 /// Frames fed to the core between two drains: a frame makes at most a few transmits per tree
@@ -376,13 +190,6 @@ fn frames_per_drain(c: &lifeline_core::Config) -> usize {
     (c.max_transmits / fan.saturating_mul(4))
         .min(c.max_events / 16)
         .clamp(1, MAX_BATCH)
-}
-
-fn ci(c: Class) -> usize {
-    match c {
-        Class::Control => 0,
-        Class::Data => 1,
-    }
 }
 
 /// Which ranks the link policy may link to: not this node, inside the span, not known dead.
@@ -397,19 +204,19 @@ struct Conn {
     task: AbortHandle,
 }
 
-/// The I/O side of one peer: a send queue and a running connection per class. (Its dial state
-/// is the link policy's.)
+/// The I/O side of one peer: a send queue per class and a running connection per slot. (Its
+/// dial state is the link policy's.)
 #[derive(Debug)]
 struct Peer {
     queues: [Arc<SendQueue>; 2],
-    conns: [Option<Conn>; 2],
+    conns: Vec<Option<Conn>>,
 }
 
 impl Peer {
-    fn new() -> Self {
+    fn new(slots: usize) -> Self {
         Self {
             queues: Default::default(),
-            conns: [None, None],
+            conns: (0..slots).map(|_| None).collect(),
         }
     }
 
@@ -420,8 +227,14 @@ impl Peer {
     }
 }
 
-struct Driver {
+struct Driver<C: Connector> {
     node: Node,
+    connector: Arc<C>,
+    cfg: DriverConfig,
+    book: Arc<RwLock<AddressBook>>,
+    counters: Arc<Counters>,
+    frames: FrameTx,
+    reports: mpsc::Sender<Dialed<C::Conn>>,
     /// Dial, re-dial, give-up and tie-break decisions.
     links: LinkPolicy,
     /// Frames of one batch fed between two drains.
@@ -429,7 +242,6 @@ struct Driver {
     /// Frames of consecutive transmits to one peer and class, queued together.
     staged: Vec<Bytes>,
     origin: Tick,
-    sh: Shared,
     peers: BTreeMap<Rank, Peer>,
     /// The last connection id handed out (ids tell a current connection's end from a replaced
     /// one's).
@@ -444,7 +256,7 @@ struct Driver {
     listener: AbortHandle,
 }
 
-impl Drop for Driver {
+impl<C: Connector> Drop for Driver<C> {
     fn drop(&mut self) {
         self.listener.abort();
         for p in self.peers.values_mut() {
@@ -453,15 +265,15 @@ impl Drop for Driver {
     }
 }
 
-impl Driver {
+impl<C: Connector> Driver<C> {
     fn now(&self) -> Instant {
         Instant::from_nanos(u64::try_from(self.origin.elapsed().as_nanos()).unwrap_or(u64::MAX))
     }
 
     fn tick_of(&self, at: Instant) -> Tick {
-        let far = Tick::now() + std::time::Duration::from_secs(86_400);
+        let far = Tick::now() + Duration::from_secs(86_400);
         self.origin
-            .checked_add(std::time::Duration::from_nanos(at.as_nanos()))
+            .checked_add(Duration::from_nanos(at.as_nanos()))
             .map_or(far, |t| t.min(far))
     }
 
@@ -469,10 +281,16 @@ impl Driver {
         alive(&self.node)(r)
     }
 
+    /// One rank's address.
+    fn addr(&self, r: Rank) -> Option<SocketAddr> {
+        self.book.read().unwrap_or_else(|e| e.into_inner()).get(r)
+    }
+
     async fn run(
         mut self,
         mut cmds: mpsc::Receiver<Cmd>,
-        mut reports: mpsc::Receiver<Report>,
+        mut accepted: mpsc::Receiver<Accepted<C::Conn>>,
+        mut reports: mpsc::Receiver<Dialed<C::Conn>>,
         mut control_in: mpsc::Receiver<FrameIn>,
         mut data_in: mpsc::Receiver<FrameIn>,
         out: mpsc::Sender<Output>,
@@ -482,16 +300,17 @@ impl Driver {
         self.flush(&out);
         let sleep = tokio::time::sleep_until(Tick::now());
         tokio::pin!(sleep);
-        let cap = self.sh.cfg.max_inputs_per_wake.max(1);
+        let cap = self.cfg.max_inputs_per_wake.max(1);
         while !self.stopping {
             self.run_due_timers();
             self.flush(&out);
             sleep.as_mut().reset(self.next_deadline());
-            let data_open = self.pending.len() < self.sh.cfg.output_buffer;
+            let data_open = self.pending.len() < self.cfg.output_buffer;
             let mut used = 1;
             tokio::select! {
                 biased;
-                Some(r) = reports.recv() => self.on_report(r),
+                Some(r) = reports.recv() => self.on_dialed(r),
+                Some(a) = accepted.recv() => self.on_accepted(a),
                 Some(f) = control_in.recv() => used = self.on_frame(f),
                 c = cmds.recv() => match c {
                     Some(c) => self.on_cmd(c),
@@ -513,14 +332,17 @@ impl Driver {
             // Work cap: more inputs that are already waiting, without sleeping in between.
             while used < cap && !self.stopping {
                 used += if let Ok(r) = reports.try_recv() {
-                    self.on_report(r);
+                    self.on_dialed(r);
+                    1
+                } else if let Ok(a) = accepted.try_recv() {
+                    self.on_accepted(a);
                     1
                 } else if let Ok(f) = control_in.try_recv() {
                     self.on_frame(f)
                 } else if let Ok(c) = cmds.try_recv() {
                     self.on_cmd(c);
                     1
-                } else if self.pending.len() < self.sh.cfg.output_buffer {
+                } else if self.pending.len() < self.cfg.output_buffer {
                     match data_in.try_recv() {
                         Ok(f) => self.on_frame(f),
                         Err(_) => break,
@@ -540,7 +362,7 @@ impl Driver {
         match (core, self.links.poll_timeout()) {
             (Some(a), Some(b)) => self.tick_of(a.min(b)),
             (Some(t), None) | (None, Some(t)) => self.tick_of(t),
-            (None, None) => Tick::now() + std::time::Duration::from_secs(3600),
+            (None, None) => Tick::now() + Duration::from_secs(3600),
         }
     }
 
@@ -563,8 +385,8 @@ impl Driver {
         if self.out_closed {
             return;
         }
-        if self.pending.len() >= self.sh.cfg.output_buffer.saturating_mul(4).max(1) {
-            Counters::add(&self.sh.counters.outputs_dropped);
+        if self.pending.len() >= self.cfg.output_buffer.saturating_mul(4).max(1) {
+            Counters::add(&self.counters.outputs_dropped);
             return;
         }
         self.pending.push_back(o);
@@ -648,25 +470,29 @@ impl Driver {
             // removed rank is never dialled (it learns its fate when it dials: the handshake
             // answers "removed").
             let i = ci(class);
-            let open = self.peers.get(&to).is_some_and(|p| p.conns[i].is_some());
+            let slot = C::slot_of(class);
+            let open = self
+                .peers
+                .get(&to)
+                .is_some_and(|p| p.conns.get(slot).is_some_and(Option::is_some));
             if open && self.staged.iter().all(|f| lifeline_core::wire::is_fence(f)) {
                 let p = self.peers.get_mut(&to).expect("checked above");
                 let n = self.staged.len();
                 p.queues[i].push_many(self.staged.drain(..));
-                Counters::add_n(&self.sh.counters.frames_out, n);
+                Counters::add_n(&self.counters.frames_out, n);
             } else {
                 self.staged.clear();
             }
             return;
         }
-        let hard = self.sh.cfg.queue_hard_bytes;
+        let hard = self.cfg.queue_hard_bytes;
         let i = ci(class);
-        let p = self.peers.entry(to).or_insert_with(Peer::new);
+        let p = self.peers.entry(to).or_insert_with(|| Peer::new(C::SLOTS));
         let n = self.staged.len();
         let queued = p.queues[i].push_many(self.staged.drain(..));
-        Counters::add_n(&self.sh.counters.frames_out, n);
+        Counters::add_n(&self.counters.frames_out, n);
         if queued > hard {
-            Counters::add(&self.sh.counters.overflows);
+            Counters::add(&self.counters.overflows);
             tracing::debug!(peer = to.0, ?class, queued, "send queue overflow");
             self.deferred_downs.push((to, DownReason::Overflow));
             return;
@@ -677,7 +503,7 @@ impl Driver {
     /// Asks the link policy for every connection to `peer` (it dials those it should).
     fn want(&mut self, peer: Rank) {
         let now = self.now();
-        for slot in 0..CLASSES.len() {
+        for slot in 0..C::SLOTS {
             self.links.want(now, peer, slot, alive(&self.node));
         }
         self.apply_links();
@@ -714,7 +540,7 @@ impl Driver {
                 } => self.dial(peer, slot, attempt, failures),
                 LinkAction::LinkUp { peer } => {
                     tracing::debug!(peer = peer.0, "link up");
-                    Counters::add(&self.sh.counters.link_ups);
+                    Counters::add(&self.counters.link_ups);
                     let now = self.now();
                     self.node.handle_link_up(now, peer);
                     self.emit(Output::LinkUp { peer, at: now });
@@ -750,14 +576,11 @@ impl Driver {
     /// Spawns the dial the link policy asked for. A rank without an address is reported down,
     /// deferred: this may run while the core is being drained.
     fn dial(&mut self, peer: Rank, slot: usize, attempt: AttemptId, failures: u32) {
-        let Some(&class) = CLASSES.get(slot) else {
-            return;
-        };
-        if self.stopping {
+        if slot >= C::SLOTS || self.stopping {
             return;
         }
-        let Some(addr) = self.sh.addr(peer) else {
-            tracing::debug!(peer = peer.0, ?class, "cannot dial: no address");
+        let Some(addr) = self.addr(peer) else {
+            tracing::debug!(peer = peer.0, slot, "cannot dial: no address");
             if !self.deferred_downs.iter().any(|(r, _)| *r == peer) {
                 self.deferred_downs.push((peer, DownReason::NoAddress));
             }
@@ -765,28 +588,56 @@ impl Driver {
         };
         tracing::debug!(
             peer = peer.0,
-            ?class,
+            slot,
             %addr,
             attempt = attempt.as_u64(),
             failures,
             "dial"
         );
-        Counters::add(&self.sh.counters.dials);
-        tokio::spawn(conn::dial(peer, addr, class, attempt, self.sh.clone()));
+        Counters::add(&self.counters.dials);
+        let dialing = self.connector.dial(peer, slot, addr);
+        let reports = self.reports.clone();
+        tokio::spawn(
+            async move {
+                let result = dialing.await;
+                let _ = reports
+                    .send(Dialed {
+                        peer,
+                        slot,
+                        attempt,
+                        result,
+                    })
+                    .await;
+            }
+            .in_current_span(),
+        );
     }
 
-    /// Runs `stream` as `peer`'s connection for class `i`, replacing (aborting) any earlier one.
-    fn install(&mut self, peer: Rank, i: usize, stream: TcpStream, verdict: Option<Verdict>) {
+    /// Runs `conn` as `peer`'s connection for `slot`, replacing (aborting) any earlier one.
+    fn install(&mut self, peer: Rank, slot: usize, conn: C::Conn, accepted: bool) {
         self.next_conn += 1;
         let id = self.next_conn;
-        let sh = self.sh.clone();
-        let p = self.peers.entry(peer).or_insert_with(Peer::new);
-        if let Some(old) = p.conns[i].take() {
+        let p = self
+            .peers
+            .entry(peer)
+            .or_insert_with(|| Peer::new(C::SLOTS));
+        let Some(cell) = p.conns.get_mut(slot) else {
+            return;
+        };
+        if let Some(old) = cell.take() {
             old.task.abort();
         }
-        let queue = p.queues[i].clone();
-        let task = tokio::spawn(conn::run(stream, peer, CLASSES[i], id, verdict, queue, sh));
-        p.conns[i] = Some(Conn {
+        let io = LinkIo {
+            peer,
+            slot,
+            id,
+            accepted,
+            queues: p.queues.clone(),
+            frames: self.frames.clone(),
+            counters: self.counters.clone(),
+        };
+        let task = tokio::spawn(self.connector.run(conn, io));
+        *cell = Some(Conn {
             id,
             task: task.abort_handle(),
         });
@@ -822,7 +673,7 @@ impl Driver {
         if let Some(mut p) = self.peers.remove(&peer) {
             p.close();
         }
-        Counters::add(&self.sh.counters.link_downs);
+        Counters::add(&self.counters.link_downs);
         let now = self.now();
         let cause = self.cause(peer, reason);
         self.node.handle_link_down(now, peer, cause);
@@ -833,35 +684,22 @@ impl Driver {
         });
     }
 
-    fn on_report(&mut self, r: Report) {
-        match r {
-            Report::Accepted {
-                peer,
-                class,
-                stream,
-            } => self.on_accepted(peer, ci(class), stream),
-            Report::Dialed {
-                peer,
-                class,
-                attempt,
-                result,
-            } => self.on_dialed(peer, ci(class), attempt, result),
-        }
-    }
-
-    fn on_ended(&mut self, peer: Rank, class: Class, id: u64, why: Ended) {
-        let i = ci(class);
+    fn on_ended(&mut self, peer: Rank, slot: usize, id: u64, why: Ended) {
         let current = self
             .peers
             .get(&peer)
-            .and_then(|p| p.conns[i].as_ref())
+            .and_then(|p| p.conns.get(slot)?.as_ref())
             .is_some_and(|c| c.id == id);
-        tracing::trace!(peer = peer.0, ?class, ?why, current, "connection ended");
+        tracing::trace!(peer = peer.0, slot, ?why, current, "connection ended");
         if !current {
             return; // replaced or already closed by the driver
         }
-        if let Some(p) = self.peers.get_mut(&peer) {
-            p.conns[i] = None;
+        if let Some(cell) = self
+            .peers
+            .get_mut(&peer)
+            .and_then(|p| p.conns.get_mut(slot))
+        {
+            *cell = None;
         }
         let reason = match why {
             Ended::Eof => DownReason::Closed,
@@ -870,7 +708,7 @@ impl Driver {
             Ended::Stopped => return,
         };
         let now = self.now();
-        if self.links.handle_closed(now, peer, i) {
+        if self.links.handle_closed(now, peer, slot) {
             self.report_down(peer, reason);
             // With the core's detector on, a close or reset is not evidence by itself: one
             // re-dial settles it (refused: hard evidence, reported as such; connected: nothing).
@@ -884,40 +722,42 @@ impl Driver {
     }
 
     /// An authenticated inbound connection: the link policy's tie-break decides.
-    fn on_accepted(&mut self, peer: Rank, i: usize, stream: TcpStream) {
+    fn on_accepted(&mut self, a: Accepted<C::Conn>) {
+        let Accepted { peer, slot, conn } = a;
         let verdict = if self.stopping {
             AcceptVerdict::Refuse
         } else {
             let now = self.now();
-            self.links.handle_accepted(now, peer, i, alive(&self.node))
+            self.links
+                .handle_accepted(now, peer, slot, alive(&self.node))
         };
-        tracing::debug!(peer = peer.0, class = ?CLASSES[i], ?verdict, "inbound connection");
+        tracing::debug!(peer = peer.0, slot, ?verdict, "inbound connection");
         match verdict {
             AcceptVerdict::Accept => {
-                self.install(peer, i, stream, Some(Verdict::Accept));
+                self.install(peer, slot, conn, true);
                 self.apply_links();
             }
             AcceptVerdict::Duplicate => {
-                Counters::add(&self.sh.counters.duplicates);
-                tokio::spawn(conn::reject(stream, Verdict::Duplicate));
+                Counters::add(&self.counters.duplicates);
+                tokio::spawn(self.connector.reject(conn, Rejection::Duplicate));
             }
             AcceptVerdict::Refuse => {
-                Counters::add(&self.sh.counters.refused_dead);
+                Counters::add(&self.counters.refused_dead);
                 // A rank the coordinator removed is told so (that is how a paused or cut-off
                 // rank learns its fate: nobody dials it). Shutting down: a plain refusal.
                 let now = self.now();
                 let removed = (!self.stopping)
                     .then(|| self.node.fence_verdict(now, peer))
                     .flatten();
-                let verdict = match removed {
+                let why = match removed {
                     Some(epoch) => {
-                        Counters::add(&self.sh.counters.fenced);
+                        Counters::add(&self.counters.fenced);
                         tracing::debug!(peer = peer.0, epoch, "refused a removed rank: fenced");
-                        Verdict::Removed { epoch }
+                        Rejection::Removed { epoch }
                     }
-                    None => Verdict::Refuse,
+                    None => Rejection::Refuse,
                 };
-                tokio::spawn(conn::reject(stream, verdict));
+                tokio::spawn(self.connector.reject(conn, why));
                 self.drain();
             }
         }
@@ -925,20 +765,17 @@ impl Driver {
 
     /// A finished dial: the link policy says whether to run the connection, and schedules the
     /// re-dial or gives the peer up after a failure.
-    fn on_dialed(
-        &mut self,
-        peer: Rank,
-        i: usize,
-        attempt: AttemptId,
-        result: Result<TcpStream, HandshakeError>,
-    ) {
+    fn on_dialed(&mut self, d: Dialed<C::Conn>) {
+        let Dialed {
+            peer,
+            slot,
+            attempt,
+            result,
+        } = d;
         let outcome = match &result {
             Ok(_) => DialOutcome::Connected,
-            Err(HandshakeError::Io(e)) if e.kind() == io::ErrorKind::ConnectionRefused => {
-                DialOutcome::Refused
-            }
-            Err(HandshakeError::Duplicate) => DialOutcome::Duplicate,
-            Err(_) => DialOutcome::Failed,
+            Err(f) if f.outcome == DialOutcome::Connected => DialOutcome::Failed,
+            Err(f) => f.outcome,
         };
         if outcome == DialOutcome::Refused {
             self.refused.insert(peer);
@@ -946,39 +783,44 @@ impl Driver {
             self.refused.remove(&peer);
         }
         let now = self.now();
-        if let Err(HandshakeError::Removed { epoch }) = &result {
+        if let Some(epoch) = result.as_ref().err().and_then(|f| f.removed) {
             tracing::info!(
                 peer = peer.0,
                 epoch,
                 "this rank was removed from the cluster"
             );
-            self.node.handle_fenced(now, peer, *epoch);
+            self.node.handle_fenced(now, peer, epoch);
             self.drain();
         }
-        let run = self
-            .links
-            .handle_dial_result(now, peer, i, attempt, outcome, alive(&self.node));
+        let run =
+            self.links
+                .handle_dial_result(now, peer, slot, attempt, outcome, alive(&self.node));
         Counters::set(
-            &self.sh.counters.dial_failures,
+            &self.counters.dial_failures,
             self.links.stats().dial_failures,
         );
         match (run, result) {
-            (true, Ok(stream)) => {
-                tracing::debug!(peer = peer.0, class = ?CLASSES[i], attempt = attempt.as_u64(), "dial connected");
-                self.install(peer, i, stream, None);
+            (true, Ok(conn)) => {
+                tracing::debug!(
+                    peer = peer.0,
+                    slot,
+                    attempt = attempt.as_u64(),
+                    "dial connected"
+                );
+                self.install(peer, slot, conn, false);
             }
             (_, Ok(_)) => tracing::trace!(
                 peer = peer.0,
-                class = ?CLASSES[i],
+                slot,
                 attempt = attempt.as_u64(),
                 "dial connected but not current: dropped"
             ),
             (_, Err(e)) => tracing::debug!(
                 peer = peer.0,
-                class = ?CLASSES[i],
+                slot,
                 attempt = attempt.as_u64(),
                 ?outcome,
-                error = %e,
+                error = %e.error,
                 "dial failed"
             ),
         }
@@ -991,7 +833,7 @@ impl Driver {
         match f {
             FrameIn::Frames { from, frames } => {
                 let n = frames.len();
-                Counters::add_n(&self.sh.counters.frames_in, n);
+                Counters::add_n(&self.counters.frames_in, n);
                 let now = self.now();
                 let mut fed = 0;
                 for frame in frames {
@@ -1009,18 +851,18 @@ impl Driver {
             }
             FrameIn::Ended {
                 peer,
-                class,
+                slot,
                 id,
                 why,
             } => {
-                self.on_ended(peer, class, id, why);
+                self.on_ended(peer, slot, id, why);
                 1
             }
         }
     }
 
     fn congested(&self) -> Option<(Rank, Class, usize)> {
-        let soft = self.sh.cfg.queue_soft_bytes;
+        let soft = self.cfg.queue_soft_bytes;
         self.peers.iter().find_map(|(r, p)| {
             (0..2).find_map(|i| {
                 let b = p.queues[i].bytes();
@@ -1034,7 +876,7 @@ impl Driver {
             Cmd::Run { f, gated } => {
                 if gated {
                     if let Some((peer, class, queued)) = self.congested() {
-                        Counters::add(&self.sh.counters.backpressure);
+                        Counters::add(&self.counters.backpressure);
                         f(Err(TransportError::Backpressure {
                             peer,
                             class,
@@ -1060,13 +902,13 @@ impl Driver {
     }
 
     fn raw(&mut self, t: Transmit) -> Result<(), TransportError> {
-        if !self.alive(t.to) || self.sh.addr(t.to).is_none() {
+        if !self.alive(t.to) || self.addr(t.to).is_none() {
             return Err(TransportError::Unreachable(t.to));
         }
         let i = ci(t.class);
         if let Some(p) = self.peers.get(&t.to) {
             let queued = p.queues[i].bytes();
-            if queued + t.frame.len() > self.sh.cfg.queue_hard_bytes {
+            if queued + t.frame.len() > self.cfg.queue_hard_bytes {
                 return Err(TransportError::Backpressure {
                     peer: t.to,
                     class: t.class,

@@ -10,9 +10,10 @@ use tokio::sync::Notify;
 /// at once (one lock per batch) and is woken by `notify`. The byte count is what back-pressure
 /// and the hard bound look at.
 #[derive(Debug, Default)]
-pub(crate) struct SendQueue {
+pub struct SendQueue {
     inner: Mutex<Inner>,
-    pub(crate) notify: Notify,
+    /// Woken when the queue goes from empty to not empty; the writer waits on it.
+    pub notify: Notify,
 }
 
 #[derive(Debug, Default)]
@@ -29,7 +30,7 @@ impl SendQueue {
     /// Appends frames in order under one lock; returns the bytes now queued. The writer is woken
     /// only when the queue goes from empty to not empty: it takes everything before it waits
     /// again, so frames pushed onto a non-empty queue are always seen.
-    pub(crate) fn push_many(&self, frames: impl Iterator<Item = Bytes>) -> usize {
+    pub fn push_many(&self, frames: impl Iterator<Item = Bytes>) -> usize {
         let mut q = self.lock();
         let was_empty = q.frames.is_empty();
         for f in frames {
@@ -46,14 +47,14 @@ impl SendQueue {
     }
 
     /// Moves every queued frame into `out` (which the writer keeps empty between calls).
-    pub(crate) fn take(&self, out: &mut VecDeque<Bytes>) {
+    pub fn take(&self, out: &mut VecDeque<Bytes>) {
         let mut q = self.lock();
         std::mem::swap(&mut q.frames, out);
         q.bytes = 0;
     }
 
     /// Bytes queued and not yet taken by the writer.
-    pub(crate) fn bytes(&self) -> usize {
+    pub fn bytes(&self) -> usize {
         self.lock().bytes
     }
 }

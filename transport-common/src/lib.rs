@@ -1,0 +1,64 @@
+//! Lifeline's transport driver, shared by every adapter (TCP, QUIC): one tokio task owning a
+//! [`lifeline_core::Node`], generic over a [`Connector`] that does the adapter's I/O.
+//!
+//! The driver has no protocol logic and no socket code. It obeys the core's driving contract
+//! (feed one input with `now`, drain `poll_transmit` and `poll_event` to empty, arm one timer at
+//! `poll_timeout`, cap the work per wake, read control frames before data frames), executes the
+//! core's link policy ([`lifeline_core::link`]: who dials, back-off, give-up, tie-break), keeps a
+//! bounded send queue per peer and class with back-pressure, and reports to the application
+//! through a [`Handle`] and a channel of [`Output`]s. The connector dials, listens, authenticates
+//! and moves bytes; it makes no decision. So the driver is written and tested once, and every
+//! adapter gets the same behaviour (the conformance suite, `lifeline-transport-conformance`,
+//! checks it per adapter).
+//!
+//! # Slots and classes
+//!
+//! A link to a peer is [`Connector::SLOTS`] connections, the link policy's slots, each carrying
+//! the classes [`Connector::slot_of`] maps to it: TCP has two slots (a connection per class),
+//! QUIC one (a connection with a stream per class). The link is reported up to the core
+//! ([`Node::handle_link_up`](lifeline_core::Node::handle_link_up)) once every slot is connected,
+//! and down as soon as any connection ends.
+//!
+//! # Back-pressure
+//!
+//! Every queue is bounded; none grows without limit.
+//!
+//! - **Send queues** (per peer, per class) are bounded in bytes. Above
+//!   [`DriverConfig::queue_soft_bytes`] the node is congested: [`Handle::command`] and
+//!   [`Handle::xcast`] return [`TransportError::Backpressure`] without running the command.
+//!   Frames the core produces on its own are still queued; a queue that passes
+//!   [`DriverConfig::queue_hard_bytes`] closes its link ([`DownReason::Overflow`]). Reads are
+//!   never paused for send-queue pressure, so two nodes sending to each other cannot deadlock.
+//! - **Outputs** go through a channel of `output_buffer` entries plus an overflow buffer; while
+//!   more than `output_buffer` wait, the driver stops reading data frames (control frames,
+//!   timers and link changes still run); past four times `output_buffer`, outputs are dropped
+//!   and counted.
+//! - **Frames in** travel from connections to the driver through bounded channels (one per
+//!   class, [`FrameIn`]), so a slow driver slows the readers and the transport's flow control
+//!   pushes back on the peer.
+//!
+//! # Time
+//!
+//! The driver's clock is a `tokio::time::Instant` origin taken at [`spawn`]; `now` is the
+//! nanoseconds since it, as [`lifeline_core::Instant`]. Create the node with `Instant::ZERO`.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod book;
+mod connector;
+mod driver;
+mod handle;
+mod queue;
+mod stats;
+
+pub use book::{AddressBook, BookError};
+pub use connector::{
+    Accepted, Connector, DialFailure, Ended, FrameIn, FrameTx, LinkIo, Rejection, MAX_BATCH,
+};
+pub use driver::{spawn, DriverConfig, Setup};
+pub use handle::{DownReason, Handle, Output, RunningNode, TransportError};
+pub use queue::SendQueue;
+pub use stats::{Counters, TransportStats};
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,334 @@
+//! The driver on an in-memory connector (one slot carrying both classes, like QUIC's): links come
+//! up and carry the core's frames, a stopped peer's link goes down as a close, a rank nobody
+//! listens for is given up as unreachable, and the tie-break answer "duplicate" is not a failure.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use bytes::Bytes;
+use lifeline_core::link::{DialOutcome, LinkConfig};
+use lifeline_core::tree::Rank;
+use lifeline_core::{Class, Config, Event, Instant, Node, XcastEvent};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::{
+    spawn, Accepted, AddressBook, Connector, Counters, DialFailure, DownReason, DriverConfig,
+    Ended, LinkIo, Output, Rejection, RunningNode, Setup,
+};
+
+/// One direction of a link, per class.
+struct Pipes {
+    tx: [mpsc::UnboundedSender<Bytes>; 2],
+    rx: [mpsc::UnboundedReceiver<Bytes>; 2],
+}
+
+fn pipes() -> (Pipes, Pipes) {
+    let (a0, b0) = mpsc::unbounded_channel();
+    let (a1, b1) = mpsc::unbounded_channel();
+    let (c0, d0) = mpsc::unbounded_channel();
+    let (c1, d1) = mpsc::unbounded_channel();
+    (
+        Pipes {
+            tx: [a0, a1],
+            rx: [d0, d1],
+        },
+        Pipes {
+            tx: [c0, c1],
+            rx: [b0, b1],
+        },
+    )
+}
+
+/// An accepted connection still owes the dialer its answer.
+struct MemConn {
+    pipes: Pipes,
+    answer: Option<oneshot::Sender<Result<(), Rejection>>>,
+}
+
+type Listeners = Arc<Mutex<BTreeMap<SocketAddr, mpsc::Sender<Accepted<MemConn>>>>>;
+
+struct Mem {
+    me: Rank,
+    net: Listeners,
+    inbound: Mutex<Option<mpsc::Receiver<Accepted<MemConn>>>>,
+    addr: SocketAddr,
+}
+
+impl Connector for Mem {
+    type Conn = MemConn;
+    const SLOTS: usize = 1;
+
+    fn slot_of(_: Class) -> usize {
+        0
+    }
+
+    fn dial(
+        self: &Arc<Self>,
+        _peer: Rank,
+        _slot: usize,
+        addr: SocketAddr,
+    ) -> impl Future<Output = Result<MemConn, DialFailure>> + Send + 'static {
+        let target = self.net.lock().unwrap().get(&addr).cloned();
+        let me = self.me;
+        async move {
+            let refused = || DialFailure {
+                outcome: DialOutcome::Refused,
+                removed: None,
+                error: "nobody listens".into(),
+            };
+            let target = target.ok_or_else(refused)?;
+            let (ours, theirs) = pipes();
+            let (tx, rx) = oneshot::channel();
+            let conn = MemConn {
+                pipes: theirs,
+                answer: Some(tx),
+            };
+            let a = Accepted {
+                peer: me,
+                slot: 0,
+                conn,
+            };
+            target.send(a).await.map_err(|_| refused())?;
+            match rx.await {
+                Ok(Ok(())) => Ok(MemConn {
+                    pipes: ours,
+                    answer: None,
+                }),
+                Ok(Err(Rejection::Duplicate)) => Err(DialFailure {
+                    outcome: DialOutcome::Duplicate,
+                    removed: None,
+                    error: "duplicate".into(),
+                }),
+                Ok(Err(Rejection::Removed { epoch })) => Err(DialFailure {
+                    outcome: DialOutcome::Failed,
+                    removed: Some(epoch),
+                    error: "removed".into(),
+                }),
+                _ => Err(DialFailure::failed("refused")),
+            }
+        }
+    }
+
+    fn listen(
+        self: &Arc<Self>,
+        accepted: mpsc::Sender<Accepted<MemConn>>,
+    ) -> impl Future<Output = ()> + Send + 'static {
+        let inbound = self.inbound.lock().unwrap().take();
+        async move {
+            let Some(mut inbound) = inbound else { return };
+            while let Some(a) = inbound.recv().await {
+                if accepted.send(a).await.is_err() {
+                    return;
+                }
+            }
+        }
+    }
+
+    // Not an `async fn`: the future must be `'static`, and one would borrow `self`.
+    #[allow(clippy::manual_async_fn)]
+    fn run(
+        self: &Arc<Self>,
+        conn: MemConn,
+        io: LinkIo,
+    ) -> impl Future<Output = ()> + Send + 'static {
+        async move {
+            let MemConn { pipes, answer } = conn;
+            if let Some(a) = answer {
+                let _ = a.send(Ok(()));
+            }
+            let Pipes { tx, rx } = pipes;
+            let [rc, rd] = rx;
+            let read = |mut rx: mpsc::UnboundedReceiver<Bytes>, class| {
+                let io = &io;
+                async move {
+                    while let Some(f) = rx.recv().await {
+                        if !io.deliver(class, &mut vec![f]).await {
+                            return Ended::Stopped;
+                        }
+                    }
+                    Ended::Eof
+                }
+            };
+            let write = |tx: mpsc::UnboundedSender<Bytes>, class| {
+                let q = io.queue(class).clone();
+                async move {
+                    let mut out = std::collections::VecDeque::new();
+                    loop {
+                        q.take(&mut out);
+                        if out.is_empty() {
+                            q.notify.notified().await;
+                        }
+                        for f in out.drain(..) {
+                            if tx.send(f).is_err() {
+                                return Ended::Eof;
+                            }
+                        }
+                    }
+                }
+            };
+            let [tc, td] = tx;
+            let why = tokio::select! {
+                w = read(rc, Class::Control) => w,
+                w = read(rd, Class::Data) => w,
+                w = write(tc, Class::Control) => w,
+                w = write(td, Class::Data) => w,
+            };
+            io.ended(Class::Control, why).await;
+        }
+    }
+
+    fn reject(
+        self: &Arc<Self>,
+        mut conn: MemConn,
+        why: Rejection,
+    ) -> impl Future<Output = ()> + Send + 'static {
+        if let Some(a) = conn.answer.take() {
+            let _ = a.send(Err(why));
+        }
+        async {}
+    }
+}
+
+fn addr(r: u32) -> SocketAddr {
+    SocketAddr::from(([10, 0, 0, 1], 7000 + r as u16))
+}
+
+/// Starts `ranks` of a `span`-rank cluster (radix 2) on one in-memory network; the others are
+/// in the book but nobody listens for them.
+fn cluster(span: u32, ranks: &[u32], cfg: &DriverConfig) -> Vec<RunningNode> {
+    let net: Listeners = Arc::default();
+    let mut book = AddressBook::new();
+    for r in 0..span {
+        book.insert(Rank(r), addr(r));
+    }
+    let mut nodes = Vec::new();
+    for &r in ranks {
+        let (tx, rx) = mpsc::channel(16);
+        net.lock().unwrap().insert(addr(r), tx);
+        let mem = Arc::new(Mem {
+            me: Rank(r),
+            net: net.clone(),
+            inbound: Mutex::new(Some(rx)),
+            addr: addr(r),
+        });
+        let node = Node::new(
+            Config::new(span, 2),
+            Rank(r),
+            u64::from(r) + 1,
+            Instant::ZERO,
+        )
+        .expect("config");
+        let setup = Setup {
+            book: Arc::new(RwLock::new(book.clone())),
+            cfg: cfg.clone(),
+            counters: Arc::new(Counters::default()),
+            local_addr: mem.addr,
+        };
+        nodes.push(spawn(node, mem, setup));
+    }
+    nodes
+}
+
+/// Reads `n`'s outputs until `f` is true for one, at most 5 s.
+async fn until(n: &mut RunningNode, mut f: impl FnMut(&Output) -> bool) -> Output {
+    let found = tokio::time::timeout(Duration::from_secs(5), async {
+        while let Some(o) = n.outputs.recv().await {
+            if f(&o) {
+                return Some(o);
+            }
+        }
+        None
+    })
+    .await;
+    found.ok().flatten().expect("the output came within 5 s")
+}
+
+#[tokio::test]
+async fn links_come_up_and_carry_xcasts() {
+    let mut nodes = cluster(2, &[0, 1], &DriverConfig::default());
+    let op = nodes[1]
+        .handle
+        .xcast(16, Bytes::from_static(b"hi"))
+        .await
+        .expect("xcast");
+    let delivered = |o: &Output| matches!(o, Output::Event(Event::Xcast(XcastEvent::Delivered { payload, .. })) if payload == "hi");
+    until(&mut nodes[0], delivered).await;
+    let completed = |o: &Output| matches!(o, Output::Event(Event::Xcast(XcastEvent::Completed { seq, .. })) if *seq == op);
+    until(&mut nodes[1], completed).await;
+    let s = nodes[0].handle.stats();
+    assert_eq!((s.link_ups, s.link_downs), (1, 0), "{s:?}");
+    assert!(s.frames_in >= 1 && s.frames_out >= 1, "{s:?}");
+}
+
+#[tokio::test]
+async fn a_stopped_peers_link_goes_down_as_a_close() {
+    let mut nodes = cluster(2, &[0, 1], &DriverConfig::default());
+    until(&mut nodes[0], |o| {
+        matches!(o, Output::LinkUp { peer: Rank(1), .. })
+    })
+    .await;
+    let one = nodes.pop().expect("node 1");
+    one.handle.shutdown().await;
+    let _ = one.task.await;
+    let down = until(&mut nodes[0], |o| matches!(o, Output::LinkDown { .. })).await;
+    assert!(
+        matches!(
+            down,
+            Output::LinkDown {
+                peer: Rank(1),
+                reason: DownReason::Closed,
+                ..
+            }
+        ),
+        "{down:?}"
+    );
+    assert_eq!(nodes[0].handle.stats().link_downs, 1);
+}
+
+#[tokio::test]
+async fn a_rank_nobody_listens_for_is_given_up() {
+    let cfg = DriverConfig {
+        link: LinkConfig {
+            dial_attempts: 3,
+            refused_attempts: 2,
+            startup_grace: Duration::ZERO.into(),
+            backoff_initial: Duration::from_millis(5).into(),
+            backoff_max: Duration::from_millis(20).into(),
+        },
+        ..DriverConfig::default()
+    };
+    // 0 -> {1, 2}; rank 2 never starts.
+    let mut nodes = cluster(3, &[0, 1], &cfg);
+    nodes[0]
+        .handle
+        .xcast(16, Bytes::from_static(b"to all"))
+        .await
+        .expect("xcast");
+    let down = until(&mut nodes[0], |o| matches!(o, Output::LinkDown { .. })).await;
+    assert!(
+        matches!(
+            down,
+            Output::LinkDown {
+                peer: Rank(2),
+                reason: DownReason::Unreachable,
+                ..
+            }
+        ),
+        "{down:?}"
+    );
+    let s = nodes[0].handle.stats();
+    // Two refused dials of rank 2 (refused_attempts), then the give-up.
+    assert_eq!(s.dial_failures, 2, "{s:?}");
+    let dead = nodes[0]
+        .handle
+        .inspect(|n| !n.tree().is_alive(Rank(2)))
+        .await
+        .expect("inspect");
+    assert!(
+        dead,
+        "a refused give-up is hard evidence: the core presumes rank 2 dead"
+    );
+}

@@ -1,0 +1,400 @@
+//! The transport conformance suite, run on the QUIC adapter.
+//!
+//! The cluster's identities: one CA per test process, with certificates for ranks 0 to 7,
+//! written under cargo's `CARGO_TARGET_TMPDIR` in the layout of `CertDir`; child processes get
+//! the directory in `LIFELINE_QUIC_CONFORMANCE_CERTS` and load their rank's files from it, as
+//! `lifeline node` would. The suite's `Spec::secret` is unused: QUIC proves ranks with
+//! certificates.
+
+use std::net::{SocketAddr, UdpSocket};
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use lifeline_core::tree::Rank;
+use lifeline_core::{Class, Config, Instant, Node, Stats};
+use lifeline_transport_common::{AddressBook, DriverConfig, Output, RunningNode};
+use lifeline_transport_conformance as suite;
+use lifeline_transport_quic::{
+    client_config, server_name, spawn, AddressBook as QuicBook, ClusterCa, ClusterId, Hello,
+    QuicConfig, QuicEndpoint, RankIdentity, ACCEPTED,
+};
+use suite::{Book, Counters, Intruder, Observed, RawOutcome, Spec, TestNode, Transport};
+
+const CERTS_ENV: &str = "LIFELINE_QUIC_CONFORMANCE_CERTS";
+const RANKS: u32 = 8;
+
+fn cluster() -> ClusterId {
+    ClusterId::new("conformance").expect("cluster id")
+}
+
+/// The certificate directory: the parent's (made once), or the one the parent named.
+fn certs() -> &'static PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        if let Ok(d) = std::env::var(CERTS_ENV) {
+            return PathBuf::from(d);
+        }
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("quic-conformance-{}", std::process::id()));
+        let ca = ClusterCa::generate(cluster(), SystemTime::now() + Duration::from_secs(86_400))
+            .expect("CA");
+        ca.write(&dir).expect("write the CA");
+        for r in 0..RANKS {
+            ca.issue(Rank(r))
+                .expect("issue")
+                .write(&dir)
+                .expect("write a rank");
+        }
+        dir
+    })
+}
+
+fn identity(rank: Rank) -> RankIdentity {
+    RankIdentity::load(certs(), rank, &cluster()).expect("load the rank's identity")
+}
+
+struct Quic;
+
+struct Running(RunningNode);
+
+impl TestNode for Running {
+    fn rank(&self) -> Rank {
+        self.0.handle.rank()
+    }
+
+    async fn command<R: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Node, Instant) -> R + Send + 'static,
+    ) -> Result<R, String> {
+        self.0.handle.command(f).await.map_err(|e| e.to_string())
+    }
+
+    async fn core_stats(&self) -> Stats {
+        self.0
+            .handle
+            .inspect(|n| n.stats().clone())
+            .await
+            .expect("running")
+    }
+
+    fn try_next(&mut self) -> Option<Observed> {
+        loop {
+            return match self.0.outputs.try_recv().ok()? {
+                Output::Event(e) => Some(Observed::Event(e)),
+                Output::LinkUp { peer, .. } => Some(Observed::LinkUp(peer)),
+                Output::LinkDown { peer, .. } => Some(Observed::LinkDown(peer)),
+                _ => continue,
+            };
+        }
+    }
+
+    async fn send_raw(&self, to: Rank, class: Class, frame: Bytes) -> Result<(), String> {
+        self.0
+            .handle
+            .send_raw(to, class, frame)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    fn counters(&self) -> Counters {
+        let s = self.0.handle.stats();
+        Counters {
+            handshakes_refused: s.handshakes_refused,
+            malformed: s.malformed,
+            link_downs: s.link_downs,
+            dials: s.dials,
+        }
+    }
+
+    async fn stop(self) {
+        self.0.handle.shutdown().await;
+        let _ = self.0.task.await;
+    }
+}
+
+/// A hand-driven dialer: a QUIC connection from `from` to `target` (rank `to`) with `id`'s
+/// certificate, both hellos claiming `claim`, then `bytes` on `class`'s stream if the node
+/// answered. Waits up to `within` for the node to close the connection.
+#[allow(clippy::too_many_arguments)]
+async fn raw_quic(
+    id: &RankIdentity,
+    claim: Rank,
+    to: Rank,
+    target: SocketAddr,
+    from: SocketAddr,
+    class: Class,
+    bytes: &[u8],
+    within: Duration,
+) -> RawOutcome {
+    let refused = RawOutcome {
+        handshake_ok: false,
+        closed: true,
+    };
+    let mut ep = quinn::Endpoint::client(from).expect("bind the raw dialer");
+    ep.set_default_client_config(client_config(id, &QuicConfig::default()).expect("config"));
+    let connecting = ep
+        .connect(target, &server_name(to, &cluster()))
+        .expect("connect");
+    let conn = match tokio::time::timeout(within, connecting).await {
+        Ok(Ok(c)) => c,
+        // The TLS handshake failed: the node refused the certificate.
+        Ok(Err(_)) => return refused,
+        Err(_) => {
+            return RawOutcome {
+                handshake_ok: false,
+                closed: false,
+            }
+        }
+    };
+    let talk = async {
+        let mut streams = Vec::new();
+        for c in [Class::Control, Class::Data] {
+            let (mut tx, rx) = conn.open_bi().await.ok()?;
+            let h = Hello {
+                rank: claim,
+                class: c,
+            }
+            .encode();
+            tx.write_all(&h).await.ok()?;
+            streams.push((tx, rx));
+        }
+        let mut answer = [0u8; ACCEPTED.len()];
+        streams[0].1.read_exact(&mut answer).await.ok()?;
+        (answer == ACCEPTED).then_some(streams)
+    };
+    let Ok(Some(mut streams)) = tokio::time::timeout(within, talk).await else {
+        let closed = tokio::time::timeout(within, conn.closed()).await.is_ok();
+        return RawOutcome {
+            handshake_ok: false,
+            closed,
+        };
+    };
+    let i = usize::from(class == Class::Data);
+    let _ = streams[i].0.write_all(bytes).await;
+    RawOutcome {
+        handshake_ok: true,
+        closed: tokio::time::timeout(within, conn.closed()).await.is_ok(),
+    }
+}
+
+impl Transport for Quic {
+    type Node = Running;
+    /// A bound UDP socket, which the node's endpoint takes over
+    /// (`QuicEndpoint::from_socket`).
+    type Endpoint = UdpSocket;
+
+    /// QUIC's intruders: another CA's certificate, a wrong-rank claim, a rank outside the book.
+    /// (No `Garbage`: a datagram that is no QUIC packet creates no state to refuse or count.)
+    const INTRUDERS: &'static [Intruder] = &[
+        Intruder::ForeignCa,
+        Intruder::WrongRankClaim,
+        Intruder::UnknownRank,
+    ];
+
+    /// A killed process sends no CONNECTION_CLOSE: its peers see the idle timeout. QUIC restarts
+    /// the idle timer when a side sends its first ack-eliciting packet after its last receipt,
+    /// and the survivor's next keep-alive goes out up to `link_timeout / 6` after the kill, so
+    /// the timeout fires up to `link_timeout + link_timeout / 6` after it (3.5 s for 3 s,
+    /// measured); 250 ms more for the timer and the observation.
+    fn kill_bound(spec: &Spec) -> Duration {
+        spec.link_timeout + spec.link_timeout / 6 + Duration::from_millis(250)
+    }
+
+    async fn bind(addr: SocketAddr) -> (UdpSocket, SocketAddr) {
+        let s = UdpSocket::bind(addr).expect("bind loopback");
+        let a = s.local_addr().expect("local addr");
+        (s, a)
+    }
+
+    async fn start(spec: &Spec, rank: Rank, book: &Book, ep: UdpSocket) -> Running {
+        let mut b = AddressBook::new();
+        for (r, a) in book {
+            b.insert(*r, *a);
+        }
+        let node = Node::new(
+            Config::new(spec.span, spec.radix),
+            rank,
+            u64::from(rank.0) + 1,
+            Instant::ZERO,
+        )
+        .expect("valid config");
+        let cfg = QuicConfig::with_link_timeout(spec.link_timeout).expect("link timeout");
+        let qbook = QuicBook::try_from(&b).expect("distinct addresses");
+        let endpoint = QuicEndpoint::from_socket(&identity(rank), &cfg, ep, Some(qbook))
+            .expect("start the endpoint");
+        Running(spawn(node, b, endpoint, DriverConfig::default()).expect("valid driver config"))
+    }
+
+    fn child_command() -> Command {
+        let mut c = Command::new(std::env::current_exe().expect("test binary"));
+        c.args([
+            "conformance_child",
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CERTS_ENV, certs());
+        c
+    }
+
+    /// Unused by the QUIC run (no `Garbage` intruder): a QUIC client without a certificate of
+    /// the cluster, refused by the TLS handshake.
+    async fn raw_unauthenticated(
+        target: SocketAddr,
+        _bytes: &[u8],
+        within: Duration,
+    ) -> RawOutcome {
+        let ca = ClusterCa::generate(cluster(), SystemTime::now() + Duration::from_secs(3600))
+            .expect("CA");
+        let id = ca.identity(Rank(0)).expect("identity");
+        let any = SocketAddr::from(([127, 0, 0, 1], 0));
+        raw_quic(
+            &id,
+            Rank(0),
+            Rank(0),
+            target,
+            any,
+            Class::Control,
+            &[],
+            within,
+        )
+        .await
+    }
+
+    async fn raw_authenticated(
+        _secret: &[u8],
+        as_rank: Rank,
+        to: Rank,
+        target: SocketAddr,
+        from: SocketAddr,
+        class: Class,
+        bytes: &[u8],
+        within: Duration,
+    ) -> RawOutcome {
+        raw_quic(
+            &identity(as_rank),
+            as_rank,
+            to,
+            target,
+            from,
+            class,
+            bytes,
+            within,
+        )
+        .await
+    }
+
+    async fn raw_intruder(
+        kind: Intruder,
+        _spec: &Spec,
+        to: Rank,
+        target: SocketAddr,
+        from: SocketAddr,
+        within: Duration,
+    ) -> RawOutcome {
+        let forged = Bytes::from_static(b"\x01\x01\x00\x00\x00\x00");
+        let any = SocketAddr::from(([127, 0, 0, 1], 0));
+        match kind {
+            Intruder::ForeignCa => {
+                // The same cluster id and rank name, another CA: the TLS handshake fails.
+                let other =
+                    ClusterCa::generate(cluster(), SystemTime::now() + Duration::from_secs(3600))
+                        .expect("CA");
+                let id = other.identity(Rank(2)).expect("identity");
+                raw_quic(
+                    &id,
+                    Rank(2),
+                    to,
+                    target,
+                    from,
+                    Class::Control,
+                    &forged,
+                    within,
+                )
+                .await
+            }
+            Intruder::WrongRankClaim => {
+                // Rank 3's certificate, from rank 3's address, claiming rank 2.
+                raw_quic(
+                    &identity(Rank(3)),
+                    Rank(2),
+                    to,
+                    target,
+                    from,
+                    Class::Data,
+                    &forged,
+                    within,
+                )
+                .await
+            }
+            Intruder::UnknownRank => {
+                raw_quic(
+                    &identity(Rank(7)),
+                    Rank(7),
+                    to,
+                    target,
+                    any,
+                    Class::Data,
+                    &forged,
+                    within,
+                )
+                .await
+            }
+            other => panic!("not a QUIC intruder: {other:?}"),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connect_and_exchange() {
+    suite::connect_and_exchange::<Quic>().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn per_link_order() {
+    suite::per_link_order::<Quic>().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn control_not_starved() {
+    suite::control_not_starved::<Quic>().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_link_down() {
+    suite::sigkill_link_down::<Quic>().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_frames_closed() {
+    suite::malformed_frames_closed::<Quic>().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unauthenticated_refused() {
+    suite::unauthenticated_refused::<Quic>().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unreachable_rank_reported_down() {
+    suite::unreachable_rank_reported_down::<Quic>().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigstop_shorter_than_bound() {
+    suite::sigstop_shorter_than_bound::<Quic>().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn partition_link_down() {
+    suite::partition_link_down::<Quic>().await;
+}
+
+/// Not a test: the body of the child process the suite spawns (a no-op otherwise).
+#[test]
+fn conformance_child() {
+    suite::child_main::<Quic>();
+}

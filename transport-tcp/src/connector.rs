@@ -1,0 +1,154 @@
+//! The TCP side of the shared driver ([`lifeline_transport_common`]): [`TcpConnector`] dials,
+//! listens and runs connections with [`conn`](crate::conn) and [`handshake`](crate::handshake);
+//! [`spawn`] starts the driver with it.
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::{Arc, RwLock};
+
+use lifeline_core::link::DialOutcome;
+use lifeline_core::tree::Rank;
+use lifeline_core::{Class, Node};
+use lifeline_transport_common::{
+    self as common, Accepted, AddressBook, Connector, Counters, DialFailure, LinkIo, Rejection,
+    RunningNode, Setup,
+};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Mutex;
+
+use crate::config::{ClusterKey, TcpConfig};
+use crate::conn::{self, Shared};
+use crate::handshake::{HandshakeError, Verdict};
+
+/// A node running on TCP: the handle, the outputs to read, and the driver task (the shared
+/// driver's [`RunningNode`]).
+pub type TcpNode = RunningNode;
+
+/// The TCP connector: two slots per link, one connection per class (control is slot 0, data
+/// slot 1), each authenticated by the cluster-key handshake.
+pub(crate) struct TcpConnector {
+    sh: Shared,
+    /// Taken once, by [`Connector::listen`].
+    listener: Mutex<Option<TcpListener>>,
+}
+
+impl Connector for TcpConnector {
+    type Conn = TcpStream;
+
+    const SLOTS: usize = 2;
+
+    fn slot_of(class: Class) -> usize {
+        match class {
+            Class::Control => 0,
+            Class::Data => 1,
+        }
+    }
+
+    fn dial(
+        self: &Arc<Self>,
+        peer: Rank,
+        slot: usize,
+        addr: SocketAddr,
+    ) -> impl std::future::Future<Output = Result<TcpStream, DialFailure>> + Send + 'static {
+        let sh = self.sh.clone();
+        let class = if slot == 0 {
+            Class::Control
+        } else {
+            Class::Data
+        };
+        async move {
+            conn::dial(peer, addr, class, &sh).await.map_err(|e| {
+                let outcome = match &e {
+                    HandshakeError::Io(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
+                        DialOutcome::Refused
+                    }
+                    HandshakeError::Duplicate => DialOutcome::Duplicate,
+                    _ => DialOutcome::Failed,
+                };
+                let removed = match &e {
+                    HandshakeError::Removed { epoch } => Some(*epoch),
+                    _ => None,
+                };
+                DialFailure {
+                    outcome,
+                    removed,
+                    error: Box::new(e),
+                }
+            })
+        }
+    }
+
+    fn listen(
+        self: &Arc<Self>,
+        accepted: tokio::sync::mpsc::Sender<Accepted<TcpStream>>,
+    ) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let this = self.clone();
+        async move {
+            let Some(listener) = this.listener.lock().await.take() else {
+                return;
+            };
+            conn::listen(listener, this.sh.clone(), accepted).await;
+        }
+    }
+
+    fn run(
+        self: &Arc<Self>,
+        conn: TcpStream,
+        io: LinkIo,
+    ) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let sh = self.sh.clone();
+        let verdict = io.accepted.then_some(Verdict::Accept);
+        conn::run(conn, verdict, io, sh)
+    }
+
+    fn reject(
+        self: &Arc<Self>,
+        conn: TcpStream,
+        why: Rejection,
+    ) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let v = match why {
+            Rejection::Duplicate => Verdict::Duplicate,
+            Rejection::Refuse => Verdict::Refuse,
+            Rejection::Removed { epoch } => Verdict::Removed { epoch },
+        };
+        conn::reject(conn, v)
+    }
+}
+
+/// Starts driving `node` on `listener` (bound to this rank's address book entry). Must be called
+/// inside a tokio runtime; any flavour works.
+///
+/// The node should have been created with `now = Instant::ZERO`: the driver's clock starts at
+/// zero when this is called (an earlier `now` would hold protocol time back until reached).
+pub fn spawn(
+    node: Node,
+    book: AddressBook,
+    key: ClusterKey,
+    cfg: TcpConfig,
+    listener: TcpListener,
+) -> TcpNode {
+    let local_addr = listener
+        .local_addr()
+        .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
+    let counters = Arc::new(Counters::default());
+    let book = Arc::new(RwLock::new(book));
+    let setup = Setup {
+        book: book.clone(),
+        cfg: cfg.driver_config(),
+        counters: counters.clone(),
+        local_addr,
+    };
+    let sh = Shared {
+        me: node.me(),
+        key: Arc::new(key),
+        book,
+        limits: node.config().limits(),
+        cfg: Arc::new(cfg),
+        counters,
+    };
+    let connector = Arc::new(TcpConnector {
+        sh,
+        listener: Mutex::new(Some(listener)),
+    });
+    common::spawn(node, connector, setup)
+}
