@@ -22,7 +22,7 @@
 //! | [`connect_and_exchange`] | 4 nodes: xcasts from every origin are delivered exactly once everywhere and complete |
 //! | [`per_link_order`] | floods of mixed sizes both ways over one link arrive in send order, once |
 //! | [`control_not_starved`] | a control frame overtakes a 48 MiB data backlog between the same two nodes |
-//! | [`sigkill_link_down`] | a node in a child process killed with SIGKILL: link-down at its neighbours within the bound ([`Transport::kill_bound`]: QUIC has no FIN/RST, so up to one keep-alive interval more); survivors continue |
+//! | [`sigkill_link_down`] | a node in a child process killed with SIGKILL: link-down at its neighbours within the bound ([`Transport::kill_bound`]: QUIC has no FIN/RST, so its idle timeout, within `link_timeout` plus timer slack); survivors continue |
 //! | [`malformed_frames_closed`] | an authenticated peer sending a bad envelope or an oversized length is closed and counted; the node carries on |
 //! | [`unauthenticated_refused`] | every [`Transport::INTRUDERS`] (TCP: garbage, a wrong key, an unknown rank; QUIC: another CA's certificate, a wrong-rank claim, an unknown rank) is refused and counted; nothing reaches the core |
 //! | [`unreachable_rank_reported_down`] | a rank that never starts is reported down after bounded re-dials, and never dialed again (TCP: refused dials; QUIC, which has no "refused": dials that time out after `connect_timeout`) |
@@ -174,8 +174,9 @@ pub trait Transport {
 
     /// The bound within which [`sigkill_link_down`] requires a SIGKILLed peer's link-down:
     /// `spec.link_timeout` by default (TCP: the kernel sends FIN or RST at once). QUIC: a
-    /// killed process sends no close, so its peers notice by the idle timeout, restarted by their
-    /// own next keep-alive: up to one keep-alive interval (`link_timeout / 6`) later.
+    /// killed process sends no close, so its peers notice by the idle timeout (set so that,
+    /// restarted once by their own next keep-alive, it fires within `link_timeout`), plus
+    /// slack for the timer.
     fn kill_bound(spec: &Spec) -> Duration {
         spec.link_timeout
     }

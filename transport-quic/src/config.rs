@@ -4,9 +4,9 @@ use std::time::Duration;
 
 use quinn::{IdleTimeout, TransportConfig, VarInt};
 
-/// The shortest [`QuicConfig::link_timeout`]: QUIC carries the idle timeout in whole
-/// milliseconds, and 0 would mean "never time out".
-pub const MIN_LINK_TIMEOUT: Duration = Duration::from_millis(1);
+/// The shortest [`QuicConfig::link_timeout`]: QUIC carries the idle timeout (five sixths of it)
+/// in whole milliseconds, and 0 would mean "never time out".
+pub const MIN_LINK_TIMEOUT: Duration = Duration::from_millis(6);
 
 /// The longest [`QuicConfig::link_timeout`]. A dead peer goes unnoticed for this long, so
 /// anything longer is almost surely a unit mistake.
@@ -27,9 +27,11 @@ pub const MIN_MAX_FRAME: u32 = 64;
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct QuicConfig {
-    /// The bound on noticing a silent peer: the QUIC idle timeout (truncated to whole
-    /// milliseconds), with a keep-alive every `link_timeout / 6` so an idle but live connection
-    /// never reaches it. A connection over which nothing has arrived for this long is closed,
+    /// The bound on noticing a silent peer: the QUIC idle timeout is five sixths of it
+    /// ([`QuicConfig::idle_timeout`], truncated to whole milliseconds), with a keep-alive every
+    /// `link_timeout / 6` so an idle but live connection never reaches it; a survivor's own
+    /// keep-alive restarts the timer once, so a connection over which nothing has arrived for
+    /// `link_timeout` is closed,
     /// whether the peer died, hung (QUIC acknowledgements come from user space, so a stopped
     /// process stops them) or was cut off. Both sides of a connection use the same value; QUIC
     /// takes the smaller of the two. Between [`MIN_LINK_TIMEOUT`] and [`MAX_LINK_TIMEOUT`].
@@ -182,13 +184,23 @@ impl QuicConfig {
         self.link_timeout / 6
     }
 
+    /// The idle timeout both sides negotiate: `link_timeout` less one keep-alive interval. A
+    /// peer that dies without a word (SIGKILL, a lost host) is noticed by this timeout, which
+    /// the survivor restarts once with its own next keep-alive (RFC 9000 §10.1: sending the
+    /// first ack-eliciting packet after the last receipt restarts it), so the link goes down
+    /// at most `link_timeout` after the peer's last packet.
+    pub fn idle_timeout(&self) -> Duration {
+        self.link_timeout - self.keep_alive_interval()
+    }
+
     /// The quinn transport configuration both sides of every connection use:
-    /// `max_idle_timeout = link_timeout`, `keep_alive_interval = link_timeout / 6`, at most
+    /// `max_idle_timeout =` [`Self::idle_timeout`] (`link_timeout × 5/6`),
+    /// `keep_alive_interval = link_timeout / 6`, at most
     /// [`MAX_BIDI_STREAMS`] bidirectional and no unidirectional streams opened by the peer, and
     /// no datagrams (Lifeline sends none).
     pub fn transport_config(&self) -> Result<TransportConfig, ConfigError> {
         self.validate()?;
-        let idle = IdleTimeout::try_from(self.link_timeout).map_err(|_| {
+        let idle = IdleTimeout::try_from(self.idle_timeout()).map_err(|_| {
             ConfigError::LinkTimeoutTooLong {
                 got: self.link_timeout,
             }
@@ -283,7 +295,9 @@ mod tests {
         let t = c.transport_config().unwrap();
         let shown = format!("{t:?}");
         // quinn keeps the fields private; its Debug shows them.
-        assert!(shown.contains("max_idle_timeout: Some(3000)"), "{shown}");
+        // Five sixths: the survivor's keep-alive restarts it once, so the link is down within
+        // `link_timeout` of the peer's last packet.
+        assert!(shown.contains("max_idle_timeout: Some(2500)"), "{shown}");
         assert!(
             shown.contains("keep_alive_interval: Some(500ms)"),
             "{shown}"
