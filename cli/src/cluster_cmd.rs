@@ -74,7 +74,9 @@
 //!   the failure detector). With the detector a link down is one link's loss, which the
 //!   detector settles: listed in `link_downs_live`, no verdict.
 //! - `refused_connections`: handshakes the survivors refused (`--garbage` sends each node
-//!   garbage bytes and a wrong-key handshake halfway through).
+//!   garbage bytes and a wrong-key handshake halfway through; on QUIC garbage datagrams, which
+//!   create no connection and are not counted, and three refused clients: another CA, a
+//!   wrong rank claim, a rank outside the cluster).
 //! - `deaths`: every rank that died before the end other than by eviction, with its cause
 //!   (`killed` by `--kill`, or `exited` by itself), `at_ms` into the workload, and its exit
 //!   `status` or `signal`; `evicted`: the live ranks the cluster evicted (named by some rank's
@@ -169,14 +171,16 @@ pub(crate) struct ClusterArgs {
     /// The nodes' bound on noticing a vanished peer.
     #[arg(long, value_name = "MS", default_value_t = 3000)]
     link_timeout_ms: u64,
-    /// Halfway through the workload, attack every node: a connection sending garbage bytes
-    /// and a handshake with the wrong key. Each must be refused (counted in
+    /// Halfway through the workload, attack every node. TCP: a connection sending garbage
+    /// bytes and a handshake with the wrong key. QUIC: garbage UDP datagrams, a client with
+    /// another CA's certificate, a cluster certificate claiming another rank, and a certificate
+    /// of a rank outside the cluster. Each connection must be refused (counted in
     /// `refused_connections`) and the run must still pass.
     #[arg(long)]
     garbage: bool,
     /// The nodes' transport: `tcp` (a cluster key in the run's directory) or `quic` (a cluster
     /// CA and one certificate per rank, generated into the run's directory). Network faults
-    /// (`--cut`, `--cut-oneway`, `--blackhole`, `--loss`) and `--garbage` are TCP-only.
+    /// (`--cut`, `--cut-oneway`, `--blackhole`, `--loss`) are TCP-only.
     #[arg(long, value_enum, default_value_t = TransportKind::Tcp)]
     transport: TransportKind,
     /// JSON: first line lists the nodes, last line is the report.
@@ -978,6 +982,62 @@ async fn intrude(addr: SocketAddr, rank: u32, claim: u32, claim_ip: IpAddr) {
     }
 }
 
+/// QUIC's intruders at every node (`eps`), from `from`: garbage UDP datagrams (no QUIC
+/// packet: dropped, nothing counted), then three clients, each refused and counted: another
+/// CA's certificate for rank 0 (`handshakes_failed`), rank 0's certificate claiming rank 1
+/// (`wrong_rank`), and the certificate of rank `n`, outside the cluster (`wrong_address`).
+/// From a dead rank's exact address they reach those checks; from any other address the
+/// acceptor refuses them first, as strangers. Nothing is checked here; the nodes' counters
+/// are.
+async fn intrude_quic(eps: Vec<SocketAddr>, certs: PathBuf, cluster: String, from: SocketAddr) {
+    use lifeline_core::tree::Rank;
+    use lifeline_core::Class;
+    use lifeline_transport_quic::{probe, probe_endpoint, ClusterCa, ClusterId, RankIdentity};
+    let bounded = Duration::from_secs(3);
+    let n = eps.len() as u32;
+    if let Ok(s) = tokio::net::UdpSocket::bind(SocketAddr::new(rank_ip(0), 0)).await {
+        let garbage = b"GET / HTTP/1.1\r\nHost: lifeline\r\n\r\n-- not a QUIC packet --";
+        for a in &eps {
+            for _ in 0..4 {
+                let _ = s.send_to(garbage, a).await;
+            }
+        }
+    }
+    let Ok(id) = ClusterId::new(&cluster) else {
+        return;
+    };
+    let not_after = std::time::SystemTime::now() + Duration::from_secs(3600);
+    let foreign = ClusterCa::generate(id.clone(), not_after).and_then(|ca| ca.identity(Rank(0)));
+    let ours = |r: u32| RankIdentity::load(&certs, Rank(r), &id);
+    let clients = [
+        (foreign, Rank(0)),
+        (ours(0), Rank(1 % n)),
+        (ours(n), Rank(n)),
+    ];
+    let Ok(ep) = probe_endpoint(from) else {
+        return;
+    };
+    // One task per target (a dead rank's probes wait out their bound), sharing the endpoint.
+    let clients = std::sync::Arc::new(clients);
+    let mut tasks = Vec::new();
+    for (r, a) in eps.iter().enumerate() {
+        let (ep, clients, id, a) = (ep.clone(), clients.clone(), id.clone(), *a);
+        tasks.push(tokio::spawn(async move {
+            let forged = [1u8, 1, 0, 0, 0, 0];
+            for (cert, claim) in clients.iter() {
+                if let Ok(cert) = cert {
+                    let to = Rank(r as u32);
+                    let _ =
+                        probe(&ep, cert, &id, *claim, to, a, Class::Data, &forged, bounded).await;
+                }
+            }
+        }));
+    }
+    for t in tasks {
+        let _ = t.await;
+    }
+}
+
 /// Ranks that get their own loopback address (127.0.1.1 .. 127.0.254.250).
 const MAX_NODES: u32 = 250 * 254;
 
@@ -1020,8 +1080,9 @@ fn endpoints(n: u32, transport: TransportKind) -> Result<Vec<SocketAddr>, CliErr
         .map_err(|e| CliError::Failed(format!("finding free ports: {e}")))
 }
 
-/// QUIC: a cluster CA for this run and a certificate per rank, written to `DIR/certs` (the CA
-/// key stays there, with the launcher); returns the directory and the cluster id.
+/// QUIC: a cluster CA for this run and a certificate per rank (and one for rank `n`, outside
+/// the cluster, for `--garbage`), written to `DIR/certs` (the CA key stays there, with the
+/// launcher); returns the directory and the cluster id.
 fn quic_certs(dir: &std::path::Path, n: u32) -> Result<(PathBuf, String), CliError> {
     use lifeline_transport_quic::{ClusterCa, ClusterId};
     let failed = |e: lifeline_transport_quic::IdentityError| CliError::Failed(e.to_string());
@@ -1031,7 +1092,8 @@ fn quic_certs(dir: &std::path::Path, n: u32) -> Result<(PathBuf, String), CliErr
     let ca = ClusterCa::generate(cluster, not_after).map_err(failed)?;
     let certs = dir.join("certs");
     ca.write(&certs).map_err(failed)?;
-    for r in 0..n {
+    // Rank n is outside the cluster: its certificate is the `--garbage` intruders'.
+    for r in 0..=n {
         let issued = ca.issue(lifeline_core::tree::Rank(r)).map_err(failed)?;
         issued.write(&certs).map_err(failed)?;
     }
@@ -1060,10 +1122,10 @@ pub(crate) fn run(args: &ClusterArgs) -> Result<(), CliError> {
         ));
     }
     let faults = parse_faults(args)?;
-    if args.transport == TransportKind::Quic && (args.garbage || !faults.net.is_empty()) {
+    if args.transport == TransportKind::Quic && !faults.net.is_empty() {
         return Err(CliError::Usage(
-            "--transport quic: --garbage and the network faults (nftables rules match TCP) \
-             are TCP-only"
+            "--transport quic: the network faults are TCP-only (their nftables rules match \
+             TCP ports and the TCP handshake)"
                 .into(),
         ));
     }
@@ -1452,9 +1514,24 @@ async fn drive(args: &ClusterArgs, faults: Faults, procs: &mut Procs) -> Result<
                 }
                 if attack.is_some_and(|at| Tick::now() >= at) {
                     attack = None;
-                    for (r, a) in eps.iter().enumerate() {
-                        let claim = (r as u32 + 1) % n;
-                        tokio::spawn(intrude(*a, r as u32, claim, eps[claim as usize].ip()));
+                    if let Some((certs, cluster)) = &quic {
+                        // A dead rank's exact address gets the intruders past the address
+                        // check to the TLS and rank checks; without one they are strangers.
+                        let from = killed
+                            .keys()
+                            .next()
+                            .map_or(SocketAddr::new(rank_ip(0), 0), |d| eps[*d as usize]);
+                        tokio::spawn(intrude_quic(
+                            eps.clone(),
+                            certs.clone(),
+                            cluster.clone(),
+                            from,
+                        ));
+                    } else {
+                        for (r, a) in eps.iter().enumerate() {
+                            let claim = (r as u32 + 1) % n;
+                            tokio::spawn(intrude(*a, r as u32, claim, eps[claim as usize].ip()));
+                        }
                     }
                 }
                 if Tick::now() < end {
@@ -2028,7 +2105,11 @@ fn report(
         .collect();
     let refused: u64 = t.refused.values().sum();
     let (relm_delivered, relm_dups, relm_lost, relm_failed) = t.relm_counts(survivors);
-    let pass = (!args.garbage || refused >= 2 * survivors.len() as u64)
+    let intruders = match args.transport {
+        TransportKind::Tcp => 2,
+        TransportKind::Quic => 3,
+    };
+    let pass = (!args.garbage || refused >= intruders * survivors.len() as u64)
         && exactly_once
         && relm_dups == 0
         && relm_lost == 0

@@ -412,9 +412,36 @@ fn cluster_on_quic_survives_a_kill() {
             "2",
             "--transport",
             "quic",
-            "--garbage",
+            "--cut",
+            "0-1@100+100",
         ])
         .output()
         .expect("run lifeline cluster");
     assert_eq!(out.status.code(), Some(2), "{out:?}");
+}
+
+#[test]
+fn cluster_on_quic_refuses_intruders() {
+    let out = lifeline()
+        .args(["cluster", "--nodes", "4", "--duration", "2"])
+        .args(["--transport", "quic", "--kill", "1", "--garbage", "--json"])
+        .output()
+        .expect("run lifeline cluster");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: Value = serde_json::from_str(stdout.lines().last().expect("a report")).expect("JSON");
+    assert_eq!(r["transport"], "quic", "{r}");
+    assert_eq!(r["pass"], true, "{r}");
+    assert_eq!(r["survivors_continued"], 3, "{r}");
+    assert_eq!(r["xcast_delivered_exactly_once"], true, "{r}");
+    assert_eq!(r["false_positives"], 0, "{r}");
+    // Three refused clients at each of the three survivors.
+    let refused = r["refused_connections"]
+        .as_u64()
+        .expect("refused_connections");
+    assert!(refused >= 9, "{r}");
 }

@@ -117,6 +117,7 @@ mod frames;
 mod hello;
 mod link;
 mod name;
+mod probe;
 mod rank;
 mod stats;
 mod tls;
@@ -138,5 +139,6 @@ pub use config::{
 pub use error::IdentityError;
 pub use files::{CertDir, CA_CERT_FILE, CA_KEY_FILE, RANK_CERT_FILE, RANK_KEY_FILE};
 pub use name::{server_name, ClusterId, NAME_SUFFIX};
+pub use probe::{probe, probe_endpoint, ProbeOutcome};
 pub use rank::RankIdentity;
 pub use tls::{client_config, server_config, TlsError, ALPN};

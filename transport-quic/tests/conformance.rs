@@ -18,8 +18,8 @@ use lifeline_core::{Class, Config, Instant, Node, Stats};
 use lifeline_transport_common::{AddressBook, DriverConfig, Output, RunningNode};
 use lifeline_transport_conformance as suite;
 use lifeline_transport_quic::{
-    client_config, server_name, spawn, AddressBook as QuicBook, ClusterCa, ClusterId, Hello,
-    QuicConfig, QuicEndpoint, RankIdentity, ACCEPTED,
+    probe, probe_endpoint, spawn, AddressBook as QuicBook, ClusterCa, ClusterId, QuicConfig,
+    QuicEndpoint, RankIdentity,
 };
 use suite::{Book, Counters, Intruder, Observed, RawOutcome, Spec, TestNode, Transport};
 
@@ -129,54 +129,11 @@ async fn raw_quic(
     bytes: &[u8],
     within: Duration,
 ) -> RawOutcome {
-    let refused = RawOutcome {
-        handshake_ok: false,
-        closed: true,
-    };
-    let mut ep = quinn::Endpoint::client(from).expect("bind the raw dialer");
-    ep.set_default_client_config(client_config(id, &QuicConfig::default()).expect("config"));
-    let connecting = ep
-        .connect(target, &server_name(to, &cluster()))
-        .expect("connect");
-    let conn = match tokio::time::timeout(within, connecting).await {
-        Ok(Ok(c)) => c,
-        // The TLS handshake failed: the node refused the certificate.
-        Ok(Err(_)) => return refused,
-        Err(_) => {
-            return RawOutcome {
-                handshake_ok: false,
-                closed: false,
-            }
-        }
-    };
-    let talk = async {
-        let mut streams = Vec::new();
-        for c in [Class::Control, Class::Data] {
-            let (mut tx, rx) = conn.open_bi().await.ok()?;
-            let h = Hello {
-                rank: claim,
-                class: c,
-            }
-            .encode();
-            tx.write_all(&h).await.ok()?;
-            streams.push((tx, rx));
-        }
-        let mut answer = [0u8; ACCEPTED.len()];
-        streams[0].1.read_exact(&mut answer).await.ok()?;
-        (answer == ACCEPTED).then_some(streams)
-    };
-    let Ok(Some(mut streams)) = tokio::time::timeout(within, talk).await else {
-        let closed = tokio::time::timeout(within, conn.closed()).await.is_ok();
-        return RawOutcome {
-            handshake_ok: false,
-            closed,
-        };
-    };
-    let i = usize::from(class == Class::Data);
-    let _ = streams[i].0.write_all(bytes).await;
+    let ep = probe_endpoint(from).expect("bind the raw dialer");
+    let o = probe(&ep, id, &cluster(), claim, to, target, class, bytes, within).await;
     RawOutcome {
-        handshake_ok: true,
-        closed: tokio::time::timeout(within, conn.closed()).await.is_ok(),
+        handshake_ok: o.handshake_ok,
+        closed: o.closed,
     }
 }
 
