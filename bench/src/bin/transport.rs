@@ -2,9 +2,14 @@
 //! raw tokio length-prefixed baseline measured in the same run (issue #6).
 //!
 //! ```sh
+//! cargo run --release -p lifeline-bench --bin transport -- quic --size 65536
 //! cargo run --release -p lifeline-bench --bin transport -- tcp --size 64
 //! cargo run --release -p lifeline-bench --bin transport -- tcp --size 65536 --reps 15
 //! ```
+//!
+//! **`quic`**: the same experiment on the QUIC adapter, against raw quinn (one connection with
+//! the identity layer's TLS configs, the same frames on one stream) and raw quinn driving the
+//! same cores; see `transport/quic.rs`. The JSON line has the same keys.
 //!
 //! **Two sides.** Each side is one OS thread running a single-threaded tokio runtime, as a
 //! `lifeline node` process does: side A holds the sender, side B the receiver. (One shared
@@ -67,14 +72,18 @@ use lifeline_bench::report::{json_line, median};
 use lifeline_bench::CliError;
 use lifeline_core::tree::Rank;
 use lifeline_core::{Config, Event, Instant, Node};
+use lifeline_transport_common::RunningNode;
 use lifeline_transport_tcp::{spawn, AddressBook, ClusterKey, Output, TcpConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::runtime::Handle as Rt;
 use tokio::sync::{mpsc, oneshot};
 
+#[path = "transport/quic.rs"]
+mod quic;
+
 const USAGE: &str = "\
-usage: transport tcp --size BYTES [--frames N] [--reps N]
+usage: transport tcp|quic --size BYTES [--frames N] [--reps N]
 
   --size     payload bytes per frame (required; e.g. 64 or 65536)
   --frames   frames per repetition (default: 256 MiB of payload, between 1,000 and 1,000,000)
@@ -87,6 +96,8 @@ Last stdout line: {\"size\",\"adapter_mb_s\",\"raw_mb_s\",\"ratio\",\"adapter_ms
 const MAX_SIZE: usize = (lifeline_core::MAX_FRAME as usize) - 1024;
 
 struct Params {
+    /// The QUIC adapter against raw quinn (else TCP against raw tokio TCP).
+    quic: bool,
     size: usize,
     frames: u64,
     reps: usize,
@@ -94,14 +105,14 @@ struct Params {
 
 fn parse(args: &[String]) -> Result<Params, CliError> {
     let Some((sub, rest)) = args.split_first() else {
-        return Err(CliError::Usage("no transport given (tcp)".into()));
+        return Err(CliError::Usage("no transport given (tcp or quic)".into()));
     };
     if sub == "-h" || sub == "--help" {
         return Err(CliError::Help);
     }
-    if sub != "tcp" {
+    if sub != "tcp" && sub != "quic" {
         return Err(CliError::Usage(format!(
-            "unknown transport {sub:?} (only tcp so far)"
+            "unknown transport {sub:?} (tcp or quic)"
         )));
     }
     let f = Flags::parse(rest, &["size", "frames", "reps"])?;
@@ -117,7 +128,12 @@ fn parse(args: &[String]) -> Result<Params, CliError> {
             "--frames and --reps must be positive".into(),
         ));
     }
-    Ok(Params { size, frames, reps })
+    Ok(Params {
+        quic: sub == "quic",
+        size,
+        frames,
+        reps,
+    })
 }
 
 fn max_frame(size: usize) -> u32 {
@@ -242,18 +258,50 @@ fn std_listener() -> std::net::TcpListener {
 
 // ---- the adapter path ----
 
-/// Node 0 on side A floods, node 1 on side B delivers.
-fn adapter_path(a: &Side, b: &Side, size: usize) -> Path {
+/// The TCP adapter's two nodes, for [`adapter_path`].
+fn tcp_adapter_path(a: &Side, b: &Side, size: usize) -> Path {
     let (l0, l1) = (std_listener(), std_listener());
     let mut book = AddressBook::new();
     book.insert(Rank(0), l0.local_addr().unwrap());
     book.insert(Rank(1), l1.local_addr().unwrap());
     let key = ClusterKey::from_secret(b"bench").unwrap();
+    let (book0, key0) = (book.clone(), key.clone());
+    adapter_path(
+        a,
+        b,
+        size,
+        move |n0| {
+            spawn(
+                n0,
+                book0,
+                key0,
+                TcpConfig::default(),
+                TcpListener::from_std(l0).unwrap(),
+            )
+        },
+        move |n1| {
+            spawn(
+                n1,
+                book,
+                key,
+                TcpConfig::default(),
+                TcpListener::from_std(l1).unwrap(),
+            )
+        },
+    )
+}
+
+/// Node 0 on side A floods, node 1 on side B delivers; `start0` and `start1` start each node
+/// on its adapter (called on its side's runtime).
+fn adapter_path<S0, S1>(a: &Side, b: &Side, size: usize, start0: S0, start1: S1) -> Path
+where
+    S0: FnOnce(Node) -> RunningNode + Send + 'static,
+    S1: FnOnce(Node) -> RunningNode + Send + 'static,
+{
     let mut cfg = Config::new(2, 2);
     cfg.max_frame = max_frame(size);
     let node = |r| Node::new(cfg.clone(), Rank(r), 7, Instant::ZERO).unwrap();
     let (n0, n1) = (node(0), node(1));
-    let (book0, key0) = (book.clone(), key.clone());
     let payload = Bytes::from(vec![0xab; size]);
     let batch = (256 * 1024 / size).clamp(1, 4096) as u64;
     let (ready_tx, ready) = oneshot::channel();
@@ -261,8 +309,7 @@ fn adapter_path(a: &Side, b: &Side, size: usize) -> Path {
         a,
         b,
         move |mut go, done| async move {
-            let l0 = TcpListener::from_std(l0).unwrap();
-            let mut n0 = spawn(n0, book0, key0, TcpConfig::default(), l0);
+            let mut n0 = start0(n0);
             // Node 0's application: its own deliveries are read and dropped.
             tokio::spawn(async move {
                 let mut buf = Vec::with_capacity(1024);
@@ -294,8 +341,7 @@ fn adapter_path(a: &Side, b: &Side, size: usize) -> Path {
             h.shutdown().await;
         },
         move |mut go, done| async move {
-            let l1 = TcpListener::from_std(l1).unwrap();
-            let mut n1 = spawn(n1, book, key, TcpConfig::default(), l1);
+            let mut n1 = start1(n1);
             while let Some(o) = n1.outputs.recv().await {
                 if matches!(o, Output::LinkUp { .. }) {
                     break;
@@ -513,9 +559,19 @@ fn core_only(size: usize, frames: u64) -> f64 {
 
 fn measure(p: &Params) -> String {
     let (a, b) = (Side::new("side-a"), Side::new("side-b"));
-    let mut adapter = adapter_path(&a, &b, p.size);
-    let mut raw = raw_path(&a, &b, p.size);
-    let mut raw_core = raw_core_path(&a, &b, p.size);
+    let (mut adapter, mut raw, mut raw_core) = if p.quic {
+        (
+            quic::adapter(&a, &b, p.size),
+            quic::raw(&a, &b, p.size),
+            quic::raw_core(&a, &b, p.size),
+        )
+    } else {
+        (
+            tcp_adapter_path(&a, &b, p.size),
+            raw_path(&a, &b, p.size),
+            raw_core_path(&a, &b, p.size),
+        )
+    };
     let warm = (p.frames / 4).max(1);
     adapter.run(warm, &a, &b);
     raw.run(warm, &a, &b);
