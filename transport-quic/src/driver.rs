@@ -230,7 +230,8 @@ async fn read(src: &mut FrameSource, io: &LinkIo, class: Class) -> Ended {
     }
 }
 
-/// Writes a class's send queue, everything queued in one `send_all` (no copy). A frame that is
+/// Writes a class's send queue, everything queued in one `send_all` (small frames coalesced,
+/// large ones by reference). A frame that is
 /// not one whole envelope of at most `max_frame` bytes (the core never makes one) is dropped.
 async fn write(sink: &mut FrameSink, queue: &SendQueue) -> Ended {
     let mut taken = std::collections::VecDeque::new();
