@@ -180,7 +180,7 @@ pub(crate) struct ClusterArgs {
     garbage: bool,
     /// The nodes' transport: `tcp` (a cluster key in the run's directory) or `quic` (a cluster
     /// CA and one certificate per rank, generated into the run's directory). Network faults
-    /// (`--cut`, `--cut-oneway`, `--blackhole`, `--loss`) are TCP-only.
+    /// (`--cut`, `--cut-oneway`, `--blackhole`, `--loss`) match TCP or, with `quic`, UDP.
     #[arg(long, value_enum, default_value_t = TransportKind::Tcp)]
     transport: TransportKind,
     /// JSON: first line lists the nodes, last line is the report.
@@ -482,8 +482,9 @@ fn gray_timeout_ms() -> u64 {
 const TAIL_MS: u64 = 1000;
 
 /// How long past the gray timeout the workload goes on after a cut for good starts: the link
-/// is declared down first (the TCP adapter's user timeout, 3 s), the gray timeout runs from
-/// there, and survivors then show they continued.
+/// is declared down first (the TCP adapter's user timeout, 3 s; with `--transport quic` the
+/// idle timeout, link timeout less one keep-alive interval, 2.5 s: sooner, so the same tail
+/// covers it), the gray timeout runs from there, and survivors then show they continued.
 const GRAY_TAIL_MS: u64 = 6000;
 
 /// Required evictions: confirmed at every survivor within this long of the fault's start.
@@ -1122,13 +1123,6 @@ pub(crate) fn run(args: &ClusterArgs) -> Result<(), CliError> {
         ));
     }
     let faults = parse_faults(args)?;
-    if args.transport == TransportKind::Quic && !faults.net.is_empty() {
-        return Err(CliError::Usage(
-            "--transport quic: the network faults are TCP-only (their nftables rules match \
-             TCP ports and the TCP handshake)"
-                .into(),
-        ));
-    }
     crate::init_tracing();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -1486,7 +1480,11 @@ async fn drive(args: &ClusterArgs, faults: Faults, procs: &mut Procs) -> Result<
                         Action::NetOn(i) => {
                             let Some(table) = procs.table.as_ref() else { continue };
                             let f = &mut net[i];
-                            let rules = nft::rules(f.kind, &eps);
+                            let proto = match args.transport {
+                                TransportKind::Tcp => nft::Proto::Tcp,
+                                TransportKind::Quic => nft::Proto::Udp,
+                            };
+                            let rules = nft::rules(f.kind, &eps, proto);
                             f.handles = table.add(&rules).await.map_err(|e| {
                                 CliError::Failed(format!("{}: nft: {e}", f.flag))
                             })?;

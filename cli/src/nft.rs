@@ -13,7 +13,11 @@
 //! Every rule also requires that one end of the packet is one of the run's endpoints
 //! (`ip saddr . tcp sport @eps` or `ip daddr . tcp dport @eps`: every connection between two
 //! ranks has the acceptor's listening port at one end), so a rule never touches another
-//! cluster that happens to use the same loopback addresses at the same time.
+//! cluster that happens to use the same loopback addresses at the same time. With QUIC the
+//! rules match UDP instead (`udp sport` / `udp dport`, the same set): each node has one UDP
+//! socket bound to its listening endpoint and dials from it, so both ends of every datagram
+//! between two ranks are endpoints of the run. A dropped datagram is as silent as a dropped
+//! TCP segment; QUIC notices at its idle timeout.
 
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -35,12 +39,22 @@ pub(crate) enum NetKind {
     Loss(u32, u32),
 }
 
+/// The transport protocol the rules match (the nodes' transport: TCP, or QUIC over UDP).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Proto {
+    Tcp,
+    Udp,
+}
+
 /// The bodies of the rules (after `add rule inet T out`) that inject `kind` among the ranks at
-/// `eps` (rank R's listening endpoint at index R).
-pub(crate) fn rules(kind: NetKind, eps: &[SocketAddr]) -> Vec<String> {
+/// `eps` (rank R's listening endpoint at index R), matching `proto` packets.
+pub(crate) fn rules(kind: NetKind, eps: &[SocketAddr], proto: Proto) -> Vec<String> {
     let ip = |r: u32| eps[r as usize].ip();
     // Either end of a packet of this run is a listening endpoint of it.
-    let ours = ["ip saddr . tcp sport @eps", "ip daddr . tcp dport @eps"];
+    let ours = match proto {
+        Proto::Tcp => ["ip saddr . tcp sport @eps", "ip daddr . tcp dport @eps"],
+        Proto::Udp => ["ip saddr . udp sport @eps", "ip daddr . udp dport @eps"],
+    };
     let matches: Vec<String> = match kind {
         NetKind::Cut(a, b) => vec![format!(
             "ip saddr {{ {0}, {1} }} ip daddr {{ {0}, {1} }}",
@@ -295,22 +309,62 @@ mod tests {
             .map(|s| s.parse().unwrap())
             .collect();
         assert_eq!(
-            rules(NetKind::CutOneway(0, 2), &eps),
+            rules(NetKind::CutOneway(0, 2), &eps, Proto::Tcp),
             [
                 "ip saddr 127.0.1.1 ip daddr 127.0.1.3 ip saddr . tcp sport @eps counter drop",
                 "ip saddr 127.0.1.1 ip daddr 127.0.1.3 ip daddr . tcp dport @eps counter drop",
             ]
         );
-        let cut = rules(NetKind::Cut(1, 2), &eps);
+        let cut = rules(NetKind::Cut(1, 2), &eps, Proto::Tcp);
         assert_eq!(cut.len(), 2);
         assert!(cut[0]
             .starts_with("ip saddr { 127.0.1.2, 127.0.1.3 } ip daddr { 127.0.1.2, 127.0.1.3 } "));
-        assert_eq!(rules(NetKind::Blackhole(1), &eps).len(), 4);
-        let loss = rules(NetKind::Loss(0, 30), &eps);
+        assert_eq!(rules(NetKind::Blackhole(1), &eps, Proto::Tcp).len(), 4);
+        let loss = rules(NetKind::Loss(0, 30), &eps, Proto::Tcp);
         assert_eq!(loss.len(), 4);
         assert!(loss
             .iter()
             .all(|r| r.ends_with("numgen random mod 100 < 30 counter drop")));
         assert!(loss[3].starts_with("ip daddr 127.0.1.1 ip daddr . tcp dport @eps"));
+    }
+
+    #[test]
+    fn udp_rule_bodies() {
+        let eps: Vec<SocketAddr> = ["127.0.1.1:4000", "127.0.1.2:4001", "127.0.1.3:4002"]
+            .iter()
+            .map(|s| s.parse().unwrap())
+            .collect();
+        assert_eq!(
+            rules(NetKind::CutOneway(0, 2), &eps, Proto::Udp),
+            [
+                "ip saddr 127.0.1.1 ip daddr 127.0.1.3 ip saddr . udp sport @eps counter drop",
+                "ip saddr 127.0.1.1 ip daddr 127.0.1.3 ip daddr . udp dport @eps counter drop",
+            ]
+        );
+        let cut = rules(NetKind::Cut(1, 2), &eps, Proto::Udp);
+        assert_eq!(cut.len(), 2);
+        assert!(cut[0]
+            .starts_with("ip saddr { 127.0.1.2, 127.0.1.3 } ip daddr { 127.0.1.2, 127.0.1.3 } "));
+        assert!(cut[1].ends_with("ip daddr . udp dport @eps counter drop"));
+        assert_eq!(
+            rules(NetKind::Blackhole(1), &eps, Proto::Udp),
+            [
+                "ip saddr 127.0.1.2 ip saddr . udp sport @eps counter drop",
+                "ip saddr 127.0.1.2 ip daddr . udp dport @eps counter drop",
+                "ip daddr 127.0.1.2 ip saddr . udp sport @eps counter drop",
+                "ip daddr 127.0.1.2 ip daddr . udp dport @eps counter drop",
+            ]
+        );
+        let loss = rules(NetKind::Loss(0, 30), &eps, Proto::Udp);
+        assert_eq!(loss.len(), 4);
+        assert!(loss
+            .iter()
+            .all(|r| r.ends_with("numgen random mod 100 < 30 counter drop")));
+        assert!(loss[3].starts_with("ip daddr 127.0.1.1 ip daddr . udp dport @eps"));
+        // No rule of either protocol mentions the other.
+        assert!(loss.iter().all(|r| !r.contains("tcp")));
+        assert!(rules(NetKind::Loss(0, 30), &eps, Proto::Tcp)
+            .iter()
+            .all(|r| !r.contains("udp")));
     }
 }

@@ -213,6 +213,59 @@ fn blackhole_evicts_the_rank_and_tells_it_on_heal() {
     );
 }
 
+/// The same over QUIC (the rules match UDP): 6 ranks, radix 2 (0-{1,2}, 1-{3,5}, 2-{4}),
+/// leaf 4 blackholed for 2 s: confirmed removed at every survivor within 600 ms, told
+/// `evicted` once the blackhole lifts (exit 3), the rest deliver everything exactly once.
+#[test]
+fn quic_blackhole_evicts_the_rank_and_tells_it_on_heal() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !can_use_nft("quic_blackhole_evicts_the_rank_and_tells_it_on_heal") {
+        return;
+    }
+    let t0 = Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_lifeline"))
+        .args([
+            "cluster",
+            "--nodes",
+            "6",
+            "--radix",
+            "2",
+            "--transport",
+            "quic",
+        ])
+        .args(["--duration", "2", "--json", "--blackhole", "4@500+2000"])
+        .output()
+        .expect("run lifeline cluster");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let r: Value = serde_json::from_str(stdout.lines().last().unwrap_or("null"))
+        .unwrap_or_else(|e| panic!("{e}: {stdout}\n{}", String::from_utf8_lossy(&out.stderr)));
+    eprintln!(
+        "quic blackhole: {:.1} s, exit {:?}: {r}",
+        t0.elapsed().as_secs_f64(),
+        out.status.code()
+    );
+    assert_eq!(r["pass"], true, "{r}");
+    assert!(out.status.success(), "{r}");
+    assert_eq!(r["transport"], "quic", "{r}");
+    assert_eq!(r["expect"]["evict_required"], json!([4]), "{r}");
+    let ev = r["evicted"].as_array().unwrap();
+    assert_eq!(ev.len(), 1, "{r}");
+    assert_eq!(ev[0]["rank"], 4, "{r}");
+    assert_eq!(ev[0]["confirmed_by"], json!([0, 1, 2, 3, 5]), "{r}");
+    assert_eq!(ev[0]["status"], 3, "exit status 3 (evicted): {r}");
+    assert!(ev[0]["told_ms"].as_i64().expect("told") >= 2500, "{r}");
+    let ms = f(&r, "evict_ms_max");
+    assert!((200.0..=600.0).contains(&ms), "evict_ms_max {ms}: {r}");
+    assert_eq!(r["deaths"], json!([]), "{r}");
+    assert_eq!(r["false_positives"], 0, "{r}");
+    assert_eq!(r["evict_forbidden"], json!([]), "{r}");
+    assert!(
+        r["net_faults"][0]["dropped_packets"].as_u64().unwrap() > 0,
+        "{r}"
+    );
+    delivered(&r, 5);
+}
+
 /// The tree link 1-3 cut both ways for 5 s (past TCP's 3 s link timeout, which gives the
 /// link up at both ends: the detector, whose other observers still hear both, settles it):
 /// nobody is evicted, nothing lost or duplicated, and delivery resumes after the heal.
