@@ -38,6 +38,7 @@
 
 mod child;
 mod process;
+mod running;
 
 pub use child::child_main;
 pub use process::{partition_link_down, sigstop_shorter_than_bound};

@@ -14,14 +14,14 @@ use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use lifeline_core::tree::Rank;
-use lifeline_core::{Class, Config, Instant, Node, Stats};
-use lifeline_transport_common::{AddressBook, DriverConfig, Output, RunningNode};
+use lifeline_core::{Class, Config, Instant, Node};
+use lifeline_transport_common::{AddressBook, DriverConfig, RunningNode};
 use lifeline_transport_conformance as suite;
 use lifeline_transport_quic::{
     probe, probe_endpoint, spawn, AddressBook as QuicBook, ClusterCa, ClusterId, QuicConfig,
     QuicEndpoint, RankIdentity,
 };
-use suite::{Book, Counters, Intruder, Observed, RawOutcome, Spec, TestNode, Transport};
+use suite::{Book, Intruder, RawOutcome, Spec, Transport};
 
 const CERTS_ENV: &str = "LIFELINE_QUIC_CONFORMANCE_CERTS";
 const RANKS: u32 = 8;
@@ -58,63 +58,6 @@ fn identity(rank: Rank) -> RankIdentity {
 
 struct Quic;
 
-struct Running(RunningNode);
-
-impl TestNode for Running {
-    fn rank(&self) -> Rank {
-        self.0.handle.rank()
-    }
-
-    async fn command<R: Send + 'static>(
-        &self,
-        f: impl FnOnce(&mut Node, Instant) -> R + Send + 'static,
-    ) -> Result<R, String> {
-        self.0.handle.command(f).await.map_err(|e| e.to_string())
-    }
-
-    async fn core_stats(&self) -> Stats {
-        self.0
-            .handle
-            .inspect(|n| n.stats().clone())
-            .await
-            .expect("running")
-    }
-
-    fn try_next(&mut self) -> Option<Observed> {
-        loop {
-            return match self.0.outputs.try_recv().ok()? {
-                Output::Event(e) => Some(Observed::Event(e)),
-                Output::LinkUp { peer, .. } => Some(Observed::LinkUp(peer)),
-                Output::LinkDown { peer, .. } => Some(Observed::LinkDown(peer)),
-                _ => continue,
-            };
-        }
-    }
-
-    async fn send_raw(&self, to: Rank, class: Class, frame: Bytes) -> Result<(), String> {
-        self.0
-            .handle
-            .send_raw(to, class, frame)
-            .await
-            .map_err(|e| e.to_string())
-    }
-
-    fn counters(&self) -> Counters {
-        let s = self.0.handle.stats();
-        Counters {
-            handshakes_refused: s.handshakes_refused,
-            malformed: s.malformed,
-            link_downs: s.link_downs,
-            dials: s.dials,
-        }
-    }
-
-    async fn stop(self) {
-        self.0.handle.shutdown().await;
-        let _ = self.0.task.await;
-    }
-}
-
 /// A hand-driven dialer: a QUIC connection from `from` to `target` (rank `to`) with `id`'s
 /// certificate, both hellos claiming `claim`, then `bytes` on `class`'s stream if the node
 /// answered. Waits up to `within` for the node to close the connection.
@@ -138,7 +81,7 @@ async fn raw_quic(
 }
 
 impl Transport for Quic {
-    type Node = Running;
+    type Node = RunningNode;
     /// A bound UDP socket, which the node's endpoint takes over
     /// (`QuicEndpoint::from_socket`).
     type Endpoint = UdpSocket;
@@ -165,7 +108,7 @@ impl Transport for Quic {
         (s, a)
     }
 
-    async fn start(spec: &Spec, rank: Rank, book: &Book, ep: UdpSocket) -> Running {
+    async fn start(spec: &Spec, rank: Rank, book: &Book, ep: UdpSocket) -> RunningNode {
         let mut b = AddressBook::new();
         for (r, a) in book {
             b.insert(*r, *a);
@@ -181,7 +124,7 @@ impl Transport for Quic {
         let qbook = QuicBook::try_from(&b).expect("distinct addresses");
         let endpoint = QuicEndpoint::from_socket(&identity(rank), &cfg, ep, Some(qbook))
             .expect("start the endpoint");
-        Running(spawn(node, b, endpoint, DriverConfig::default()).expect("valid driver config"))
+        spawn(node, b, endpoint, DriverConfig::default()).expect("valid driver config")
     }
 
     fn child_command() -> Command {

@@ -4,75 +4,15 @@ use std::net::SocketAddr;
 use std::process::Command;
 use std::time::Duration;
 
-use bytes::Bytes;
 use lifeline_core::tree::Rank;
-use lifeline_core::{Class, Config, Instant, Node, Stats};
+use lifeline_core::{Class, Config, Instant, Node};
 use lifeline_transport_conformance as suite;
-use lifeline_transport_tcp::{
-    handshake, spawn, AddressBook, ClusterKey, Output, TcpConfig, TcpNode,
-};
-use suite::{Book, Counters, Observed, RawOutcome, Spec, TestNode, Transport};
+use lifeline_transport_tcp::{handshake, spawn, AddressBook, ClusterKey, TcpConfig, TcpNode};
+use suite::{Book, RawOutcome, Spec, Transport};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 struct Tcp;
-
-struct Running(TcpNode);
-
-impl TestNode for Running {
-    fn rank(&self) -> Rank {
-        self.0.handle.rank()
-    }
-
-    async fn command<R: Send + 'static>(
-        &self,
-        f: impl FnOnce(&mut Node, Instant) -> R + Send + 'static,
-    ) -> Result<R, String> {
-        self.0.handle.command(f).await.map_err(|e| e.to_string())
-    }
-
-    async fn core_stats(&self) -> Stats {
-        self.0
-            .handle
-            .inspect(|n| n.stats().clone())
-            .await
-            .expect("running")
-    }
-
-    fn try_next(&mut self) -> Option<Observed> {
-        loop {
-            return match self.0.outputs.try_recv().ok()? {
-                Output::Event(e) => Some(Observed::Event(e)),
-                Output::LinkUp { peer, .. } => Some(Observed::LinkUp(peer)),
-                Output::LinkDown { peer, .. } => Some(Observed::LinkDown(peer)),
-                _ => continue,
-            };
-        }
-    }
-
-    async fn send_raw(&self, to: Rank, class: Class, frame: Bytes) -> Result<(), String> {
-        self.0
-            .handle
-            .send_raw(to, class, frame)
-            .await
-            .map_err(|e| e.to_string())
-    }
-
-    fn counters(&self) -> Counters {
-        let s = self.0.handle.stats();
-        Counters {
-            handshakes_refused: s.handshakes_refused,
-            malformed: s.malformed,
-            link_downs: s.link_downs,
-            dials: s.dials,
-        }
-    }
-
-    async fn stop(self) {
-        self.0.handle.shutdown().await;
-        let _ = self.0.task.await;
-    }
-}
 
 fn config(spec: &Spec) -> TcpConfig {
     TcpConfig {
@@ -97,7 +37,7 @@ async fn closed_within(s: &mut TcpStream, within: Duration) -> bool {
 }
 
 impl Transport for Tcp {
-    type Node = Running;
+    type Node = TcpNode;
     type Endpoint = TcpListener;
 
     async fn bind(addr: SocketAddr) -> (TcpListener, SocketAddr) {
@@ -106,7 +46,7 @@ impl Transport for Tcp {
         (l, a)
     }
 
-    async fn start(spec: &Spec, rank: Rank, book: &Book, ep: TcpListener) -> Running {
+    async fn start(spec: &Spec, rank: Rank, book: &Book, ep: TcpListener) -> TcpNode {
         let mut b = AddressBook::new();
         for (r, a) in book {
             b.insert(*r, *a);
@@ -119,7 +59,7 @@ impl Transport for Tcp {
         )
         .expect("valid config");
         let key = ClusterKey::from_secret(&spec.secret).expect("key");
-        Running(spawn(node, b, key, config(spec), ep))
+        spawn(node, b, key, config(spec), ep)
     }
 
     fn child_command() -> Command {
