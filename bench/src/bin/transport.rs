@@ -453,7 +453,7 @@ fn raw_core_path(a: &Side, b: &Side, size: usize) -> Path {
     cfg.max_frame = max_frame(size);
     let limits = cfg.limits();
     let node = |r| Node::new(cfg.clone(), Rank(r), 7, Instant::ZERO).unwrap();
-    let (mut n0, mut n1) = (node(0), node(1));
+    let (mut n0, n1) = (node(0), node(1));
     let batch = (256 * 1024 / size).clamp(1, 4096) as u64;
     Path::new(
         a,
@@ -482,42 +482,56 @@ fn raw_core_path(a: &Side, b: &Side, size: usize) -> Path {
                 let _ = done.send(()).await;
             }
         },
-        move |mut go, done| async move {
+        move |go, done| async move {
             let l = TcpListener::from_std(l).unwrap();
-            let (mut rd, _) = l.accept().await.unwrap();
+            let (rd, _) = l.accept().await.unwrap();
             rd.set_nodelay(true).unwrap();
-            let mut buf = BytesMut::with_capacity(cap);
-            let start = StdInstant::now();
-            while let Some(frames) = go.recv().await {
-                let mut got = 0u64;
-                while got < frames {
-                    let now = Instant::from_nanos(start.elapsed().as_nanos() as u64);
-                    while let Some(len) = lifeline_core::wire::frame_len(&buf, &limits).unwrap() {
-                        if buf.len() < len {
-                            buf.reserve(len - buf.len());
-                            break;
-                        }
-                        n1.handle_frame(now, Rank(0), buf.split_to(len).freeze());
-                    }
-                    while let Some(e) = n1.poll_event() {
-                        got += u64::from(matches!(e, Event::Flood(FloodEvent::Delivered { .. })));
-                    }
-                    while n1.poll_transmit().is_some() {}
-                    if got >= frames {
-                        break;
-                    }
-                    if buf.capacity() - buf.len() < cap / 8 {
-                        buf.reserve(cap);
-                    }
-                    assert!(
-                        rd.read_buf(&mut buf).await.unwrap() > 0,
-                        "raw connection closed"
-                    );
-                }
-                let _ = done.send(()).await;
-            }
+            raw_core_receive(rd, n1, limits, cap, go, done).await;
         },
     )
+}
+
+/// The receiving side of a raw path driving the core (TCP and QUIC modes alike): splits whole
+/// frames off `rd` with `wire::frame_len` into one `BytesMut` (growing it by `cap`), hands each
+/// to the bare node `n1`, and answers each batch of `go` once that many floods were delivered.
+async fn raw_core_receive(
+    mut rd: impl tokio::io::AsyncRead + Unpin,
+    mut n1: Node,
+    limits: lifeline_core::wire::Limits,
+    cap: usize,
+    mut go: mpsc::Receiver<u64>,
+    done: mpsc::Sender<()>,
+) {
+    let mut buf = BytesMut::with_capacity(cap);
+    let start = StdInstant::now();
+    while let Some(frames) = go.recv().await {
+        let mut got = 0u64;
+        while got < frames {
+            let now = Instant::from_nanos(start.elapsed().as_nanos() as u64);
+            while let Some(len) = lifeline_core::wire::frame_len(&buf, &limits).unwrap() {
+                if buf.len() < len {
+                    buf.reserve(len - buf.len());
+                    break;
+                }
+                n1.handle_frame(now, Rank(0), buf.split_to(len).freeze());
+            }
+            while let Some(e) = n1.poll_event() {
+                got += u64::from(matches!(e, Event::Flood(FloodEvent::Delivered { .. })));
+            }
+            while n1.poll_transmit().is_some() {}
+            if got >= frames {
+                break;
+            }
+            if buf.capacity() - buf.len() < cap / 8 {
+                buf.reserve(cap);
+            }
+            assert!(
+                rd.read_buf(&mut buf).await.unwrap() > 0,
+                "raw stream closed"
+            );
+        }
+        let _ = done.send(()).await;
+    }
 }
 
 // ---- the core alone ----

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant as StdInstant, SystemTime};
 
 use bytes::{BufMut, Bytes, BytesMut};
 use lifeline_core::tree::Rank;
-use lifeline_core::{Config, Event, FloodEvent, Instant, Node};
+use lifeline_core::{Config, Instant, Node};
 use lifeline_transport_common::{AddressBook, DriverConfig};
 use lifeline_transport_quic::{
     client_config, server_config, server_name, spawn, AddressBook as QuicBook, ClusterCa,
@@ -226,7 +226,7 @@ pub(super) fn raw_core(a: &Side, b: &Side, size: usize) -> Path {
     cfg.max_frame = max_frame(size);
     let limits = cfg.limits();
     let node = |r| Node::new(cfg.clone(), Rank(r), 7, Instant::ZERO).unwrap();
-    let (mut n0, mut n1) = (node(0), node(1));
+    let (mut n0, n1) = (node(0), node(1));
     let batch = (256 * 1024 / size).clamp(1, 4096) as u64;
     raw_with(
         a,
@@ -253,37 +253,6 @@ pub(super) fn raw_core(a: &Side, b: &Side, size: usize) -> Path {
                 let _ = done.send(()).await;
             }
         },
-        move |mut rd, mut go, done| async move {
-            let mut buf = BytesMut::with_capacity(CAP);
-            let start = StdInstant::now();
-            while let Some(frames) = go.recv().await {
-                let mut got = 0u64;
-                while got < frames {
-                    let now = Instant::from_nanos(start.elapsed().as_nanos() as u64);
-                    while let Some(len) = lifeline_core::wire::frame_len(&buf, &limits).unwrap() {
-                        if buf.len() < len {
-                            buf.reserve(len - buf.len());
-                            break;
-                        }
-                        n1.handle_frame(now, Rank(0), buf.split_to(len).freeze());
-                    }
-                    while let Some(e) = n1.poll_event() {
-                        got += u64::from(matches!(e, Event::Flood(FloodEvent::Delivered { .. })));
-                    }
-                    while n1.poll_transmit().is_some() {}
-                    if got >= frames {
-                        break;
-                    }
-                    if buf.capacity() - buf.len() < CAP / 8 {
-                        buf.reserve(CAP);
-                    }
-                    assert!(
-                        rd.read_buf(&mut buf).await.unwrap() > 0,
-                        "raw stream closed"
-                    );
-                }
-                let _ = done.send(()).await;
-            }
-        },
+        move |rd, go, done| super::raw_core_receive(rd, n1, limits, CAP, go, done),
     )
 }
