@@ -583,38 +583,45 @@ pub async fn control_not_starved<T: Transport>() {
     .await;
 }
 
+/// A 3-rank cluster (radix 2) whose root, rank 0, runs in a child process and ranks 1 and 2
+/// here; returns once both have their link to the root up.
+async fn root_in_child<T: Transport>(spec: &Spec) -> (child::ChildNode, Cluster<T::Node>) {
+    let mut book = Book::new();
+    let mut eps = Vec::new();
+    for r in 0..3u32 {
+        let (ep, a) = T::bind(SocketAddr::from(LOOPBACK)).await;
+        book.insert(Rank(r), a);
+        if r > 0 {
+            eps.push((r, ep));
+        }
+    }
+    // Rank 0's address is free again: the child binds it.
+    let child = spawn_child::<T>(spec, Rank(0), &book);
+    let mut nodes = Vec::new();
+    for (r, ep) in eps {
+        nodes.push(T::start(spec, Rank(r), &book, ep).await);
+    }
+    let mut c = Cluster { nodes, book };
+    let mut up = BTreeSet::new();
+    let ok = c
+        .pump(Duration::from_secs(20), |r, o| {
+            if o == Observed::LinkUp(Rank(0)) {
+                up.insert(r);
+            }
+            up.len() == 2
+        })
+        .await;
+    assert!(ok, "links to the child came up only at {up:?}");
+    (child, c)
+}
+
 /// The root runs in a child process; its two children run here. The child is killed with
 /// SIGKILL: both children see link-down within the bound, and continue (an xcast among them
 /// completes after the root failover).
 pub async fn sigkill_link_down<T: Transport>() {
     bounded("sigkill_link_down", Duration::from_secs(90), async {
         let spec = Spec::new(3, 2);
-        let mut book = Book::new();
-        let mut eps = Vec::new();
-        for r in 0..3u32 {
-            let (ep, a) = T::bind(SocketAddr::from(LOOPBACK)).await;
-            book.insert(Rank(r), a);
-            if r > 0 {
-                eps.push((r, ep));
-            }
-        }
-        // Rank 0's address is free again: the child binds it.
-        let mut child = spawn_child::<T>(&spec, Rank(0), &book);
-        let mut nodes = Vec::new();
-        for (r, ep) in eps {
-            nodes.push(T::start(&spec, Rank(r), &book, ep).await);
-        }
-        let mut c = Cluster { nodes, book };
-        let mut up = BTreeSet::new();
-        let ok = c
-            .pump(Duration::from_secs(20), |r, o| {
-                if o == Observed::LinkUp(Rank(0)) {
-                    up.insert(r);
-                }
-                up.len() == 2
-            })
-            .await;
-        assert!(ok, "links to the child came up only at {up:?}");
+        let (mut child, mut c) = root_in_child::<T>(&spec).await;
         let killed = StdInstant::now();
         child.0.kill().expect("SIGKILL the child"); // std sends SIGKILL on Unix
         let _ = child.0.wait();

@@ -2,7 +2,7 @@
 //! partition between two network namespaces.
 
 use super::*;
-use crate::child::{spawn_child, spawn_child_in};
+use crate::child::spawn_child_in;
 
 fn signal(pid: u32, sig: &str) {
     let ok = Command::new("kill")
@@ -18,31 +18,7 @@ fn signal(pid: u32, sig: &str) {
 pub async fn sigstop_shorter_than_bound<T: Transport>() {
     bounded("sigstop_shorter_than_bound", Duration::from_secs(60), async {
         let spec = Spec::new(3, 2);
-        let mut book = Book::new();
-        let mut eps = Vec::new();
-        for r in 0..3u32 {
-            let (ep, a) = T::bind(SocketAddr::from(LOOPBACK)).await;
-            book.insert(Rank(r), a);
-            if r > 0 {
-                eps.push((r, ep));
-            }
-        }
-        let child = spawn_child::<T>(&spec, Rank(0), &book);
-        let mut nodes = Vec::new();
-        for (r, ep) in eps {
-            nodes.push(T::start(&spec, Rank(r), &book, ep).await);
-        }
-        let mut c = Cluster { nodes, book };
-        let mut up = BTreeSet::new();
-        let ok = c
-            .pump(Duration::from_secs(20), |r, o| {
-                if o == Observed::LinkUp(Rank(0)) {
-                    up.insert(r);
-                }
-                up.len() == 2
-            })
-            .await;
-        assert!(ok, "links to the child came up only at {up:?}");
+        let (child, mut c) = root_in_child::<T>(&spec).await;
         xcast_reaches(&mut c, 1, &[1, 2], Duration::from_secs(10)).await;
         let pid = child.0.id();
         signal(pid, "-STOP");
