@@ -12,6 +12,36 @@ fn signal(pid: u32, sig: &str) {
     assert!(ok, "kill {sig} {pid} failed");
 }
 
+/// Sends SIGSTOP to `pid` and waits until every thread of it is stopped: the signal takes
+/// effect asynchronously (on a loaded machine the process was seen running user code for
+/// milliseconds after `kill` returned), and a test that acts "during the pause" must not race
+/// it. Panics if the process is not stopped within 5 s.
+fn stop(pid: u32) {
+    signal(pid, "-STOP");
+    let end = StdInstant::now() + Duration::from_secs(5);
+    let stopped = || {
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+            return false;
+        };
+        tasks.flatten().all(|t| {
+            std::fs::read_to_string(t.path().join("stat")).is_ok_and(|s| {
+                // The state follows the command name, which is in parentheses.
+                let state = s
+                    .rsplit_once(')')
+                    .and_then(|(_, rest)| rest.split_whitespace().next());
+                matches!(state, Some("T" | "t"))
+            })
+        })
+    };
+    while !stopped() {
+        assert!(
+            StdInstant::now() < end,
+            "process {pid} did not stop within 5 s of SIGSTOP"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
 /// The root runs in a child process and is paused with SIGSTOP for a third of the bound, then
 /// resumed with SIGCONT: no link goes down anywhere (TCP keeps an idle or lightly loaded link up
 /// while the kernel ACKs), and an xcast started during the pause completes after it.
@@ -21,7 +51,7 @@ pub async fn sigstop_shorter_than_bound<T: Transport>() {
         let (child, mut c) = root_in_child::<T>(&spec).await;
         xcast_reaches(&mut c, 1, &[1, 2], Duration::from_secs(10)).await;
         let pid = child.0.id();
-        signal(pid, "-STOP");
+        stop(pid);
         let pause = spec.link_timeout / 3;
         let payload = Bytes::from_static(b"during the pause");
         let p = payload.clone();
@@ -56,7 +86,10 @@ pub async fn sigstop_shorter_than_bound<T: Transport>() {
         })
         .await;
         eprintln!("sigstop_shorter_than_bound: paused {pause:?}; xcast completed {took:?} after SIGCONT");
-        assert!(ok, "the xcast started during the pause reached only {got:?}");
+        assert!(
+            ok,
+            "the xcast started during the pause reached only {got:?} (links down: {downs:?})"
+        );
         assert!(downs.is_empty(), "links went down during a short pause: {downs:?}");
         drop(child);
         c.stop().await;

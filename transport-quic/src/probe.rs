@@ -9,7 +9,9 @@ use std::time::Duration;
 use lifeline_core::tree::Rank;
 use lifeline_core::Class;
 
-use crate::{client_config, server_name, ClusterId, Hello, QuicConfig, RankIdentity, ACCEPTED};
+use crate::{
+    client_config, server_name, CloseCode, ClusterId, Hello, QuicConfig, RankIdentity, ACCEPTED,
+};
 
 /// What a [`probe`] saw.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -19,6 +21,10 @@ pub struct ProbeOutcome {
     pub handshake_ok: bool,
     /// The acceptor closed the connection (or refused the TLS handshake) within the bound.
     pub closed: bool,
+    /// The acceptor closed the connection with [`CloseCode::Duplicate`]: its link policy keeps
+    /// its own dial to the claimed rank (in flight while nothing answers at that rank's
+    /// address). A real rank would accept that dial; a probe may try again once it failed.
+    pub duplicate: bool,
 }
 
 /// A client-only quinn endpoint on `from` (port 0 for any), for [`probe`]. One endpoint serves
@@ -46,6 +52,7 @@ pub async fn probe(
     let refused = ProbeOutcome {
         handshake_ok: false,
         closed: true,
+        duplicate: false,
     };
     let Ok(config) = client_config(id, &QuicConfig::default()) else {
         return refused;
@@ -61,6 +68,7 @@ pub async fn probe(
             return ProbeOutcome {
                 handshake_ok: false,
                 closed: false,
+                duplicate: false,
             }
         }
     };
@@ -81,10 +89,16 @@ pub async fn probe(
         (answer == ACCEPTED).then_some(streams)
     };
     let Ok(Some(mut streams)) = tokio::time::timeout(within, talk).await else {
-        let closed = tokio::time::timeout(within, conn.closed()).await.is_ok();
+        let closed = tokio::time::timeout(within, conn.closed()).await.ok();
+        let duplicate = matches!(
+            &closed,
+            Some(quinn::ConnectionError::ApplicationClosed(c))
+                if CloseCode::from_code(c.error_code) == Some(CloseCode::Duplicate)
+        );
         return ProbeOutcome {
             handshake_ok: false,
-            closed,
+            closed: closed.is_some(),
+            duplicate,
         };
     };
     if let Some(s) = streams.get_mut(usize::from(class == Class::Data)) {
@@ -93,5 +107,6 @@ pub async fn probe(
     ProbeOutcome {
         handshake_ok: true,
         closed: tokio::time::timeout(within, conn.closed()).await.is_ok(),
+        duplicate: false,
     }
 }
