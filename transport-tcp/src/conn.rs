@@ -30,9 +30,10 @@ use lifeline_transport_common::{
     Accepted, AddressBook, Connector, Counters, Ended, LinkIo, SendQueue, MAX_BATCH,
 };
 
-use crate::config::{ClusterKey, TcpConfig};
+use crate::config::TcpConfig;
 use crate::connector::TcpConnector;
 use crate::handshake::{self, HandshakeError, Verdict};
+use crate::key::ClusterKey;
 
 /// What every socket task shares.
 #[derive(Clone, Debug)]

@@ -16,9 +16,10 @@ use lifeline_transport_common::{
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Mutex;
 
-use crate::config::{ClusterKey, TcpConfig};
+use crate::config::TcpConfig;
 use crate::conn::{self, Shared};
 use crate::handshake::{HandshakeError, Verdict};
+use crate::key::ClusterKey;
 
 /// A node running on TCP: the handle, the outputs to read, and the driver task (the shared
 /// driver's [`RunningNode`]).

@@ -115,18 +115,34 @@
 //!
 //! The driver's clock is a `tokio::time::Instant` origin taken at [`spawn`]; `now` is the
 //! nanoseconds since it, as [`lifeline_core::Instant`]. Create the node with `Instant::ZERO`.
+//!
+//! # Without the runtime
+//!
+//! With `default-features = false` (no `runtime` feature) the crate is the wire protocol alone,
+//! without tokio or sockets: [`ClusterKey`] and the handshake's sans-IO steps
+//! ([`handshake::Dialer`], [`handshake::Acceptor`], [`handshake::decode_verdict`]). An embedder
+//! that owns its sockets (the C ABI's example daemon) speaks the same handshake as `lifeline
+//! node` with them and interoperates with it.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+#[cfg(feature = "runtime")]
 mod config;
+#[cfg(feature = "runtime")]
 mod conn;
+#[cfg(feature = "runtime")]
 mod connector;
 pub mod handshake;
+mod key;
 
-pub use config::{BindLocal, ClusterKey, KeyError, TcpConfig};
+#[cfg(feature = "runtime")]
+pub use config::{BindLocal, TcpConfig};
+#[cfg(feature = "runtime")]
 pub use connector::{spawn, TcpNode};
+pub use key::{ClusterKey, KeyError};
 /// The shared driver's types, re-exported: the TCP adapter runs
 /// [`lifeline_transport_common`]'s driver with its own connector.
+#[cfg(feature = "runtime")]
 pub use lifeline_transport_common::{
     AddressBook, BookError, DownReason, Handle, Output, TransportError, TransportStats,
 };

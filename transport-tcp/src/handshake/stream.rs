@@ -1,0 +1,94 @@
+//! The handshake over an async stream: [`dial`] and [`accept`] run the pure [`Dialer`] and
+//! [`Acceptor`] steps over a tokio socket, [`finish`] writes the acceptor's verdict.
+
+use std::io;
+use std::net::IpAddr;
+
+use lifeline_core::tree::Rank;
+use lifeline_core::Class;
+use lifeline_transport_common::AddressBook;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+use super::{
+    decode_verdict, same_ip, Acceptor, Dialer, HandshakeError, Hello, Verdict, CHALLENGE_LEN,
+    HELLO_LEN,
+};
+use crate::key::ClusterKey;
+
+/// A fresh nonce from the OS.
+fn nonce() -> io::Result<[u8; 32]> {
+    let mut n = [0u8; 32];
+    getrandom::fill(&mut n).map_err(|e| io::Error::other(e.to_string()))?;
+    Ok(n)
+}
+
+/// The dialer's side: proves the key as `me` to `to` on a connection of `class`, and checks
+/// that the acceptor is `to` and holds the key. `Ok` means the acceptor installed the
+/// connection; [`HandshakeError::Duplicate`] means its own connection wins.
+pub async fn dial<S: AsyncRead + AsyncWrite + Unpin>(
+    s: &mut S,
+    key: &ClusterKey,
+    me: Rank,
+    to: Rank,
+    class: Class,
+) -> Result<(), HandshakeError> {
+    let d = Dialer::new(key, me, to, class, nonce()?);
+    s.write_all(d.hello()).await?;
+    s.flush().await?;
+    let mut ch = [0u8; CHALLENGE_LEN];
+    s.read_exact(&mut ch).await?;
+    let proof = d.on_challenge(&ch)?;
+    s.write_all(&proof).await?;
+    s.flush().await?;
+    let mut result = [0u8; super::RESULT_MAX_LEN];
+    s.read_exact(&mut result[..1]).await?;
+    if result[0] == 3 {
+        s.read_exact(&mut result[1..]).await?;
+    }
+    match decode_verdict(&result) {
+        Some((Verdict::Accept, _)) => Ok(()),
+        Some((Verdict::Duplicate, _)) => Err(HandshakeError::Duplicate),
+        Some((Verdict::Removed { epoch }, _)) => Err(HandshakeError::Removed { epoch }),
+        Some((Verdict::Refuse, _)) | None => Err(HandshakeError::Refused),
+    }
+}
+
+/// The acceptor's side, up to (not including) the RESULT byte: checks the dialer's claim
+/// against the address book and `peer_ip`, and its proof of the key. The caller decides the
+/// [`Verdict`] and writes it with [`finish`].
+pub async fn accept<S: AsyncRead + AsyncWrite + Unpin>(
+    s: &mut S,
+    key: &ClusterKey,
+    me: Rank,
+    book: &AddressBook,
+    peer_ip: IpAddr,
+) -> Result<Hello, HandshakeError> {
+    let mut raw = [0u8; HELLO_LEN];
+    s.read_exact(&mut raw).await?;
+    let from_ok = |from: Rank| {
+        let Some(addr) = book.get(from) else {
+            return Err(HandshakeError::UnknownRank(from));
+        };
+        if !same_ip(addr.ip(), peer_ip) {
+            return Err(HandshakeError::AddressMismatch {
+                rank: from,
+                expected: addr.ip(),
+                got: peer_ip,
+            });
+        }
+        Ok(())
+    };
+    let (acc, ch) = Acceptor::on_hello(key, me, &raw, nonce()?, from_ok)?;
+    s.write_all(&ch).await?;
+    s.flush().await?;
+    let mut proof = [0u8; 32];
+    s.read_exact(&mut proof).await?;
+    acc.on_proof(&proof)
+}
+
+/// Writes the acceptor's verdict.
+pub async fn finish<S: AsyncWrite + Unpin>(s: &mut S, v: Verdict) -> io::Result<()> {
+    let (b, n) = v.encode();
+    s.write_all(&b[..n]).await?;
+    s.flush().await
+}
