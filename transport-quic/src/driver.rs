@@ -260,9 +260,9 @@ async fn write(sink: &mut FrameSink, queue: &SendQueue) -> Ended {
 /// `spawn`: the handle, the outputs and the driver task.
 ///
 /// The node should have been created with `now = Instant::ZERO`. `book` is what the driver
-/// dials by ([`Handle::add_peers`](common::Handle::add_peers) extends it); the endpoint checks
-/// inbound peers against the book it was bound with, so a node that will grow binds it with
-/// none (certificates alone then prove ranks).
+/// dials by ([`Handle::add_peers`](common::Handle::add_peers) and `grow` extend it); an endpoint
+/// bound with an address book checks inbound peers against this one from now on
+/// ([`QuicEndpoint::follow_book`]), so ranks a grow adds are accepted as well as dialled.
 ///
 /// Errors: `cfg.link` is invalid ([`LinkConfig::validate`](lifeline_core::link::LinkConfig::validate));
 /// nothing was started.
@@ -276,8 +276,10 @@ pub fn spawn(
     let local_addr = endpoint
         .local_addr()
         .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
+    let book = Arc::new(RwLock::new(book));
+    endpoint.follow_book(book.clone());
     let setup = Setup {
-        book: Arc::new(RwLock::new(book)),
+        book,
         cfg,
         counters: Arc::new(Counters::default()),
         local_addr,

@@ -24,6 +24,7 @@ use crate::{
     client_config, server_config, server_name, verify_claimed_rank, QuicConfig, RankIdentity,
     TlsError,
 };
+use lifeline_transport_common as common;
 
 /// QUIC priority of the control stream's buffered bytes (data's is 0).
 const CONTROL_PRIORITY: i32 = 1;
@@ -131,7 +132,35 @@ struct Inner {
     cfg: QuicConfig,
     limits: Limits,
     book: Option<AddressBook>,
+    /// The driver's book, once [`QuicEndpoint::follow_book`] handed it over: it replaces
+    /// `book` for every check from then on, so ranks a grow adds are accepted.
+    shared: OnceLock<Arc<std::sync::RwLock<common::AddressBook>>>,
     counters: Arc<Counters>,
+}
+
+impl Inner {
+    /// Whether addresses are checked at all (the endpoint was bound with a book).
+    fn checks(&self) -> bool {
+        self.book.is_some()
+    }
+
+    /// Whether some rank's endpoint is at `from` (true when addresses are not checked).
+    fn known_address(&self, from: SocketAddr) -> bool {
+        if let Some(b) = self.shared.get() {
+            let b = b.read().unwrap_or_else(|e| e.into_inner());
+            return b.iter().any(|(_, a)| a == from);
+        }
+        self.book.as_ref().is_none_or(|b| b.rank_at(from).is_some())
+    }
+
+    /// Whether `peer`'s endpoint is at `from` (true when addresses are not checked).
+    fn address_of(&self, peer: Rank, from: SocketAddr) -> bool {
+        if let Some(b) = self.shared.get() {
+            let b = b.read().unwrap_or_else(|e| e.into_inner());
+            return b.get(peer) == Some(from);
+        }
+        self.book.as_ref().is_none_or(|b| b.get(peer) == Some(from))
+    }
 }
 
 /// One node's QUIC endpoint: one UDP socket (bound with socket2, `SO_RCVBUF`/`SO_SNDBUF` from
@@ -235,6 +264,7 @@ impl QuicEndpoint {
                 ..Limits::default()
             },
             book,
+            shared: OnceLock::new(),
             counters: Arc::default(),
         });
         let (tx, rx) = mpsc::channel(cfg.accept_backlog);
@@ -325,6 +355,16 @@ impl QuicEndpoint {
             return Err(DialError::BadAnswer);
         }
         Ok(assemble(inner, conn, peer, Side::Dialed, control, data))
+    }
+
+    /// From now on, checks inbound peers against `book` (the driver's, which
+    /// [`Handle::add_peers`](common::Handle::add_peers) and `grow` extend) instead of the book
+    /// the endpoint was bound with; a no-op for an endpoint bound without a book (it checks no
+    /// addresses) or one that follows a book already. [`spawn`](crate::spawn) calls it.
+    pub fn follow_book(&self, book: Arc<std::sync::RwLock<common::AddressBook>>) {
+        if self.inner.checks() {
+            let _ = self.inner.shared.set(book);
+        }
     }
 
     /// The next authenticated inbound link: its peer passed TLS, claimed its certificate's
@@ -459,11 +499,7 @@ async fn accept_loop(inner: Arc<Inner>, tx: mpsc::Sender<Inbound>) {
         let c = &inner.counters;
         Counters::add(&c.incoming);
         let from = incoming.remote_address();
-        if inner
-            .book
-            .as_ref()
-            .is_some_and(|b| b.rank_at(from).is_none())
-        {
+        if !inner.known_address(from) {
             Counters::add(&c.strangers);
             incoming.refuse();
             continue;
@@ -549,10 +585,8 @@ async fn inbound(inner: &Inner, incoming: Incoming) -> Result<QuicLink, Refusal>
     if verify_claimed_rank(&conn, peer, inner.id.cluster()).is_err() {
         return Err(refuse(Refusal::WrongRank));
     }
-    if let Some(book) = &inner.book {
-        if book.get(peer) != Some(from) {
-            return Err(refuse(Refusal::WrongAddress));
-        }
+    if !inner.address_of(peer, from) {
+        return Err(refuse(Refusal::WrongAddress));
     }
     Ok(assemble(inner, conn, peer, Side::Accepted, control, data))
 }

@@ -466,6 +466,54 @@ async fn strangers_and_wrong_addresses_are_refused_and_counted() {
     nothing_accepted(&e0).await;
 }
 
+/// An endpoint bound with a book refuses a rank that is not in it; once it follows the driver's
+/// book ([`QuicEndpoint::follow_book`]), an entry added there (a grow) is accepted, and an
+/// address still in no entry is refused as before.
+#[tokio::test]
+async fn a_followed_book_admits_ranks_added_later() {
+    let ca = new_ca();
+    let cfg = QuicConfig::default();
+    let e2 = endpoint(&ca, 2, &cfg, None);
+    let e3 = endpoint(&ca, 3, &cfg, None);
+    let mut book = AddressBook::new();
+    book.insert(Rank(1), "127.0.0.1:9".parse().unwrap())
+        .unwrap();
+    let e0 = endpoint(&ca, 0, &cfg, Some(book));
+    let addr = e0.local_addr().unwrap();
+    assert!(
+        within(e2.dial(Rank(0), addr)).await.is_err(),
+        "rank 2 is no rank's address yet"
+    );
+    eventually(&e0, |s| s.strangers == 1).await;
+
+    let mut shared = lifeline_transport_common::AddressBook::new();
+    shared.insert(Rank(1), "127.0.0.1:9".parse().unwrap());
+    let shared = Arc::new(std::sync::RwLock::new(shared));
+    e0.follow_book(shared.clone());
+    shared
+        .write()
+        .unwrap()
+        .insert(Rank(2), e2.local_addr().unwrap());
+    let (dialed, accepted) = tokio::join!(e2.dial(Rank(0), addr), async {
+        within(e0.accept())
+            .await
+            .expect("an inbound link")
+            .accept()
+            .await
+    });
+    assert_eq!(
+        dialed.expect("rank 2 is accepted after the grow").peer(),
+        Rank(0)
+    );
+    assert_eq!(accepted.expect("installed").peer(), Rank(2));
+    assert!(
+        within(e3.dial(Rank(0), addr)).await.is_err(),
+        "rank 3 is still unknown"
+    );
+    let s = eventually(&e0, |s| s.strangers == 2).await;
+    assert_eq!((s.accepted, s.wrong_address), (1, 0));
+}
+
 #[tokio::test]
 async fn a_dial_to_a_dead_port_times_out_within_the_bound() {
     let ca = new_ca();
