@@ -53,11 +53,11 @@ pub const LIFELINE_NO_RANK: u32 = u32::MAX;
 pub const LIFELINE_NEVER: u64 = u64::MAX;
 /// Bytes of the wire envelope (version, kind, u32 length): what `lifeline_node_frame_len` needs
 /// to size a frame.
-pub const LIFELINE_HEADER_LEN: usize = lifeline_core::wire::HEADER_LEN;
+pub const LIFELINE_HEADER_LEN: usize = 6;
 /// The first xcast tag free for applications (tags below it are reserved, except wire-up).
-pub const LIFELINE_FIRST_APP_TAG: u16 = lifeline_core::xcast::FIRST_APP_TAG;
+pub const LIFELINE_FIRST_APP_TAG: u16 = 16;
 /// The xcast tag for wire-up broadcasts (processed before forwarding).
-pub const LIFELINE_TAG_WIREUP: u16 = lifeline_core::xcast::TAG_WIREUP;
+pub const LIFELINE_TAG_WIREUP: u16 = 1;
 
 /// The library version, e.g. "0.1.0": a static NUL-terminated string; never NULL, never free
 /// it; thread-safe.
@@ -92,6 +92,14 @@ mod tests {
         // SAFETY: lifeline_version returns a pointer to a static NUL-terminated string.
         let s = unsafe { std::ffi::CStr::from_ptr(lifeline_version()) };
         assert_eq!(s.to_str().unwrap(), env!("CARGO_PKG_VERSION"));
+    }
+
+    #[test]
+    fn literal_constants_match_the_core() {
+        // cbindgen cannot evaluate paths into the core, so the header's values are literals.
+        assert_eq!(LIFELINE_HEADER_LEN, lifeline_core::wire::HEADER_LEN);
+        assert_eq!(LIFELINE_FIRST_APP_TAG, lifeline_core::xcast::FIRST_APP_TAG);
+        assert_eq!(LIFELINE_TAG_WIREUP, lifeline_core::xcast::TAG_WIREUP);
     }
 
     #[test]
