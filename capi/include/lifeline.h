@@ -477,6 +477,37 @@ const char *lifeline_version(void);
 // mismatch. Thread-safe.
 uint32_t lifeline_abi_version(void);
 
+// Broadcasts `payload[0..len]` (copied) to every rank, this one included, with `tag`
+// (`LIFELINE_TAG_WIREUP` or `LIFELINE_FIRST_APP_TAG` and above). On `LIFELINE_OK`, `*seq` is
+// this rank's sequence number for it: every survivor gets `LIFELINE_EVENT_XCAST_DELIVERED`
+// exactly once and this rank `LIFELINE_EVENT_XCAST_COMPLETED` once. Refusals change nothing:
+// `LIFELINE_ERR_RESERVED_TAG`, `LIFELINE_ERR_XCAST_BACKPRESSURE`, `LIFELINE_ERR_TOO_LARGE`,
+// `LIFELINE_ERR_DEAD`.
+//
+// # Safety
+// `node` is NULL or a live node used by one thread at a time; `payload` is NULL (only with
+// `len` 0) or `len` readable bytes; `seq` is NULL or writable.
+enum lifeline_result lifeline_node_xcast(struct lifeline_node *node, uint64_t now_ns, uint16_t tag, const uint8_t *payload, size_t len, uint64_t *seq);
+
+// Sends `payload[0..len]` (copied) reliably to `dst` with `tag`. On `LIFELINE_OK`, `*uid` is
+// its uid in the (this rank, `dst`) chain: `dst` gets `LIFELINE_EVENT_RELM_DELIVERED` exactly
+// once while both live, and this rank `LIFELINE_EVENT_RELM_ACKED` (or `_FAILED` if `dst` dies).
+// Refusals change nothing: `LIFELINE_ERR_PEER_DEAD` (dead or outside the span),
+// `LIFELINE_ERR_UNREACHABLE`, `LIFELINE_ERR_RELM_BACKPRESSURE`, `LIFELINE_ERR_TOO_LARGE`,
+// `LIFELINE_ERR_DEAD`.
+//
+// # Safety
+// As for `lifeline_node_xcast`; `uid` is NULL or writable.
+enum lifeline_result lifeline_node_relm_send(struct lifeline_node *node, uint64_t now_ns, uint32_t dst, uint16_t tag, const uint8_t *payload, size_t len, uint32_t *uid);
+
+// Starts a flood (the test protocol: best effort, every rank including this one gets
+// `LIFELINE_EVENT_FLOOD_DELIVERED`). On `LIFELINE_OK`, `*id` is its id. Refusals:
+// `LIFELINE_ERR_TOO_LARGE`, `LIFELINE_ERR_DEAD`.
+//
+// # Safety
+// As for `lifeline_node_xcast`; `id` is NULL or writable.
+enum lifeline_result lifeline_node_flood(struct lifeline_node *node, uint64_t now_ns, const uint8_t *payload, size_t len, uint64_t *id);
+
 // A configuration for a tree of `span` rank positions (holes included) and radix `radix`,
 // every other field at its default. Not validated here: `lifeline_node_new` refuses an invalid
 // one with `LIFELINE_ERR_INVALID_CONFIG`. Returns NULL only if the library panicked. Free it
@@ -620,37 +651,6 @@ enum lifeline_result lifeline_node_handle_fenced(struct lifeline_node *node, uin
 // # Safety
 // `node` is NULL or a live node used by one thread at a time; `epoch` is NULL or writable.
 enum lifeline_result lifeline_node_fence_verdict(struct lifeline_node *node, uint64_t now_ns, uint32_t peer, uint64_t *epoch);
-
-// Broadcasts `payload[0..len]` (copied) to every rank, this one included, with `tag`
-// (`LIFELINE_TAG_WIREUP` or `LIFELINE_FIRST_APP_TAG` and above). On `LIFELINE_OK`, `*seq` is
-// this rank's sequence number for it: every survivor gets `LIFELINE_EVENT_XCAST_DELIVERED`
-// exactly once and this rank `LIFELINE_EVENT_XCAST_COMPLETED` once. Refusals change nothing:
-// `LIFELINE_ERR_RESERVED_TAG`, `LIFELINE_ERR_XCAST_BACKPRESSURE`, `LIFELINE_ERR_TOO_LARGE`,
-// `LIFELINE_ERR_DEAD`.
-//
-// # Safety
-// `node` is NULL or a live node used by one thread at a time; `payload` is NULL (only with
-// `len` 0) or `len` readable bytes; `seq` is NULL or writable.
-enum lifeline_result lifeline_node_xcast(struct lifeline_node *node, uint64_t now_ns, uint16_t tag, const uint8_t *payload, size_t len, uint64_t *seq);
-
-// Sends `payload[0..len]` (copied) reliably to `dst` with `tag`. On `LIFELINE_OK`, `*uid` is
-// its uid in the (this rank, `dst`) chain: `dst` gets `LIFELINE_EVENT_RELM_DELIVERED` exactly
-// once while both live, and this rank `LIFELINE_EVENT_RELM_ACKED` (or `_FAILED` if `dst` dies).
-// Refusals change nothing: `LIFELINE_ERR_PEER_DEAD` (dead or outside the span),
-// `LIFELINE_ERR_UNREACHABLE`, `LIFELINE_ERR_RELM_BACKPRESSURE`, `LIFELINE_ERR_TOO_LARGE`,
-// `LIFELINE_ERR_DEAD`.
-//
-// # Safety
-// As for `lifeline_node_xcast`; `uid` is NULL or writable.
-enum lifeline_result lifeline_node_relm_send(struct lifeline_node *node, uint64_t now_ns, uint32_t dst, uint16_t tag, const uint8_t *payload, size_t len, uint32_t *uid);
-
-// Starts a flood (the test protocol: best effort, every rank including this one gets
-// `LIFELINE_EVENT_FLOOD_DELIVERED`). On `LIFELINE_OK`, `*id` is its id. Refusals:
-// `LIFELINE_ERR_TOO_LARGE`, `LIFELINE_ERR_DEAD`.
-//
-// # Safety
-// As for `lifeline_node_xcast`; `id` is NULL or writable.
-enum lifeline_result lifeline_node_flood(struct lifeline_node *node, uint64_t now_ns, const uint8_t *payload, size_t len, uint64_t *id);
 
 // The next frame to send, copied into `buf[0..cap]`. `LIFELINE_OK`: `*out` describes it and
 // `out->len` bytes were written; send them to `out->to` on the channel of

@@ -23,6 +23,7 @@
 use std::ffi::c_char;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
+pub mod command;
 pub mod config;
 pub mod event;
 pub mod node;
