@@ -1,0 +1,302 @@
+//! `lifeline_config`: an opaque configuration builder with string keys.
+
+use std::ffi::{c_char, CStr};
+
+use lifeline_core::tree::Rank;
+use lifeline_core::Duration;
+
+use crate::catch;
+use crate::result::*;
+
+/// An opaque node configuration (the core's `Config`), built with `lifeline_config_new`,
+/// adjusted with `lifeline_config_set` and `lifeline_config_add_dead`, copied by
+/// `lifeline_node_new` (so it may be freed or reused right after), and released with
+/// `lifeline_config_free`.
+#[derive(Debug)]
+pub struct Config {
+    pub(crate) inner: lifeline_core::Config,
+}
+
+/// How a key's `uint64_t` value maps onto its field.
+enum Field<'a> {
+    U32(&'a mut u32),
+    Usize(&'a mut usize),
+    U64(&'a mut u64),
+    Bool(&'a mut bool),
+    Nanos(&'a mut Duration),
+}
+
+impl Field<'_> {
+    fn get(&self) -> u64 {
+        match self {
+            Field::U32(v) => u64::from(**v),
+            Field::Usize(v) => **v as u64,
+            Field::U64(v) => **v,
+            Field::Bool(v) => u64::from(**v),
+            Field::Nanos(v) => v.as_nanos(),
+        }
+    }
+
+    /// Stores `value`, or refuses one the field's type cannot hold (nothing changed).
+    fn set(self, value: u64) -> LifelineResult {
+        match self {
+            Field::U32(v) => match u32::try_from(value) {
+                Ok(x) => *v = x,
+                Err(_) => return LIFELINE_ERR_INVALID_CONFIG,
+            },
+            Field::Usize(v) => match usize::try_from(value) {
+                Ok(x) => *v = x,
+                Err(_) => return LIFELINE_ERR_INVALID_CONFIG,
+            },
+            Field::U64(v) => *v = value,
+            Field::Bool(v) => match value {
+                0 | 1 => *v = value == 1,
+                _ => return LIFELINE_ERR_INVALID_CONFIG,
+            },
+            Field::Nanos(v) => *v = Duration::from_nanos(value),
+        }
+        LIFELINE_OK
+    }
+}
+
+/// The field a key names (the core's field path, dots as underscores, durations in `_ns`).
+fn field<'a>(c: &'a mut lifeline_core::Config, key: &str) -> Option<Field<'a>> {
+    use Field::*;
+    Some(match key {
+        "max_frame" => U32(&mut c.max_frame),
+        "max_list" => U32(&mut c.max_list),
+        "max_transmits" => Usize(&mut c.max_transmits),
+        "max_events" => Usize(&mut c.max_events),
+        "joiner" => Bool(&mut c.joiner),
+        "flood_linger_ns" => Nanos(&mut c.flood.linger),
+        "flood_max" => Usize(&mut c.flood.max),
+        "membership_notice_batch_ns" => Nanos(&mut c.membership.notice_batch),
+        "membership_stable_reports" => U32(&mut c.membership.stable_reports),
+        "membership_flux_reports" => U32(&mut c.membership.flux_reports),
+        "membership_flux_hold_ns" => Nanos(&mut c.membership.flux_hold),
+        "membership_alert_batch_ns" => Nanos(&mut c.membership.alert_batch),
+        "membership_relay_batch_ns" => Nanos(&mut c.membership.relay_batch),
+        "membership_evicted_interval_ns" => Nanos(&mut c.membership.evicted_interval),
+        "membership_majority_window_ns" => Nanos(&mut c.membership.majority_window),
+        "membership_gray_timeout_ns" => Nanos(&mut c.membership.gray_timeout),
+        "xcast_max_inflight" => Usize(&mut c.xcast.max_inflight),
+        "xcast_max_bytes" => Usize(&mut c.xcast.max_bytes),
+        "xcast_retry_ns" => Nanos(&mut c.xcast.retry),
+        "relm_window" => Usize(&mut c.relm.window),
+        "relm_max_bytes" => Usize(&mut c.relm.max_bytes),
+        "relm_cache_ttl_ns" => Nanos(&mut c.relm.cache_ttl),
+        "relm_cache_max" => Usize(&mut c.relm.cache_max),
+        "relm_ack_delay_ns" => Nanos(&mut c.relm.ack_delay),
+        "relm_retry_ns" => Nanos(&mut c.relm.retry),
+        "relm_gate_timeout_ns" => Nanos(&mut c.relm.gate_timeout),
+        "relm_first_uid" => U32(&mut c.relm.first_uid),
+        "detect_enabled" => Bool(&mut c.detect.enabled),
+        "detect_period_ns" => Nanos(&mut c.detect.period),
+        "detect_timeout_ns" => Nanos(&mut c.detect.timeout),
+        "detect_refute_ns" => Nanos(&mut c.detect.refute),
+        "detect_observers" => U32(&mut c.detect.observers),
+        "detect_ring_seed" => U64(&mut c.detect.ring_seed),
+        "detect_health_max" => U32(&mut c.detect.health_max),
+        "detect_health_recover" => U32(&mut c.detect.health_recover),
+        _ => return None,
+    })
+}
+
+/// A configuration for a tree of `span` rank positions (holes included) and radix `radix`,
+/// every other field at its default. Not validated here: `lifeline_node_new` refuses an invalid
+/// one with `LIFELINE_ERR_INVALID_CONFIG`. Returns NULL only if the library panicked. Free it
+/// with `lifeline_config_free`.
+#[no_mangle]
+pub extern "C" fn lifeline_config_new(span: u32, radix: u32) -> *mut Config {
+    catch(std::ptr::null_mut(), || {
+        Box::into_raw(Box::new(Config {
+            inner: lifeline_core::Config::new(span, radix),
+        }))
+    })
+}
+
+/// Releases a configuration. NULL is a no-op. Nodes made from it are unaffected (they copied
+/// it).
+///
+/// # Safety
+/// `config` is NULL or from `lifeline_config_new`, not yet freed; it is invalid afterwards.
+#[no_mangle]
+pub unsafe extern "C" fn lifeline_config_free(config: *mut Config) {
+    if config.is_null() {
+        return;
+    }
+    // SAFETY: non-NULL, and the caller guarantees it came from lifeline_config_new (Box) and is
+    // freed only once.
+    let b = unsafe { Box::from_raw(config) };
+    catch((), || drop(b));
+}
+
+/// Resolves the key and runs `f` on its field, with the NULL, UTF-8 and panic checks.
+///
+/// # Safety
+/// As for `lifeline_config_set`.
+unsafe fn with_field(
+    config: *mut Config,
+    key: *const c_char,
+    f: impl FnOnce(Field<'_>) -> LifelineResult,
+) -> LifelineResult {
+    if key.is_null() {
+        return LIFELINE_ERR_NULL;
+    }
+    // SAFETY: the caller guarantees `config` is NULL or a live config used by one thread.
+    let Some(c) = (unsafe { config.as_mut() }) else {
+        return LIFELINE_ERR_NULL;
+    };
+    // SAFETY: non-NULL, and the caller guarantees a NUL-terminated string.
+    let key = unsafe { CStr::from_ptr(key) };
+    catch(LIFELINE_ERR_PANIC, || {
+        let Ok(key) = key.to_str() else {
+            return LIFELINE_ERR_UNKNOWN_KEY;
+        };
+        match field(&mut c.inner, key) {
+            Some(fld) => f(fld),
+            None => LIFELINE_ERR_UNKNOWN_KEY,
+        }
+    })
+}
+
+/// Sets one field by name. Returns `LIFELINE_ERR_UNKNOWN_KEY` for a key not listed here (never
+/// ignored), `LIFELINE_ERR_INVALID_CONFIG` for a value the field's type cannot hold (booleans
+/// take 0 or 1), `LIFELINE_ERR_NULL` for a NULL argument; nothing changes on an error. Ranges
+/// between fields are checked by `lifeline_node_new`. Durations are nanoseconds (`_ns`).
+///
+/// Keys (the core's `Config` fields; see its documentation for the defaults):
+/// - `max_frame`: largest frame sent or accepted, header included (256..=268435456).
+/// - `max_list`: largest element count of a list inside a frame.
+/// - `max_transmits`, `max_events`: bounds on queued output between two drains (past them
+///   output is dropped and counted).
+/// - `joiner`: 1 if this rank joined after the start (a grow).
+/// - `flood_linger_ns`, `flood_max`: the flood test protocol's duplicate memory.
+/// - `membership_notice_batch_ns`, `membership_stable_reports`, `membership_flux_reports`,
+///   `membership_flux_hold_ns`, `membership_alert_batch_ns`, `membership_relay_batch_ns`,
+///   `membership_evicted_interval_ns`, `membership_majority_window_ns`,
+///   `membership_gray_timeout_ns`: failure knowledge and the coordinator's decisions.
+/// - `xcast_max_inflight`, `xcast_max_bytes`: broadcasts awaiting completion (back-pressure);
+///   `xcast_retry_ns`: the origin's re-send interval.
+/// - `relm_window` (per destination), `relm_max_bytes` (in all): unacknowledged reliable
+///   messages; `relm_cache_ttl_ns`, `relm_cache_max`: a relay's replay cache;
+///   `relm_ack_delay_ns`, `relm_retry_ns`, `relm_gate_timeout_ns`; `relm_first_uid` (every rank
+///   must agree).
+/// - `detect_enabled`: 1 runs the heartbeat failure detector (off by default);
+///   `detect_period_ns` (heartbeat period), `detect_timeout_ns` (silence before suspicion),
+///   `detect_refute_ns`, `detect_observers` (K), `detect_ring_seed` (every rank must agree),
+///   `detect_health_max`, `detect_health_recover`.
+///
+/// # Safety
+/// `config` is NULL or a live config from `lifeline_config_new`, not used by another thread
+/// during the call; `key` is NULL or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn lifeline_config_set(
+    config: *mut Config,
+    key: *const c_char,
+    value: u64,
+) -> LifelineResult {
+    // SAFETY: forwarded: the same contract as this function's.
+    unsafe { with_field(config, key, |f| f.set(value)) }
+}
+
+/// Reads one field by name (the keys of `lifeline_config_set`) into `*value`. Errors as for
+/// `lifeline_config_set`; `*value` is written only on `LIFELINE_OK`.
+///
+/// # Safety
+/// As for `lifeline_config_set`; `value` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn lifeline_config_get(
+    config: *mut Config,
+    key: *const c_char,
+    value: *mut u64,
+) -> LifelineResult {
+    if value.is_null() {
+        return LIFELINE_ERR_NULL;
+    }
+    let read = |f: Field<'_>| {
+        let v = f.get();
+        // SAFETY: `value` is non-NULL (checked above) and writable (the caller's guarantee).
+        unsafe { value.write(v) };
+        LIFELINE_OK
+    };
+    // SAFETY: forwarded: the same contract as this function's.
+    unsafe { with_field(config, key, read) }
+}
+
+/// Lists `rank` as already departed (a hole in the tree). `LIFELINE_ERR_RANK_OUT_OF_RANGE` if
+/// `rank` is at or above the span (nothing changed).
+///
+/// # Safety
+/// `config` is NULL or a live config, not used by another thread during the call.
+#[no_mangle]
+pub unsafe extern "C" fn lifeline_config_add_dead(
+    config: *mut Config,
+    rank: u32,
+) -> LifelineResult {
+    // SAFETY: the caller guarantees `config` is NULL or a live config used by one thread.
+    let Some(c) = (unsafe { config.as_mut() }) else {
+        return LIFELINE_ERR_NULL;
+    };
+    catch(LIFELINE_ERR_PANIC, || {
+        if rank >= c.inner.span {
+            return LIFELINE_ERR_RANK_OUT_OF_RANGE;
+        }
+        c.inner.dead.insert(Rank(rank));
+        LIFELINE_OK
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_set_the_named_fields() {
+        let c = lifeline_config_new(8, 2);
+        // SAFETY: `c` is a live config and the keys are NUL-terminated literals.
+        unsafe {
+            assert_eq!(
+                lifeline_config_set(c, c"detect_enabled".as_ptr(), 1),
+                LIFELINE_OK
+            );
+            assert_eq!(
+                lifeline_config_set(c, c"detect_period_ns".as_ptr(), 7_000),
+                LIFELINE_OK
+            );
+            assert_eq!(
+                lifeline_config_set(c, c"relm_window".as_ptr(), 5),
+                LIFELINE_OK
+            );
+            assert_eq!(
+                lifeline_config_set(c, c"detect_enabled".as_ptr(), 2),
+                LIFELINE_ERR_INVALID_CONFIG
+            );
+            assert_eq!(
+                lifeline_config_set(c, c"max_frame".as_ptr(), u64::MAX),
+                LIFELINE_ERR_INVALID_CONFIG
+            );
+            assert_eq!(
+                lifeline_config_set(c, c"nope".as_ptr(), 1),
+                LIFELINE_ERR_UNKNOWN_KEY
+            );
+            assert_eq!(
+                lifeline_config_add_dead(c, 8),
+                LIFELINE_ERR_RANK_OUT_OF_RANGE
+            );
+            assert_eq!(lifeline_config_add_dead(c, 7), LIFELINE_OK);
+            let inner = &(*c).inner;
+            assert!(inner.detect.enabled);
+            assert_eq!(inner.detect.period, Duration::from_nanos(7_000));
+            assert_eq!(inner.relm.window, 5);
+            assert!(inner.dead.contains(Rank(7)));
+            let mut v = 0;
+            assert_eq!(
+                lifeline_config_get(c, c"relm_window".as_ptr(), &mut v),
+                LIFELINE_OK
+            );
+            assert_eq!(v, 5);
+            lifeline_config_free(c);
+        }
+    }
+}

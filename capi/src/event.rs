@@ -1,0 +1,350 @@
+//! `lifeline_event`: a flat, node-owned view of the core's `Event`.
+
+use bytes::Bytes;
+use lifeline_core::detect::DetectEvent;
+use lifeline_core::flood::FloodEvent;
+use lifeline_core::membership::MembershipEvent;
+use lifeline_core::relm::RelmEvent;
+use lifeline_core::xcast::XcastEvent;
+use lifeline_core::Event as CoreEvent;
+
+use crate::LIFELINE_NO_RANK;
+
+/// A core event this version of the C API does not know (from a newer core). Ignore it.
+pub const LIFELINE_EVENT_UNKNOWN: u32 = 0;
+/// An xcast reached this rank, exactly once per op at every survivor (the origin included):
+/// `rank` = origin, `op`, `seq` (the origin's sequence number), `tag`, `payload`.
+pub const LIFELINE_EVENT_XCAST_DELIVERED: u32 = 1;
+/// At the origin: its broadcast `seq` (op `op`) is delivered at every survivor. Once per
+/// broadcast.
+pub const LIFELINE_EVENT_XCAST_COMPLETED: u32 = 2;
+/// At the root: op `op` from `rank` (sequence `seq`) completed everywhere.
+pub const LIFELINE_EVENT_XCAST_ROOT_COMPLETED: u32 = 3;
+/// The agreed view changed: `ranks[0..ranks_len]` are newly removed as of `epoch` (the same at
+/// every survivor, in the same order); `causes[i]` is why `ranks[i]` was removed (a
+/// `LIFELINE_CAUSE_*`); `count` = members of the new view.
+pub const LIFELINE_EVENT_FAILURE_CONFIRMED: u32 = 4;
+/// A reliable message reached this rank: `rank` = source, `uid`, `tag`, `payload`. Exactly once,
+/// in uid order per source.
+pub const LIFELINE_EVENT_RELM_DELIVERED: u32 = 5;
+/// At the origin: every message to `rank` up to and including `uid` is delivered (cumulative).
+pub const LIFELINE_EVENT_RELM_ACKED: u32 = 6;
+/// At the origin: `rank` died with `count` messages from uid `uid` on not confirmed delivered.
+pub const LIFELINE_EVENT_RELM_FAILED: u32 = 7;
+/// At a destination: source `rank` died; `count` out-of-order messages from it were dropped.
+pub const LIFELINE_EVENT_RELM_SOURCE_LOST: u32 = 8;
+/// A peer reused message identity (`rank` = source, `peer` = destination, `uid`) with
+/// different bytes: a protocol violation; treat it as fatal for the cluster.
+pub const LIFELINE_EVENT_RELM_COLLISION: u32 = 9;
+/// This rank's tree view changed: `parent` is the new parent (`LIFELINE_NO_RANK` at the root or
+/// when dead), `flags` has `LIFELINE_VIEW_PROMOTED`, `LIFELINE_VIEW_DEMOTED`,
+/// `LIFELINE_VIEW_DEAD`; query children with `lifeline_node_children`.
+pub const LIFELINE_EVENT_VIEW_CHANGED: u32 = 10;
+/// A flood (the test protocol) reached this rank: `rank` = origin, `seq` = its id, `count` =
+/// hops, `payload`.
+pub const LIFELINE_EVENT_FLOOD_DELIVERED: u32 = 11;
+/// This rank was removed from the cluster as of `epoch`: it takes no more commands (they return
+/// `LIFELINE_ERR_DEAD`) and must exit or rejoin as a new incarnation.
+pub const LIFELINE_EVENT_EVICTED: u32 = 12;
+/// Detector (advisory): this rank, an observer of `rank`, heard nothing from it; `seq` = the
+/// incarnation last heard.
+pub const LIFELINE_EVENT_SUSPECT: u32 = 13;
+/// Detector (advisory): suspected `rank` answered with the higher incarnation `seq`.
+pub const LIFELINE_EVENT_REFUTED: u32 = 14;
+/// Detector (advisory): suspected `rank` (incarnation `seq`) did not refute in time.
+pub const LIFELINE_EVENT_UNRESPONSIVE: u32 = 15;
+
+/// `LIFELINE_EVENT_VIEW_CHANGED` flag: the slot moved up (shallower).
+pub const LIFELINE_VIEW_PROMOTED: u16 = 1;
+/// `LIFELINE_EVENT_VIEW_CHANGED` flag: the slot moved down (a grow with holes).
+pub const LIFELINE_VIEW_DEMOTED: u16 = 2;
+/// `LIFELINE_EVENT_VIEW_CHANGED` flag: this rank is now dead (no view).
+pub const LIFELINE_VIEW_DEAD: u16 = 4;
+
+/// Removal cause: a tree link to the rank was lost on hard evidence (or any loss with the
+/// detector off).
+pub const LIFELINE_CAUSE_LINK_LOST: u8 = 0;
+/// Removal cause: its observers found it silent (the coordinator's decision).
+pub const LIFELINE_CAUSE_UNRESPONSIVE: u8 = 1;
+/// Removal cause: a tree link to it stayed down past the gray timeout.
+pub const LIFELINE_CAUSE_UNREACHABLE: u8 = 2;
+/// Removal cause: the embedding runtime declared it dead (`lifeline_node_handle_dead`).
+pub const LIFELINE_CAUSE_DECLARED: u8 = 3;
+
+/// One application event, owned by the node: the pointer from `lifeline_node_poll_event` and
+/// every pointer inside it stay valid until the next call on that node (copy a payload to keep
+/// it). Each kind documents the fields it sets; the others are zero (ranks: `LIFELINE_NO_RANK`,
+/// pointers: NULL). Unknown kinds must be ignored. New fields are only ever appended (the
+/// library allocates the struct, so older programs keep working).
+#[repr(C)]
+#[derive(Debug)]
+pub struct Event {
+    /// A `LIFELINE_EVENT_*` kind.
+    pub kind: u32,
+    /// The rank the event is about (origin, source, destination, subject).
+    pub rank: u32,
+    /// A second rank (`LIFELINE_EVENT_RELM_COLLISION`: the destination).
+    pub peer: u32,
+    /// Application tag.
+    pub tag: u16,
+    /// Kind-specific flags (`LIFELINE_VIEW_*`).
+    pub flags: u16,
+    /// A RELM uid.
+    pub uid: u32,
+    /// The new parent (`LIFELINE_EVENT_VIEW_CHANGED`).
+    pub parent: u32,
+    /// An xcast op id.
+    pub op: u64,
+    /// A sequence number, flood id or incarnation.
+    pub seq: u64,
+    /// A failure epoch.
+    pub epoch: u64,
+    /// A count (messages, members, hops).
+    pub count: u64,
+    /// Payload bytes (NULL when `payload_len` is 0).
+    pub payload: *const u8,
+    /// Payload length.
+    pub payload_len: usize,
+    /// Ranks (NULL when `ranks_len` is 0).
+    pub ranks: *const u32,
+    /// Number of `ranks` (and of `causes`).
+    pub ranks_len: usize,
+    /// One `LIFELINE_CAUSE_*` per rank (NULL when `ranks_len` is 0).
+    pub causes: *const u8,
+}
+
+impl Event {
+    pub(crate) fn empty() -> Self {
+        Self {
+            kind: LIFELINE_EVENT_UNKNOWN,
+            rank: LIFELINE_NO_RANK,
+            peer: LIFELINE_NO_RANK,
+            tag: 0,
+            flags: 0,
+            uid: 0,
+            parent: LIFELINE_NO_RANK,
+            op: 0,
+            seq: 0,
+            epoch: 0,
+            count: 0,
+            payload: std::ptr::null(),
+            payload_len: 0,
+            ranks: std::ptr::null(),
+            ranks_len: 0,
+            causes: std::ptr::null(),
+        }
+    }
+}
+
+/// The node-side storage behind the current `Event`: it keeps the payload and the rank lists
+/// alive until the next call.
+#[derive(Debug)]
+pub(crate) struct EventSlot {
+    pub(crate) ev: Event,
+    payload: Bytes,
+    ranks: Vec<u32>,
+    causes: Vec<u8>,
+}
+
+impl EventSlot {
+    pub(crate) fn new() -> Self {
+        Self {
+            ev: Event::empty(),
+            payload: Bytes::new(),
+            ranks: Vec::new(),
+            causes: Vec::new(),
+        }
+    }
+
+    /// Replaces the current event with `e`, flattened.
+    pub(crate) fn fill(&mut self, e: CoreEvent) {
+        let mut ev = Event::empty();
+        self.payload = Bytes::new();
+        self.ranks.clear();
+        self.causes.clear();
+        match e {
+            CoreEvent::Xcast(x) => match x {
+                XcastEvent::Delivered {
+                    op,
+                    origin,
+                    seq,
+                    tag,
+                    payload,
+                } => {
+                    ev.kind = LIFELINE_EVENT_XCAST_DELIVERED;
+                    (ev.rank, ev.op, ev.seq, ev.tag) = (origin.0, op, seq, tag);
+                    self.payload = payload;
+                }
+                XcastEvent::Completed { op, seq } => {
+                    ev.kind = LIFELINE_EVENT_XCAST_COMPLETED;
+                    (ev.op, ev.seq) = (op, seq);
+                }
+                XcastEvent::RootCompleted { op, origin, seq } => {
+                    ev.kind = LIFELINE_EVENT_XCAST_ROOT_COMPLETED;
+                    (ev.rank, ev.op, ev.seq) = (origin.0, op, seq);
+                }
+                _ => {}
+            },
+            CoreEvent::Membership(m) => match m {
+                MembershipEvent::FailureConfirmed {
+                    epoch,
+                    ranks,
+                    causes,
+                    members,
+                } => {
+                    ev.kind = LIFELINE_EVENT_FAILURE_CONFIRMED;
+                    (ev.epoch, ev.count) = (epoch, u64::from(members));
+                    for r in ranks.iter() {
+                        self.ranks.push(r.0);
+                        // A rank without a recorded cause was learned from a notice: link lost.
+                        let c = causes
+                            .get(&r)
+                            .map_or(LIFELINE_CAUSE_LINK_LOST, |c| c.byte());
+                        self.causes.push(c);
+                    }
+                }
+                MembershipEvent::Evicted { epoch } => {
+                    ev.kind = LIFELINE_EVENT_EVICTED;
+                    ev.epoch = epoch;
+                }
+                _ => {}
+            },
+            CoreEvent::Relm(r) => match r {
+                RelmEvent::Delivered {
+                    src,
+                    uid,
+                    tag,
+                    payload,
+                } => {
+                    ev.kind = LIFELINE_EVENT_RELM_DELIVERED;
+                    (ev.rank, ev.uid, ev.tag) = (src.0, uid.get(), tag);
+                    self.payload = payload;
+                }
+                RelmEvent::Acked { dst, upto } => {
+                    ev.kind = LIFELINE_EVENT_RELM_ACKED;
+                    (ev.rank, ev.uid) = (dst.0, upto.get());
+                }
+                RelmEvent::Failed { dst, first, count } => {
+                    ev.kind = LIFELINE_EVENT_RELM_FAILED;
+                    (ev.rank, ev.uid, ev.count) = (dst.0, first.get(), u64::from(count));
+                }
+                RelmEvent::SourceLost { src, discarded } => {
+                    ev.kind = LIFELINE_EVENT_RELM_SOURCE_LOST;
+                    (ev.rank, ev.count) = (src.0, u64::from(discarded));
+                }
+                RelmEvent::Collision { src, dst, uid } => {
+                    ev.kind = LIFELINE_EVENT_RELM_COLLISION;
+                    (ev.rank, ev.peer, ev.uid) = (src.0, dst.0, uid.get());
+                }
+                _ => {}
+            },
+            CoreEvent::Flood(FloodEvent::Delivered {
+                origin,
+                id,
+                hops,
+                payload,
+            }) => {
+                ev.kind = LIFELINE_EVENT_FLOOD_DELIVERED;
+                (ev.rank, ev.seq, ev.count) = (origin.0, id, u64::from(hops));
+                self.payload = payload;
+            }
+            CoreEvent::Detect(d) => {
+                let (kind, rank, inc) = match d {
+                    DetectEvent::Suspect { rank, incarnation } => {
+                        (LIFELINE_EVENT_SUSPECT, rank, incarnation)
+                    }
+                    DetectEvent::Refuted { rank, incarnation } => {
+                        (LIFELINE_EVENT_REFUTED, rank, incarnation)
+                    }
+                    DetectEvent::Unresponsive { rank, incarnation } => {
+                        (LIFELINE_EVENT_UNRESPONSIVE, rank, incarnation)
+                    }
+                    _ => (LIFELINE_EVENT_UNKNOWN, rank_none(), 0),
+                };
+                (ev.kind, ev.rank, ev.seq) = (kind, rank.0, inc);
+            }
+            CoreEvent::ViewChanged(d) => {
+                ev.kind = LIFELINE_EVENT_VIEW_CHANGED;
+                ev.parent = d.new_parent.map_or(LIFELINE_NO_RANK, |r| r.0);
+                ev.flags = if d.promoted {
+                    LIFELINE_VIEW_PROMOTED
+                } else {
+                    0
+                } | if d.demoted { LIFELINE_VIEW_DEMOTED } else { 0 }
+                    | if d.new_slot.is_none() {
+                        LIFELINE_VIEW_DEAD
+                    } else {
+                        0
+                    };
+            }
+            _ => {}
+        }
+        if !self.payload.is_empty() {
+            ev.payload = self.payload.as_ptr();
+            ev.payload_len = self.payload.len();
+        }
+        if !self.ranks.is_empty() {
+            ev.ranks = self.ranks.as_ptr();
+            ev.causes = self.causes.as_ptr();
+            ev.ranks_len = self.ranks.len();
+        }
+        self.ev = ev;
+    }
+}
+
+fn rank_none() -> lifeline_core::tree::Rank {
+    lifeline_core::tree::Rank(LIFELINE_NO_RANK)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lifeline_core::tree::{Rank, RankSet};
+    use lifeline_core::RemovalCause;
+    use std::collections::BTreeMap;
+
+    #[test]
+    fn failure_confirmed_flattens_ranks_and_causes() {
+        let mut slot = EventSlot::new();
+        let mut ranks = RankSet::new();
+        ranks.insert(Rank(2));
+        ranks.insert(Rank(5));
+        let causes = BTreeMap::from([(Rank(5), RemovalCause::Declared)]);
+        slot.fill(CoreEvent::Membership(MembershipEvent::FailureConfirmed {
+            epoch: 3,
+            ranks,
+            causes,
+            members: 4,
+        }));
+        let ev = &slot.ev;
+        assert_eq!(
+            (ev.kind, ev.epoch, ev.count),
+            (LIFELINE_EVENT_FAILURE_CONFIRMED, 3, 4)
+        );
+        assert_eq!(ev.ranks_len, 2);
+        // SAFETY: `ranks`/`causes` point at `ranks_len` elements owned by `slot`.
+        let (r, c) = unsafe {
+            (
+                std::slice::from_raw_parts(ev.ranks, ev.ranks_len),
+                std::slice::from_raw_parts(ev.causes, ev.ranks_len),
+            )
+        };
+        assert_eq!(r, [2, 5]);
+        assert_eq!(c, [LIFELINE_CAUSE_LINK_LOST, LIFELINE_CAUSE_DECLARED]);
+        slot.fill(CoreEvent::Membership(MembershipEvent::Evicted { epoch: 9 }));
+        assert_eq!((slot.ev.kind, slot.ev.epoch), (LIFELINE_EVENT_EVICTED, 9));
+        assert!(slot.ev.ranks.is_null() && slot.ev.payload.is_null());
+    }
+
+    #[test]
+    fn cause_constants_match_the_wire_bytes() {
+        for (c, b) in [
+            (RemovalCause::LinkLost, LIFELINE_CAUSE_LINK_LOST),
+            (RemovalCause::Unresponsive, LIFELINE_CAUSE_UNRESPONSIVE),
+            (RemovalCause::Unreachable, LIFELINE_CAUSE_UNREACHABLE),
+            (RemovalCause::Declared, LIFELINE_CAUSE_DECLARED),
+        ] {
+            assert_eq!(c.byte(), b);
+        }
+    }
+}

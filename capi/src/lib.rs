@@ -1,0 +1,119 @@
+//! Lifeline's C ABI (`include/lifeline.h`): the sans-IO driving contract of
+//! [`lifeline_core::Node`], one-to-one, for C and C++ embedders.
+//!
+//! - **Poll, don't call back.** Inputs are `lifeline_node_handle_*` and commands; outputs are
+//!   `lifeline_node_poll_transmit`, `lifeline_node_poll_event` and
+//!   `lifeline_node_poll_timeout`. There are no callbacks into C and no global state.
+//! - **Opaque handles, Rust allocates.** `lifeline_config` and `lifeline_node` come from their
+//!   `*_new` and go back through their `*_free` (NULL is a no-op). Inputs are copied on entry;
+//!   transmits are copied into the caller's buffer; an event is borrowed from the node until the
+//!   next call on that node.
+//! - **One result code** ([`LifelineResult`]): 0 OK, 1 DONE, negative errors. A NULL pointer is
+//!   `LIFELINE_ERR_NULL`, never a crash.
+//! - **Panics never cross the boundary.** Every entry point runs under `catch_unwind`; a panic
+//!   (a bug: the core promises none) returns `LIFELINE_ERR_PANIC` and poisons the node, so every
+//!   later call on it returns the same code.
+//! - **Threads.** A node is `Send`, not `Sync`: one thread at a time per node; different nodes
+//!   are independent. `lifeline_version`, `lifeline_abi_version` and `lifeline_strerror` are
+//!   thread-safe.
+//!
+//! This is the only crate of the workspace with unsafe code; every unsafe block says why it is
+//! sound (`// SAFETY:`).
+
+use std::ffi::c_char;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+pub mod command;
+pub mod config;
+pub mod event;
+pub mod node;
+pub mod query;
+pub mod result;
+pub mod stats;
+
+pub use config::Config;
+pub use event::Event;
+pub use node::{Node, Transmit};
+pub use result::LifelineResult;
+pub use stats::Stats;
+
+/// The C ABI's version: bumped on any incompatible change to `lifeline.h` (a changed signature
+/// or layout, a removed or renumbered item). Additions (functions, event kinds, fields appended
+/// to node-owned or size-checked structs, error codes) do not bump it. The shared library's
+/// soname is `liblifeline.so.<LIFELINE_ABI_VERSION>`.
+pub const LIFELINE_ABI_VERSION: u32 = 1;
+/// The library's major version (`lifeline_version()` spells the whole version).
+pub const LIFELINE_VERSION_MAJOR: u32 = 0;
+/// The library's minor version.
+pub const LIFELINE_VERSION_MINOR: u32 = 1;
+/// The library's patch version.
+pub const LIFELINE_VERSION_PATCH: u32 = 0;
+/// "No rank": the parent of the root, and similar absent ranks.
+pub const LIFELINE_NO_RANK: u32 = u32::MAX;
+/// `lifeline_node_poll_timeout`: no timer is armed.
+pub const LIFELINE_NEVER: u64 = u64::MAX;
+/// Bytes of the wire envelope (version, kind, u32 length): what `lifeline_node_frame_len` needs
+/// to size a frame.
+pub const LIFELINE_HEADER_LEN: usize = 6;
+/// The first xcast tag free for applications (tags below it are reserved, except wire-up).
+pub const LIFELINE_FIRST_APP_TAG: u16 = 16;
+/// The xcast tag for wire-up broadcasts (processed before forwarding).
+pub const LIFELINE_TAG_WIREUP: u16 = 1;
+
+/// The library version, e.g. "0.1.0": a static NUL-terminated string; never NULL, never free
+/// it; thread-safe.
+#[no_mangle]
+pub extern "C" fn lifeline_version() -> *const c_char {
+    concat!(env!("CARGO_PKG_VERSION"), "\0").as_ptr().cast()
+}
+
+/// The C ABI version the library was built with. A program compares it with the
+/// `LIFELINE_ABI_VERSION` of the header it was compiled against and refuses to run on a
+/// mismatch. Thread-safe.
+#[no_mangle]
+pub extern "C" fn lifeline_abi_version() -> u32 {
+    LIFELINE_ABI_VERSION
+}
+
+/// Runs `f`, turning a panic into `on_panic` (the panic boundary of every entry point).
+pub(crate) fn catch<T>(on_panic: T, f: impl FnOnce() -> T) -> T {
+    catch_unwind(AssertUnwindSafe(f)).unwrap_or(on_panic)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn version_constants_match_the_package() {
+        let v = |s: &str| s.parse::<u32>().unwrap();
+        assert_eq!(LIFELINE_VERSION_MAJOR, v(env!("CARGO_PKG_VERSION_MAJOR")));
+        assert_eq!(LIFELINE_VERSION_MINOR, v(env!("CARGO_PKG_VERSION_MINOR")));
+        assert_eq!(LIFELINE_VERSION_PATCH, v(env!("CARGO_PKG_VERSION_PATCH")));
+        // SAFETY: lifeline_version returns a pointer to a static NUL-terminated string.
+        let s = unsafe { std::ffi::CStr::from_ptr(lifeline_version()) };
+        assert_eq!(s.to_str().unwrap(), env!("CARGO_PKG_VERSION"));
+    }
+
+    #[test]
+    fn literal_constants_match_the_core() {
+        // cbindgen cannot evaluate paths into the core, so the header's values are literals.
+        assert_eq!(LIFELINE_HEADER_LEN, lifeline_core::wire::HEADER_LEN);
+        assert_eq!(LIFELINE_FIRST_APP_TAG, lifeline_core::xcast::FIRST_APP_TAG);
+        assert_eq!(LIFELINE_TAG_WIREUP, lifeline_core::xcast::TAG_WIREUP);
+    }
+
+    #[test]
+    fn soname_matches_the_abi_version() {
+        assert_eq!(
+            env!("LIFELINE_SONAME_ABI"),
+            LIFELINE_ABI_VERSION.to_string()
+        );
+    }
+
+    #[test]
+    fn a_panic_is_caught() {
+        assert_eq!(catch(7, || panic!("boom")), 7);
+        assert_eq!(catch(7, || 1), 1);
+    }
+}
