@@ -15,6 +15,19 @@
 //! 2 127.0.0.1:7002
 //! ```
 //!
+//! Under a launcher, `--bootstrap env` replaces `--rank` and `--peers` (exactly one of
+//! `--peers` and `--bootstrap` is required): rank and size come from the launcher's
+//! environment (Slurm, Open MPI/PRRTE, PMIx, MPICH/Hydra, torchrun; see
+//! `lifeline_transport_common::bootstrap::LauncherEnv`), the node listens on `--listen`
+//! (default `0.0.0.0:0`), and rank 0 hosts a rendezvous at `--rendezvous HOST:PORT` (default
+//! `MASTER_ADDR:MASTER_PORT`) where every rank registers the IP of its interface that reaches
+//! the rendezvous with its bound port, authenticated by the cluster key. Once all ranks
+//! registered, each gets the whole book and prints `bootstrap` (`launcher`, `size`, `addr`,
+//! `rendezvous`, `ms`; rank 0 also `refused`: the connections its rendezvous refused) before
+//! `listening`. After `--bootstrap-timeout-ms` with ranks missing, every started process
+//! prints `bootstrap_failed` (`missing`, `error`) and exits 1 with an error naming them. TCP
+//! only: `--transport quic` with `--bootstrap` is refused.
+//!
 //! The key file holds the cluster secret (any bytes, used exactly as stored; every node of the
 //! cluster reads the same file). Without `--key-file`, the secret is taken from the
 //! `LIFELINE_CLUSTER_KEY` environment variable.
