@@ -15,6 +15,19 @@
 //! 2 127.0.0.1:7002
 //! ```
 //!
+//! Under a launcher, `--bootstrap env` replaces `--rank` and `--peers` (exactly one of
+//! `--peers` and `--bootstrap` is required): rank and size come from the launcher's
+//! environment (Slurm, Open MPI/PRRTE, PMIx, MPICH/Hydra, torchrun; see
+//! `lifeline_transport_common::bootstrap::LauncherEnv`), the node listens on `--listen`
+//! (default `0.0.0.0:0`), and rank 0 hosts a rendezvous at `--rendezvous HOST:PORT` (default
+//! `MASTER_ADDR:MASTER_PORT`) where every rank registers the IP of its interface that reaches
+//! the rendezvous with its bound port, authenticated by the cluster key. Once all ranks
+//! registered, each gets the whole book and prints `bootstrap` (`launcher`, `size`, `addr`,
+//! `rendezvous`, `ms`; rank 0 also `refused`: the connections its rendezvous refused) before
+//! `listening`. After `--bootstrap-timeout-ms` with ranks missing, every started process
+//! prints `bootstrap_failed` (`missing`, `error`) and exits 1 with an error naming them. TCP
+//! only: `--transport quic` with `--bootstrap` is refused.
+//!
 //! The key file holds the cluster secret (any bytes, used exactly as stored; every node of the
 //! cluster reads the same file). Without `--key-file`, the secret is taken from the
 //! `LIFELINE_CLUSTER_KEY` environment variable.
@@ -56,6 +69,9 @@ use bytes::Bytes;
 use clap::Args;
 use lifeline_core::tree::Rank;
 use lifeline_core::{Config, Event, Instant, Node, Stats};
+use lifeline_transport_common::bootstrap::{
+    self, BootstrapError, BootstrapKey, LauncherEnv, RendezvousConfig,
+};
 use lifeline_transport_quic::{ClusterId, QuicConfig, QuicEndpoint, RankIdentity};
 use lifeline_transport_tcp::{spawn, AddressBook, ClusterKey, Handle, Output, TcpConfig};
 use serde_json::{json, Value};
@@ -74,12 +90,24 @@ pub(crate) enum TransportKind {
     Quic,
 }
 
+/// Where a node learns its rank and its peers without a peers file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum BootstrapKind {
+    /// Rank and size from the launcher's environment (Slurm, Open MPI/PRRTE, PMIx,
+    /// MPICH/Hydra, torchrun), the peers from a rendezvous hosted by rank 0.
+    Env,
+}
+
 /// Arguments of `lifeline node`.
 #[derive(Debug, Args)]
 pub(crate) struct NodeArgs {
-    /// This node's rank.
-    #[arg(long)]
-    rank: u32,
+    /// This node's rank (with --peers; --bootstrap takes it from the launcher).
+    #[arg(
+        long,
+        required_unless_present = "bootstrap",
+        conflicts_with = "bootstrap"
+    )]
+    rank: Option<u32>,
     /// The transport: `tcp` (the cluster key) or `quic` (certificates: `--cert-dir`,
     /// `--cluster`).
     #[arg(long, value_enum, default_value_t = TransportKind::Tcp)]
@@ -91,9 +119,39 @@ pub(crate) struct NodeArgs {
     /// QUIC: the cluster id the certificates were issued for.
     #[arg(long, value_name = "ID", required_if_eq("transport", "quic"))]
     cluster: Option<String>,
-    /// The peers file: one `rank addr` per line, ranks 0..N.
-    #[arg(long, value_name = "FILE")]
-    peers: PathBuf,
+    /// The peers file: one `rank addr` per line, ranks 0..N (exactly one of --peers and
+    /// --bootstrap).
+    #[arg(
+        long,
+        value_name = "FILE",
+        required_unless_present = "bootstrap",
+        conflicts_with = "bootstrap"
+    )]
+    peers: Option<PathBuf>,
+    /// Start under a launcher instead of a peers file: `env` takes rank and size from the
+    /// launcher's environment (SLURM_PROCID/SLURM_NTASKS, OMPI_COMM_WORLD_RANK/SIZE,
+    /// PMIX_RANK, PMI_RANK/PMI_SIZE, RANK/WORLD_SIZE) and the peers from a rendezvous at
+    /// --rendezvous (default MASTER_ADDR:MASTER_PORT) that rank 0 hosts. TCP only.
+    #[arg(long, value_enum, value_name = "SOURCE")]
+    bootstrap: Option<BootstrapKind>,
+    /// The rendezvous address (rank 0 binds it; the others connect to it); default
+    /// MASTER_ADDR:MASTER_PORT from the environment.
+    #[arg(long, value_name = "HOST:PORT", requires = "bootstrap")]
+    rendezvous: Option<String>,
+    /// Bound on the rendezvous: ranks still missing then are named and every process exits
+    /// with status 1 (registrants wait 2 s longer for that verdict).
+    #[arg(
+        long,
+        value_name = "MS",
+        default_value_t = 60_000,
+        requires = "bootstrap"
+    )]
+    bootstrap_timeout_ms: u64,
+    /// With --bootstrap: the address to listen on (default 0.0.0.0:0, any port; the address
+    /// registered is then the IP of the interface that reaches the rendezvous, with the bound
+    /// port).
+    #[arg(long, value_name = "ADDR", requires = "bootstrap")]
+    listen: Option<std::net::SocketAddr>,
     /// The cluster secret (default: the LIFELINE_CLUSTER_KEY environment variable).
     #[arg(long, value_name = "FILE")]
     key_file: Option<PathBuf>,
@@ -267,11 +325,14 @@ fn core_stats_json(s: &Stats) -> Value {
     })
 }
 
-fn load_key(args: &NodeArgs) -> Result<ClusterKey, CliError> {
-    let key = match &args.key_file {
-        Some(path) => ClusterKey::from_file(path),
+/// The cluster secret: the key file's bytes, or `LIFELINE_CLUSTER_KEY`.
+fn load_secret(args: &NodeArgs) -> Result<Vec<u8>, CliError> {
+    let secret = match &args.key_file {
+        Some(path) => std::fs::read(path).map_err(|e| {
+            CliError::Usage(format!("reading the key file {}: {e}", path.display()))
+        })?,
         None => match std::env::var_os("LIFELINE_CLUSTER_KEY") {
-            Some(v) => ClusterKey::from_secret(v.as_encoded_bytes()),
+            Some(v) => v.as_encoded_bytes().to_vec(),
             None => {
                 return Err(CliError::Usage(
                     "no cluster key: give --key-file FILE or set LIFELINE_CLUSTER_KEY".into(),
@@ -279,7 +340,10 @@ fn load_key(args: &NodeArgs) -> Result<ClusterKey, CliError> {
             }
         },
     };
-    key.map_err(|e| CliError::Usage(e.to_string()))
+    if secret.is_empty() {
+        return Err(CliError::Usage("the cluster key is empty".into()));
+    }
+    Ok(secret)
 }
 
 /// What a node listens with.
@@ -288,31 +352,132 @@ enum Start {
     Quic(QuicEndpoint),
 }
 
-/// Runs `lifeline node`.
-pub(crate) fn run(args: &NodeArgs) -> Result<(), CliError> {
-    crate::init_tracing();
-    let text = std::fs::read_to_string(&args.peers)
-        .map_err(|e| CliError::Usage(format!("reading {}: {e}", args.peers.display())))?;
+/// Where the address book comes from.
+enum Source {
+    /// A peers file, read and checked: the book and this rank's address.
+    Peers(PathBuf, AddressBook, std::net::SocketAddr),
+    /// The launcher's environment and a rendezvous at this address.
+    Bootstrap(LauncherEnv, String),
+}
+
+/// Reads and checks the peers file for `rank`.
+fn read_peers(path: &PathBuf, rank: u32) -> Result<(AddressBook, std::net::SocketAddr), CliError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| CliError::Usage(format!("reading {}: {e}", path.display())))?;
     let book = AddressBook::parse(&text)
-        .map_err(|e| CliError::Usage(format!("{}: {e}", args.peers.display())))?;
+        .map_err(|e| CliError::Usage(format!("{}: {e}", path.display())))?;
     let span = book.span();
     if book.len() as u32 != span {
         return Err(CliError::Usage(format!(
             "{}: ranks must be 0..{span} with none missing ({} listed)",
-            args.peers.display(),
+            path.display(),
             book.len()
         )));
     }
-    let me = Rank(args.rank);
-    let Some(addr) = book.get(me) else {
+    let Some(addr) = book.get(Rank(rank)) else {
         return Err(CliError::Usage(format!(
-            "rank {} is not in {}",
-            args.rank,
-            args.peers.display()
+            "rank {rank} is not in {}",
+            path.display()
         )));
     };
-    let key = match args.transport {
-        TransportKind::Tcp => Some(load_key(args)?),
+    Ok((book, addr))
+}
+
+/// The source of the book: exactly one of --peers (with --rank) and --bootstrap.
+fn source(args: &NodeArgs) -> Result<(Rank, Source), CliError> {
+    match (&args.bootstrap, &args.peers, args.rank) {
+        (Some(BootstrapKind::Env), None, None) => {
+            if args.transport == TransportKind::Quic {
+                return Err(CliError::Usage(
+                    "--bootstrap runs on TCP only (QUIC needs per-rank certificates from \
+                     `lifeline certs` and a peers file)"
+                        .into(),
+                ));
+            }
+            let env = LauncherEnv::from_env()
+                .map_err(|e| CliError::Usage(format!("--bootstrap env: {e}")))?;
+            let Some(rv) = args.rendezvous.clone().or_else(|| env.rendezvous.clone()) else {
+                return Err(CliError::Usage(
+                    "--bootstrap env: no rendezvous address: give --rendezvous HOST:PORT or set \
+                     MASTER_ADDR and MASTER_PORT"
+                        .into(),
+                ));
+            };
+            Ok((Rank(env.rank), Source::Bootstrap(env, rv)))
+        }
+        (None, Some(path), Some(rank)) => {
+            let (book, addr) = read_peers(path, rank)?;
+            Ok((Rank(rank), Source::Peers(path.clone(), book, addr)))
+        }
+        _ => Err(CliError::Usage(
+            "give either --peers FILE with --rank R, or --bootstrap env".into(),
+        )),
+    }
+}
+
+/// Runs the rendezvous for `env` at `rv` on a fresh listener; prints `bootstrap` (or
+/// `bootstrap_failed`, then fails naming the missing ranks).
+async fn bootstrap(
+    args: &NodeArgs,
+    p: &Printer,
+    env: &LauncherEnv,
+    rv: &str,
+    secret: &[u8],
+) -> Result<(AddressBook, std::net::SocketAddr, tokio::net::TcpListener), CliError> {
+    let t0 = std::time::Instant::now();
+    let listen = args.listen.unwrap_or_else(|| {
+        if rv.starts_with('[') {
+            "[::]:0".parse().expect("an address")
+        } else {
+            "0.0.0.0:0".parse().expect("an address")
+        }
+    });
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .map_err(|e| CliError::Failed(format!("listening on {listen}: {e}")))?;
+    let bound = listener
+        .local_addr()
+        .map_err(|e| CliError::Failed(format!("listening on {listen}: {e}")))?;
+    let key = BootstrapKey::from_secret(secret)
+        .ok_or_else(|| CliError::Usage("the cluster key is empty".into()))?;
+    let cfg = RendezvousConfig::with_timeout(Duration::from_millis(args.bootstrap_timeout_ms));
+    let ms = || t0.elapsed().as_secs_f64() * 1e3;
+    match bootstrap::join(rv, &key, env.rank, env.size, bound, &cfg).await {
+        Ok(j) => {
+            p.line(
+                Instant::ZERO,
+                "bootstrap",
+                json!({"launcher": env.launcher.name(), "size": env.size, "rendezvous": rv,
+                       "addr": j.me.to_string(), "ms": ms(),
+                       "refused": j.refused.map(|r| r.total())}),
+            );
+            Ok((j.book, j.me, listener))
+        }
+        Err(e) => {
+            let missing = match &e {
+                BootstrapError::Missing { missing, .. } => json!(missing),
+                _ => Value::Null,
+            };
+            p.line(
+                Instant::ZERO,
+                "bootstrap_failed",
+                json!({"launcher": env.launcher.name(), "size": env.size, "rendezvous": rv,
+                       "ms": ms(), "missing": missing, "error": e.to_string()}),
+            );
+            Err(CliError::Failed(format!(
+                "bootstrap ({} rank {} of {}): {e}",
+                env.launcher, env.rank, env.size
+            )))
+        }
+    }
+}
+
+/// Runs `lifeline node`.
+pub(crate) fn run(args: &NodeArgs) -> Result<(), CliError> {
+    crate::init_tracing();
+    let (me, source) = source(args)?;
+    let secret = match args.transport {
+        TransportKind::Tcp => Some(load_secret(args)?),
         TransportKind::Quic => None,
     };
     let identity = match (args.transport, &args.cert_dir, &args.cluster) {
@@ -330,12 +495,7 @@ pub(crate) fn run(args: &NodeArgs) -> Result<(), CliError> {
         }
         (TransportKind::Tcp, _, _) => None,
     };
-    let seed =
-        u64::from(std::process::id()) << 32 ^ u64::from(args.rank) ^ (wall_ms() * 1e3) as u64;
-    let mut config = Config::new(span, args.radix);
-    config.detect.enabled = !args.no_detect;
-    let node =
-        Node::new(config, me, seed, Instant::ZERO).map_err(|e| CliError::Usage(e.to_string()))?;
+    let seed = u64::from(std::process::id()) << 32 ^ u64::from(me.0) ^ (wall_ms() * 1e3) as u64;
     let cfg = TcpConfig {
         link_timeout: Duration::from_millis(args.link_timeout_ms.max(1)),
         dial_attempts: args.dial_attempts.max(1),
@@ -354,25 +514,38 @@ pub(crate) fn run(args: &NodeArgs) -> Result<(), CliError> {
         .build()
         .map_err(|e| CliError::Failed(format!("starting the runtime: {e}")))?;
     let result = rt.block_on(async move {
-        let start = match (key, identity) {
-            (Some(key), _) => {
+        let p = Printer { rank: me.0 };
+        let (book, addr, start) = match (source, secret, identity) {
+            (Source::Bootstrap(env, rv), Some(secret), _) => {
+                let (book, addr, listener) = bootstrap(args, &p, &env, &rv, &secret).await?;
+                let key =
+                    ClusterKey::from_secret(&secret).map_err(|e| CliError::Usage(e.to_string()))?;
+                (book, addr, Start::Tcp(key, listener))
+            }
+            (Source::Peers(_, book, addr), Some(secret), _) => {
+                let key =
+                    ClusterKey::from_secret(&secret).map_err(|e| CliError::Usage(e.to_string()))?;
                 let listener = tokio::net::TcpListener::bind(addr)
                     .await
                     .map_err(|e| CliError::Failed(format!("listening on {addr}: {e}")))?;
-                Start::Tcp(key, listener)
+                (book, addr, Start::Tcp(key, listener))
             }
-            (None, Some(id)) => {
+            (Source::Peers(path, book, addr), None, Some(id)) => {
                 let qcfg = QuicConfig::with_link_timeout(cfg.link_timeout)
                     .map_err(|e| CliError::Usage(e.to_string()))?;
                 let qbook = lifeline_transport_quic::AddressBook::try_from(&book)
-                    .map_err(|e| CliError::Usage(format!("{}: {e}", args.peers.display())))?;
+                    .map_err(|e| CliError::Usage(format!("{}: {e}", path.display())))?;
                 let ep = QuicEndpoint::bind(&id, &qcfg, addr, Some(qbook))
                     .map_err(|e| CliError::Failed(format!("listening on {addr}: {e}")))?;
-                Start::Quic(ep)
+                (book, addr, Start::Quic(ep))
             }
-            (None, None) => return Err(CliError::Usage("no cluster key or identity".into())),
+            _ => return Err(CliError::Usage("no cluster key or identity".into())),
         };
-        let p = Printer { rank: args.rank };
+        let span = book.span();
+        let mut config = Config::new(span, args.radix);
+        config.detect.enabled = !args.no_detect;
+        let node = Node::new(config, me, seed, Instant::ZERO)
+            .map_err(|e| CliError::Usage(e.to_string()))?;
         p.line(
             Instant::ZERO,
             "listening",
@@ -405,7 +578,7 @@ pub(crate) fn run(args: &NodeArgs) -> Result<(), CliError> {
                             if matches!(&e, Event::Membership(MembershipEvent::Evicted { .. })) {
                                 // The cluster removed this rank; a departed rank never comes
                                 // back, so it stops.
-                                tracing::debug!(rank = args.rank, "evicted: stopping");
+                                tracing::debug!(rank = me.0, "evicted: stopping");
                                 evicted = true;
                                 break;
                             }
@@ -442,7 +615,7 @@ pub(crate) fn run(args: &NodeArgs) -> Result<(), CliError> {
                 },
                 () = sleep_until_some(view_lost) => {
                     // Presumed dead without being told (no `Evicted` event): stops all the same.
-                    tracing::debug!(rank = args.rank, "own slot left the view: stopping");
+                    tracing::debug!(rank = me.0, "own slot left the view: stopping");
                     p.line(last_now, "evicted", json!({ "epoch": null }));
                     evicted = true;
                     break;
@@ -453,7 +626,7 @@ pub(crate) fn run(args: &NodeArgs) -> Result<(), CliError> {
         tcp.handle.shutdown().await;
         let _ = tcp.task.await;
         if evicted {
-            return Err(CliError::Evicted(format!("rank {} was evicted", args.rank)));
+            return Err(CliError::Evicted(format!("rank {} was evicted", me.0)));
         }
         Ok(())
     });

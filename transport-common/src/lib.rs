@@ -45,6 +45,7 @@
 #![warn(missing_docs)]
 
 mod book;
+pub mod bootstrap;
 mod connector;
 mod driver;
 mod handle;
