@@ -592,8 +592,9 @@ fn measure(p: &Params) -> String {
     raw_core.run(warm, &a, &b);
     let (mut rc_rates, mut rc_ratios) = (Vec::new(), Vec::new());
     let (mut a_rates, mut r_rates, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
-    // CPU ns per frame: [adapter side A, adapter side B, raw side A, raw side B].
-    let mut cpu: [Vec<f64>; 4] = Default::default();
+    // CPU ns per frame: [adapter side A, adapter side B, raw side A, raw side B, raw core side
+    // A, raw core side B].
+    let mut cpu: [Vec<f64>; 6] = Default::default();
     for rep in 0..p.reps {
         let ((ta, ca), (tr, cr)) = if rep % 2 == 0 {
             let x = adapter.run(p.frames, &a, &b);
@@ -602,14 +603,17 @@ fn measure(p: &Params) -> String {
             let y = raw.run(p.frames, &a, &b);
             (adapter.run(p.frames, &a, &b), y)
         };
-        for (v, c) in cpu.iter_mut().zip([ca[0], ca[1], cr[0], cr[1]]) {
-            v.push(c);
-        }
         let (a_rate, r_rate) = (
             p.frames as f64 / ta.as_secs_f64(),
             p.frames as f64 / tr.as_secs_f64(),
         );
-        let (trc, _) = raw_core.run(p.frames, &a, &b);
+        let (trc, crc) = raw_core.run(p.frames, &a, &b);
+        for (v, c) in cpu
+            .iter_mut()
+            .zip([ca[0], ca[1], cr[0], cr[1], crc[0], crc[1]])
+        {
+            v.push(c);
+        }
         let rc_rate = p.frames as f64 / trc.as_secs_f64();
         eprintln!(
             "rep {rep}: adapter {a_rate:.0} msgs/s, raw {r_rate:.0} msgs/s, ratio {:.3}; \
@@ -631,10 +635,11 @@ fn measure(p: &Params) -> String {
         median(&mut r_rates),
         median(&mut ratios),
     );
-    let [ca, cb, ra, rb] = cpu.map(|mut v| median(&mut v));
+    let [ca, cb, ra, rb, rca, rcb] = cpu.map(|mut v| median(&mut v));
     eprintln!(
         "CPU per frame (medians): adapter side A {ca:.0} ns, side B {cb:.0} ns; \
-         raw side A {ra:.0} ns, side B {rb:.0} ns"
+         raw side A {ra:.0} ns, side B {rb:.0} ns; raw driving the cores side A {rca:.0} ns, \
+         side B {rcb:.0} ns"
     );
     let mb = |msgs: f64| (msgs * p.size as f64 / 1e6 * 10.0).round() / 10.0;
     json_line(&[
