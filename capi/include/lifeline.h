@@ -139,6 +139,79 @@
 // Removal cause: the embedding runtime declared it dead (`lifeline_node_handle_dead`).
 #define LIFELINE_CAUSE_DECLARED 3
 
+// Bytes of a HELLO.
+#define LIFELINE_TCP_HELLO_LEN 46
+
+// Bytes of a CHALLENGE.
+#define LIFELINE_TCP_CHALLENGE_LEN 72
+
+// Bytes of a PROOF.
+#define LIFELINE_TCP_PROOF_LEN 32
+
+// Bytes of a nonce.
+#define LIFELINE_TCP_NONCE_LEN 32
+
+// The longest RESULT (a "removed" verdict with its epoch).
+#define LIFELINE_TCP_RESULT_MAX_LEN 9
+
+// RESULT: accepted; frames may flow.
+#define LIFELINE_VERDICT_ACCEPT 0
+
+// RESULT: the acceptor's own connection for this class wins the tie-break (dial outcome
+// `LIFELINE_DIAL_DUPLICATE`).
+#define LIFELINE_VERDICT_DUPLICATE 1
+
+// RESULT: refused (the acceptor will not talk to this rank).
+#define LIFELINE_VERDICT_REFUSE 2
+
+// RESULT: the dialer was removed from the cluster as of the epoch: call
+// `lifeline_node_handle_fenced`.
+#define LIFELINE_VERDICT_REMOVED 3
+
+// `lifeline_link_action.kind`: dial `peer` for `slot` and feed the outcome back with `attempt`.
+#define LIFELINE_LINK_ACTION_DIAL 0
+
+// `lifeline_link_action.kind`: every slot to `peer` is connected: call
+// `lifeline_node_handle_link_up`.
+#define LIFELINE_LINK_ACTION_UP 1
+
+// `lifeline_link_action.kind`: the policy gave `peer` up and forgot it: close its connections
+// and see `reason`.
+#define LIFELINE_LINK_ACTION_DOWN 2
+
+// `lifeline_link_action.reason`: dials failed too often: tell the node
+// (`lifeline_node_handle_link_down`, cause `LIFELINE_LINK_REFUSED` if the last dial was
+// refused, else `LIFELINE_LINK_TIMED_OUT`).
+#define LIFELINE_LINK_DOWN_UNREACHABLE 0
+
+// `lifeline_link_action.reason`: the node already knows the peer dead (`retain_alive`): close,
+// do not tell the node.
+#define LIFELINE_LINK_DOWN_DEAD 1
+
+// `lifeline_links_handle_accepted` verdict: run the connection (it replaces any other of the
+// slot); answer the dialer `LIFELINE_VERDICT_ACCEPT`.
+#define LIFELINE_ACCEPT 0
+
+// `lifeline_links_handle_accepted` verdict: this side's connection wins: answer
+// `LIFELINE_VERDICT_DUPLICATE` and close.
+#define LIFELINE_ACCEPT_DUPLICATE 1
+
+// `lifeline_links_handle_accepted` verdict: refuse (ask `lifeline_node_fence_verdict` whether
+// to answer `LIFELINE_VERDICT_REMOVED` instead of `LIFELINE_VERDICT_REFUSE`) and close.
+#define LIFELINE_ACCEPT_REFUSE 2
+
+// Dial outcome: connected, and the acceptor answered "accept".
+#define LIFELINE_DIAL_CONNECTED 0
+
+// Dial outcome: `ECONNREFUSED` (nothing listens: the process is gone).
+#define LIFELINE_DIAL_REFUSED 1
+
+// Dial outcome: any other failure (connect error or timeout, failed handshake, refusal).
+#define LIFELINE_DIAL_FAILED 2
+
+// Dial outcome: the acceptor answered "duplicate" (its own connection wins; not a failure).
+#define LIFELINE_DIAL_DUPLICATE 3
+
 // `lifeline_transmit.traffic_class`: control frames (heartbeats, membership, ACKs). Carry them
 // on a channel bulk data cannot starve.
 #define LIFELINE_CLASS_CONTROL 0
@@ -211,6 +284,11 @@ typedef enum lifeline_result {
   // `lifeline_node_handle_grow`: the new span is smaller than the current one. Nothing
   // changed.
   LIFELINE_ERR_SPAN_SHRINK = -15,
+  // `lifeline_tcp_*`: the peer failed to prove the cluster key. Close the connection.
+  LIFELINE_ERR_BAD_MAC = -16,
+  // `lifeline_tcp_*`: not a Lifeline TCP handshake, or one naming an unexpected rank (another
+  // target, this rank, another acceptor). Close the connection.
+  LIFELINE_ERR_HANDSHAKE = -17,
   // A refusal this version of the C API has no specific code for. Nothing changed.
   LIFELINE_ERR_OTHER = -99,
   // A bug: the library panicked. The node is poisoned: every later call on it returns this
@@ -224,10 +302,56 @@ typedef enum lifeline_result {
 // `lifeline_config_free`.
 typedef struct lifeline_config lifeline_config;
 
+// An opaque link policy: made by `lifeline_links_new`, released by `lifeline_links_free`. One
+// thread at a time.
+typedef struct lifeline_links lifeline_links;
+
 // An opaque node: one rank of a Lifeline overlay. Made by `lifeline_node_new`, released by
 // `lifeline_node_free`. One thread at a time per node (it may move between threads); different
 // nodes are independent.
 typedef struct lifeline_node lifeline_node;
+
+// An opaque acceptor's handshake state (between CHALLENGE and PROOF).
+typedef struct lifeline_tcp_acceptor lifeline_tcp_acceptor;
+
+// An opaque dialer's handshake state.
+typedef struct lifeline_tcp_dialer lifeline_tcp_dialer;
+
+// An opaque cluster key (32 bytes derived from the shared secret).
+typedef struct lifeline_tcp_key lifeline_tcp_key;
+
+// The link policy's tuning (the core's `LinkConfig`); `lifeline_links_config_default` fills
+// the defaults (8 attempts, 3 refused, 10 s grace, back-off 50 ms doubling to 1 s).
+typedef struct lifeline_links_config {
+  // Failed dials in a row (per slot) before the peer is given up. At least 1.
+  uint32_t dial_attempts;
+  // After `startup_grace_ns`, a refused dial gives up after `min(refused_attempts,
+  // dial_attempts)`. At least 1.
+  uint32_t refused_attempts;
+  // How long after creation a refused dial counts like any failure (ns).
+  uint64_t startup_grace_ns;
+  // First re-dial delay (ns), doubling per failure; at most `backoff_max_ns`.
+  uint64_t backoff_initial_ns;
+  // Longest re-dial delay (ns).
+  uint64_t backoff_max_ns;
+} lifeline_links_config;
+
+// One action of the policy, flattened (`lifeline_links_poll_action`). Fields a kind does not
+// use are zero.
+typedef struct lifeline_link_action {
+  // `LIFELINE_LINK_ACTION_*`.
+  uint32_t kind;
+  // The peer.
+  uint32_t peer;
+  // `DIAL`: the slot (below the policy's slot count).
+  uint32_t slot;
+  // `DIAL`: consecutive failed dials of this slot before this one.
+  uint32_t failures;
+  // `DIAL`: the attempt id to feed back to `lifeline_links_handle_dial_result`.
+  uint64_t attempt;
+  // `DOWN`: `LIFELINE_LINK_DOWN_*`.
+  uint32_t reason;
+} lifeline_link_action;
 
 // One frame to send, described by `lifeline_node_poll_transmit` (the bytes go to the caller's
 // buffer).
@@ -566,6 +690,196 @@ enum lifeline_result lifeline_config_get(struct lifeline_config *config, const c
 // # Safety
 // `config` is NULL or a live config, not used by another thread during the call.
 enum lifeline_result lifeline_config_add_dead(struct lifeline_config *config, uint32_t rank);
+
+// Makes the cluster key from the secret `secret[0..len]` (exact bytes, e.g. a key file's
+// whole contents). `LIFELINE_ERR_INVALID_ARGUMENT` for an empty secret; `*out` is NULL on any
+// error.
+//
+// # Safety
+// `secret` is NULL or `len` readable bytes; `out` is NULL or writable.
+enum lifeline_result lifeline_tcp_key_new(const uint8_t *secret, size_t len, struct lifeline_tcp_key **out);
+
+// Releases a key. NULL is a no-op.
+//
+// # Safety
+// `key` is NULL or from `lifeline_tcp_key_new`, not yet freed.
+void lifeline_tcp_key_free(struct lifeline_tcp_key *key);
+
+// Starts a dial's handshake: rank `me` proves `key` to rank `to` for a connection of `class`
+// (`LIFELINE_CLASS_*`), with a fresh random `nonce[0..32]`. Writes the HELLO to send to
+// `hello[0..LIFELINE_TCP_HELLO_LEN]`. On an error `*out` is NULL (`LIFELINE_ERR_INVALID_ARGUMENT`:
+// an unknown class).
+//
+// # Safety
+// `key` is NULL or live; `nonce` is NULL or 32 readable bytes; `hello` is NULL or
+// `LIFELINE_TCP_HELLO_LEN` writable bytes; `out` is NULL or writable.
+enum lifeline_result lifeline_tcp_dialer_new(const struct lifeline_tcp_key *key, uint32_t me, uint32_t to, uint32_t class_, const uint8_t *nonce, uint8_t *hello, struct lifeline_tcp_dialer **out);
+
+// Checks the acceptor's CHALLENGE (`challenge[0..len]`, `len` must be
+// `LIFELINE_TCP_CHALLENGE_LEN`) and writes the PROOF to send to
+// `proof[0..LIFELINE_TCP_PROOF_LEN]`. On an error nothing may be sent (close):
+// `LIFELINE_ERR_BAD_MAC` (the peer does not hold the key), `LIFELINE_ERR_HANDSHAKE` (not a
+// handshake, or another rank answered), `LIFELINE_ERR_INVALID_ARGUMENT` (a wrong length).
+//
+// # Safety
+// `dialer` is NULL or live; `challenge` is NULL or `len` readable bytes; `proof` is NULL or
+// `LIFELINE_TCP_PROOF_LEN` writable bytes.
+enum lifeline_result lifeline_tcp_dialer_on_challenge(const struct lifeline_tcp_dialer *dialer, const uint8_t *challenge, size_t len, uint8_t *proof);
+
+// Releases a dialer. NULL is a no-op.
+//
+// # Safety
+// `dialer` is NULL or from `lifeline_tcp_dialer_new`, not yet freed.
+void lifeline_tcp_dialer_free(struct lifeline_tcp_dialer *dialer);
+
+// Decodes the RESULT at the start of `bytes[0..len]`: `LIFELINE_DONE` while more bytes are
+// needed (nothing written), else `LIFELINE_OK` with `*verdict` (`LIFELINE_VERDICT_*`), `*epoch`
+// (for `LIFELINE_VERDICT_REMOVED`, else 0) and `*consumed` (the bytes it took; frames follow an
+// accepted RESULT). An unknown RESULT byte reads as `LIFELINE_VERDICT_REFUSE`.
+//
+// # Safety
+// `bytes` is NULL (only with `len` 0) or `len` readable bytes; the outputs are NULL or
+// writable.
+enum lifeline_result lifeline_tcp_decode_verdict(const uint8_t *bytes, size_t len, uint32_t *verdict, uint64_t *epoch, size_t *consumed);
+
+// The RESULT bytes for `verdict` (`LIFELINE_VERDICT_*`; `epoch` is used by
+// `LIFELINE_VERDICT_REMOVED` only) in `out[0..LIFELINE_TCP_RESULT_MAX_LEN]`, their number in
+// `*len`. `LIFELINE_ERR_INVALID_ARGUMENT` for an unknown verdict.
+//
+// # Safety
+// `out` is NULL or `LIFELINE_TCP_RESULT_MAX_LEN` writable bytes; `len` is NULL or writable.
+enum lifeline_result lifeline_tcp_verdict_encode(uint32_t verdict, uint64_t epoch, uint8_t *out, size_t *len);
+
+// Checks a HELLO (`hello[0..len]`, `len` must be `LIFELINE_TCP_HELLO_LEN`) received by rank
+// `me`: well formed, addressed to `me`, from another rank. With a fresh random
+// `nonce[0..32]`, writes the CHALLENGE to `challenge[0..LIFELINE_TCP_CHALLENGE_LEN]`, the
+// claimed rank to `*from` and the class (`LIFELINE_CLASS_*`) to `*class`, and the state for
+// the PROOF to `*out`. Before sending the CHALLENGE the caller checks that `*from` is in its
+// address book and that the connection comes from its IP (else: close, send nothing). Errors
+// (`*out` NULL, nothing to send: close): `LIFELINE_ERR_HANDSHAKE` (garbage, another target,
+// its own rank), `LIFELINE_ERR_INVALID_ARGUMENT` (a wrong length).
+//
+// # Safety
+// `key` is NULL or live; `hello` is NULL or `len` readable bytes; `nonce` is NULL or 32
+// readable bytes; `challenge` is NULL or `LIFELINE_TCP_CHALLENGE_LEN` writable bytes; `from`,
+// `class` and `out` are NULL or writable.
+enum lifeline_result lifeline_tcp_acceptor_on_hello(const struct lifeline_tcp_key *key, uint32_t me, const uint8_t *hello, size_t len, const uint8_t *nonce, uint8_t *challenge, uint32_t *from, uint32_t *class_, struct lifeline_tcp_acceptor **out);
+
+// Checks the dialer's PROOF (`proof[0..len]`, `len` must be `LIFELINE_TCP_PROOF_LEN`):
+// `LIFELINE_OK` authenticates the dialer as the rank `lifeline_tcp_acceptor_on_hello` returned
+// (then decide the verdict with `lifeline_links_handle_accepted` and send it);
+// `LIFELINE_ERR_BAD_MAC`: it does not hold the key (close, send nothing).
+//
+// # Safety
+// `acceptor` is NULL or live; `proof` is NULL or `len` readable bytes.
+enum lifeline_result lifeline_tcp_acceptor_on_proof(const struct lifeline_tcp_acceptor *acceptor, const uint8_t *proof, size_t len);
+
+// Releases an acceptor. NULL is a no-op.
+//
+// # Safety
+// `acceptor` is NULL or from `lifeline_tcp_acceptor_on_hello`, not yet freed.
+void lifeline_tcp_acceptor_free(struct lifeline_tcp_acceptor *acceptor);
+
+// Writes the default configuration to `*out`.
+//
+// # Safety
+// `out` is NULL or writable.
+enum lifeline_result lifeline_links_config_default(struct lifeline_links_config *out);
+
+// Makes a link policy for rank `me` with `slots` connections per link (TCP: 2, one per traffic
+// class), from a copy of `config` (NULL: the defaults), at `now_ns` (the origin of the startup
+// grace). On `LIFELINE_OK` `*out` is the handle; else `*out` is NULL:
+// `LIFELINE_ERR_INVALID_CONFIG` (an attempt count or `slots` of 0, `backoff_initial_ns` above
+// `backoff_max_ns`), `LIFELINE_ERR_NULL`.
+//
+// # Safety
+// `config` is NULL or readable; `out` is NULL or writable.
+enum lifeline_result lifeline_links_new(uint32_t me, uint32_t slots, const struct lifeline_links_config *config, uint64_t now_ns, struct lifeline_links **out);
+
+// Releases a link policy. NULL is a no-op.
+//
+// # Safety
+// `links` is NULL or from `lifeline_links_new`, not yet freed, not in use elsewhere.
+void lifeline_links_free(struct lifeline_links *links);
+
+// The transport needs `peer`'s `slot` (the node transmits to it, or it is the tree parent):
+// a dial is queued unless the slot is connected, dialing or waiting to re-dial. Nothing happens
+// for this rank, a rank `node` knows dead or a slot out of range.
+//
+// # Safety
+// `links` and `node` are NULL or live handles used by this thread only.
+enum lifeline_result lifeline_links_want(struct lifeline_links *links, uint64_t now_ns, uint32_t peer, uint32_t slot, const struct lifeline_node *node);
+
+// An authenticated inbound connection from `peer` for `slot` (its traffic class): the
+// tie-break's verdict in `*verdict` (`LIFELINE_ACCEPT`, `LIFELINE_ACCEPT_DUPLICATE`,
+// `LIFELINE_ACCEPT_REFUSE`). `LIFELINE_ACCEPT` may queue `LIFELINE_LINK_ACTION_UP`.
+//
+// # Safety
+// `links` and `node` are NULL or live handles used by this thread only; `verdict` is NULL or
+// writable.
+enum lifeline_result lifeline_links_handle_accepted(struct lifeline_links *links, uint64_t now_ns, uint32_t peer, uint32_t slot, const struct lifeline_node *node, uint32_t *verdict);
+
+// The outcome (`LIFELINE_DIAL_*`) of the dial `attempt` of `peer`'s `slot`. `*run` says
+// whether to run the connection (only for a connected, current attempt to a peer still alive;
+// otherwise close whatever the dial produced). A failure schedules a re-dial or gives the peer
+// up (`LIFELINE_LINK_ACTION_DOWN`). An attempt that is unknown or no longer current is ignored
+// (`*run` false). `LIFELINE_ERR_INVALID_ARGUMENT` for an unknown outcome.
+//
+// # Safety
+// `links` and `node` are NULL or live handles used by this thread only; `run` is NULL or
+// writable.
+enum lifeline_result lifeline_links_handle_dial_result(struct lifeline_links *links, uint64_t now_ns, uint32_t peer, uint32_t slot, uint64_t attempt, uint32_t outcome, const struct lifeline_node *node, bool *run);
+
+// The connection of `peer`'s `slot` ended. `*down` is whether the link is now down (the peer
+// is forgotten: close its other connections and report the loss to the node with the cause you
+// saw; nothing is queued).
+//
+// # Safety
+// `links` is NULL or a live handle used by this thread only; `down` is NULL or writable.
+enum lifeline_result lifeline_links_handle_closed(struct lifeline_links *links, uint64_t now_ns, uint32_t peer, uint32_t slot, bool *down);
+
+// Forgets everything about `peer` (the transport dropped it for a reason of its own and
+// reports that itself). `*known` (may be NULL) is whether anything was known.
+//
+// # Safety
+// `links` is NULL or a live handle used by this thread only; `known` is NULL or writable.
+enum lifeline_result lifeline_links_forget(struct lifeline_links *links, uint32_t peer, bool *known);
+
+// Forgets every peer `node` now knows dead, queueing `LIFELINE_LINK_ACTION_DOWN` with
+// `LIFELINE_LINK_DOWN_DEAD` for each (call it after every `LIFELINE_EVENT_VIEW_CHANGED`).
+//
+// # Safety
+// `links` and `node` are NULL or live handles used by this thread only.
+enum lifeline_result lifeline_links_retain_alive(struct lifeline_links *links, const struct lifeline_node *node);
+
+// Re-dials every slot whose back-off has passed at `now_ns` (late or early calls are
+// harmless).
+//
+// # Safety
+// `links` and `node` are NULL or live handles used by this thread only.
+enum lifeline_result lifeline_links_handle_timeout(struct lifeline_links *links, uint64_t now_ns, const struct lifeline_node *node);
+
+// The next action in `*out` (`LIFELINE_OK`), or `LIFELINE_DONE` when none is queued (then
+// `*out` is untouched). Drain it after every input.
+//
+// # Safety
+// `links` is NULL or a live handle used by this thread only; `out` is NULL or writable.
+enum lifeline_result lifeline_links_poll_action(struct lifeline_links *links, struct lifeline_link_action *out);
+
+// When the earliest waiting re-dial is due (ns, the same clock): call
+// `lifeline_links_handle_timeout` then. `LIFELINE_NEVER` when none waits (or `links` is NULL or
+// poisoned).
+//
+// # Safety
+// `links` is NULL or a live handle used by this thread only.
+uint64_t lifeline_links_poll_timeout(const struct lifeline_links *links);
+
+// Whether the link to `peer` is up (reported `LIFELINE_LINK_ACTION_UP` and not forgotten
+// since), in `*up`.
+//
+// # Safety
+// `links` is NULL or a live handle used by this thread only; `up` is NULL or writable.
+enum lifeline_result lifeline_links_is_up(struct lifeline_links *links, uint32_t peer, bool *up);
 
 // Makes a node for rank `me` from a copy of `config`; `seed` drives all its randomness (use a
 // different one per rank); `now_ns` is the driver's monotonic clock in nanoseconds (any origin,

@@ -26,6 +26,8 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 pub mod command;
 pub mod config;
 pub mod event;
+pub mod handshake;
+pub mod links;
 pub mod node;
 pub mod query;
 pub mod result;

@@ -55,6 +55,11 @@ pub enum LifelineResult {
     /// `lifeline_node_handle_grow`: the new span is smaller than the current one. Nothing
     /// changed.
     LIFELINE_ERR_SPAN_SHRINK = -15,
+    /// `lifeline_tcp_*`: the peer failed to prove the cluster key. Close the connection.
+    LIFELINE_ERR_BAD_MAC = -16,
+    /// `lifeline_tcp_*`: not a Lifeline TCP handshake, or one naming an unexpected rank (another
+    /// target, this rank, another acceptor). Close the connection.
+    LIFELINE_ERR_HANDSHAKE = -17,
     /// A refusal this version of the C API has no specific code for. Nothing changed.
     LIFELINE_ERR_OTHER = -99,
     /// A bug: the library panicked. The node is poisoned: every later call on it returns this
@@ -103,6 +108,11 @@ impl LifelineResult {
             (LIFELINE_ERR_RANK_OUT_OF_RANGE, c"rank outside the span"),
             (LIFELINE_ERR_INVALID_ARGUMENT, c"invalid argument"),
             (LIFELINE_ERR_SPAN_SHRINK, c"the span cannot shrink"),
+            (
+                LIFELINE_ERR_BAD_MAC,
+                c"the peer failed to prove the cluster key",
+            ),
+            (LIFELINE_ERR_HANDSHAKE, c"not a valid lifeline handshake"),
             (LIFELINE_ERR_OTHER, c"refused (no specific code)"),
             (LIFELINE_ERR_PANIC, c"internal panic: the node is poisoned"),
         ];
@@ -208,6 +218,6 @@ mod tests {
                 assert!(seen.insert(s.to_owned()), "duplicate text for {code}");
             }
         }
-        assert_eq!(seen.len(), 19);
+        assert_eq!(seen.len(), 21);
     }
 }

@@ -1,0 +1,305 @@
+//! C daemons and `lifeline node` processes in one cluster over TCP: `examples/daemon.c`
+//! (compiled against the header and the static library) runs ranks 0 and 2, the Rust
+//! `lifeline node` ranks 1 and 3, on 127.0.0.x addresses. Xcasts and reliable messages cross
+//! C↔Rust links both ways and are delivered exactly once; after rank 2 is SIGKILLed the survivors
+//! confirm its failure and keep delivering exactly once.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+const MANIFEST: &str = env!("CARGO_MANIFEST_DIR");
+const TARGET: &str = env!("LIFELINE_TARGET");
+
+/// `target/<profile>` (this test binary lives in its `deps/`).
+fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    exe.parent().unwrap().parent().unwrap().to_path_buf()
+}
+
+/// The newest `liblifeline*.a` that `cargo test` built for this profile.
+fn static_lib() -> PathBuf {
+    let dir = profile_dir();
+    let mut found: Vec<PathBuf> = [dir.join("liblifeline.a")]
+        .into_iter()
+        .chain(
+            std::fs::read_dir(dir.join("deps"))
+                .unwrap()
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| {
+                    p.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
+                        n.starts_with("liblifeline") && n.ends_with(".a") && !n.contains("core")
+                    })
+                }),
+        )
+        .filter(|p| p.is_file())
+        .collect();
+    found.sort_by_key(|p| std::fs::metadata(p).and_then(|m| m.modified()).ok());
+    found.pop().expect("liblifeline.a in target/<profile>/deps")
+}
+
+/// Compiles `examples/daemon.c` with warnings as errors.
+fn build_daemon() -> PathBuf {
+    let dir = profile_dir().join("c_api").join("interop");
+    std::fs::create_dir_all(&dir).unwrap();
+    let exe = dir.join("daemon");
+    let out = cc::Build::new()
+        .target(TARGET)
+        .host(TARGET)
+        .opt_level(1)
+        .cargo_metadata(false)
+        .get_compiler()
+        .to_command()
+        .args(["-std=c11", "-Wall", "-Wextra", "-pedantic", "-Werror", "-g"])
+        .arg("-I")
+        .arg(Path::new(MANIFEST).join("include"))
+        .arg(Path::new(MANIFEST).join("examples/daemon.c"))
+        .arg(static_lib())
+        .args(["-lpthread", "-ldl", "-lm"])
+        .arg("-o")
+        .arg(&exe)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "compiling daemon.c failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    exe
+}
+
+/// The `lifeline` binary of this profile: `cargo test --workspace` builds it (cli has tests);
+/// otherwise it is built here.
+fn lifeline_bin() -> PathBuf {
+    let dir = profile_dir();
+    let bin = dir.join("lifeline");
+    if !bin.is_file() {
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let mut cmd = Command::new(cargo);
+        cmd.args(["build", "-p", "lifeline-cli", "--bin", "lifeline"]);
+        if dir.file_name().is_some_and(|n| n == "release") {
+            cmd.arg("--release");
+        }
+        let st = cmd.current_dir(MANIFEST).status().unwrap();
+        assert!(
+            st.success() && bin.is_file(),
+            "building the lifeline binary"
+        );
+    }
+    bin
+}
+
+/// One rank's process: its JSON lines collected by a reader thread; killed on drop.
+struct Proc {
+    rank: u32,
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Arc<Mutex<Vec<Value>>>,
+}
+
+impl Proc {
+    fn start(rank: u32, exe: &Path, extra: &[&str], peers: &Path) -> Self {
+        let mut child = Command::new(exe)
+            .args(extra)
+            .args(["--rank", &rank.to_string(), "--peers"])
+            .arg(peers)
+            .args(["--radix", "2", "--exit-on-stdin-eof"])
+            .env("LIFELINE_CLUSTER_KEY", "interop-secret")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let out = child.stdout.take().unwrap();
+        let sink = lines.clone();
+        std::thread::spawn(move || {
+            for l in BufReader::new(out).lines().map_while(Result::ok) {
+                if let Ok(v) = serde_json::from_str::<Value>(&l) {
+                    sink.lock().unwrap().push(v);
+                } else {
+                    eprintln!("rank {rank}: not JSON: {l}");
+                }
+            }
+        });
+        Self {
+            rank,
+            stdin: child.stdin.take(),
+            child,
+            lines,
+        }
+    }
+
+    fn send(&mut self, cmd: &str) {
+        let s = self.stdin.as_mut().unwrap();
+        writeln!(s, "{cmd}").unwrap();
+        s.flush().unwrap();
+    }
+
+    /// How many lines match `f`.
+    fn count(&self, f: impl Fn(&Value) -> bool) -> usize {
+        self.lines.lock().unwrap().iter().filter(|v| f(v)).count()
+    }
+
+    fn dump(&self) -> String {
+        let l = self.lines.lock().unwrap();
+        l.iter().map(|v| format!("  {v}\n")).collect()
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn is(v: &Value, event: &str) -> bool {
+    v["event"] == event
+}
+
+fn xcast_of(payload: &'static str) -> impl Fn(&Value) -> bool {
+    move |v| is(v, "xcast_delivered") && v["payload"] == payload
+}
+
+fn relm_of(src: u32, payload: &'static str) -> impl Fn(&Value) -> bool {
+    move |v| is(v, "relm_delivered") && v["payload"] == payload && v["src"] == src
+}
+
+/// Waits until `ok` holds (panics with every process's output after `secs`).
+fn wait(procs: &[&Proc], what: &str, secs: u64, ok: impl Fn() -> bool) {
+    let end = Instant::now() + Duration::from_secs(secs);
+    while !ok() {
+        if Instant::now() > end {
+            let dump: String = procs
+                .iter()
+                .map(|p| format!("rank {}:\n{}", p.rank, p.dump()))
+                .collect();
+            panic!("timed out waiting for {what}\n{dump}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Free ports on 127.0.0.(2+r).
+fn peers_file(dir: &Path, n: u32) -> PathBuf {
+    let mut text = String::new();
+    for r in 0..n {
+        let ip = format!("127.0.0.{}", 2 + r);
+        let l = std::net::TcpListener::bind(format!("{ip}:0")).unwrap();
+        text.push_str(&format!("{r} {}\n", l.local_addr().unwrap()));
+    }
+    let p = dir.join("peers");
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+#[test]
+fn c_daemons_and_rust_nodes_form_one_cluster() {
+    let daemon = build_daemon();
+    let rust = lifeline_bin();
+    let dir = profile_dir().join("c_api").join("interop");
+    let peers = peers_file(&dir, 4);
+    let node_args = ["node"];
+    let mut p0 = Proc::start(0, &daemon, &[], &peers);
+    let mut p1 = Proc::start(1, &rust, &node_args, &peers);
+    let mut p2 = Proc::start(2, &daemon, &[], &peers);
+    let mut p3 = Proc::start(3, &rust, &node_args, &peers);
+
+    // Xcast from the C root until the cluster is wired (every rank delivers it).
+    p0.send("xcast 16 from-c0");
+    {
+        let all = [&p0, &p1, &p2, &p3];
+        wait(&all, "xcast from-c0 everywhere", 30, || {
+            all.iter().all(|p| p.count(xcast_of("from-c0")) >= 1)
+        });
+    }
+    p1.send("xcast 17 from-rust1");
+    p0.send("relm 3 20 c0-to-rust3");
+    p3.send("relm 2 21 rust3-to-c2");
+    p2.send("relm 1 22 c2-to-rust1");
+    {
+        let all = [&p0, &p1, &p2, &p3];
+        wait(&all, "xcast from-rust1 and the RELMs", 20, || {
+            all.iter().all(|p| p.count(xcast_of("from-rust1")) >= 1)
+                && p3.count(relm_of(0, "c0-to-rust3")) >= 1
+                && p2.count(relm_of(3, "rust3-to-c2")) >= 1
+                && p1.count(relm_of(2, "c2-to-rust1")) >= 1
+                && p0.count(|v| is(v, "relm_acked") && v["dst"] == 3) >= 1
+                && p3.count(|v| is(v, "relm_acked") && v["dst"] == 2) >= 1
+        });
+        std::thread::sleep(Duration::from_millis(500)); // room for a duplicate to show
+        for p in all {
+            for x in ["from-c0", "from-rust1"] {
+                assert_eq!(
+                    p.count(xcast_of(x)),
+                    1,
+                    "rank {} got {x}:\n{}",
+                    p.rank,
+                    p.dump()
+                );
+            }
+        }
+        assert_eq!(p3.count(relm_of(0, "c0-to-rust3")), 1);
+        assert_eq!(p2.count(relm_of(3, "rust3-to-c2")), 1);
+        assert_eq!(p1.count(relm_of(2, "c2-to-rust1")), 1);
+        // C↔Rust links came up in both directions of the handshake.
+        assert!(p0.count(|v| is(v, "link_up")) >= 1 && p2.count(|v| is(v, "link_up")) >= 1);
+    }
+
+    // Rank 2 (a C daemon, not the root) dies.
+    p2.child.kill().unwrap();
+    p2.child.wait().unwrap();
+    let survivors = [&p0, &p1, &p3];
+    let confirmed = |p: &Proc| {
+        p.count(|v| {
+            is(v, "failure_confirmed")
+                && v["ranks"]
+                    .as_array()
+                    .is_some_and(|r| r.iter().any(|x| x == 2))
+        })
+    };
+    wait(&survivors, "rank 2's failure confirmed", 30, || {
+        survivors.iter().all(|p| confirmed(p) >= 1)
+    });
+    p3.send("xcast 18 after-kill");
+    p1.send("relm 0 23 rust1-to-c0");
+    p0.send("relm 3 24 c0-to-rust3-again");
+    let survivors = [&p0, &p1, &p3];
+    wait(&survivors, "xcast after-kill and the RELMs", 20, || {
+        survivors
+            .iter()
+            .all(|p| p.count(xcast_of("after-kill")) >= 1)
+            && p0.count(relm_of(1, "rust1-to-c0")) >= 1
+            && p3.count(relm_of(0, "c0-to-rust3-again")) >= 1
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    for p in survivors {
+        assert_eq!(
+            p.count(xcast_of("after-kill")),
+            1,
+            "rank {}:\n{}",
+            p.rank,
+            p.dump()
+        );
+        assert_eq!(confirmed(p), 1, "rank {}:\n{}", p.rank, p.dump());
+    }
+    assert_eq!(p0.count(relm_of(1, "rust1-to-c0")), 1);
+    assert_eq!(p3.count(relm_of(0, "c0-to-rust3-again")), 1);
+
+    // A clean shutdown on quit.
+    p0.send("quit");
+    let end = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(st) = p0.child.try_wait().unwrap() {
+            assert!(st.success(), "the C daemon exited with {st}");
+            break;
+        }
+        assert!(Instant::now() < end, "the C daemon did not quit");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
