@@ -572,3 +572,58 @@ impl Node {
         &self.inner
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{lifeline_config_free, lifeline_config_new};
+
+    /// A panic inside an entry point (simulated: the core promises none) is answered
+    /// `LIFELINE_ERR_PANIC`, and every later call on that node answers the same, without
+    /// running; another node is unaffected.
+    #[test]
+    fn a_panic_poisons_only_its_node() {
+        let c = lifeline_config_new(2, 2);
+        let (mut a, mut b) = (std::ptr::null_mut(), std::ptr::null_mut());
+        // SAFETY: `c` is a live config; `a` and `b` are writable.
+        unsafe {
+            assert_eq!(lifeline_node_new(c, 0, 1, 0, &mut a), LIFELINE_OK);
+            assert_eq!(lifeline_node_new(c, 1, 1, 0, &mut b), LIFELINE_OK);
+            lifeline_config_free(c);
+        }
+        let prev = std::panic::take_hook();
+        std::panic::set_hook(Box::new(|_| {})); // keep the expected panic out of the output
+                                                // SAFETY: `a` is a live node used by this thread only.
+        let r = enter_mut(
+            unsafe { a.as_mut() },
+            LIFELINE_ERR_NULL,
+            LIFELINE_ERR_PANIC,
+            |_| panic!("a bug"),
+        );
+        std::panic::set_hook(prev);
+        assert_eq!(r, LIFELINE_ERR_PANIC);
+        let mut ran = false;
+        // SAFETY: as above.
+        let r = enter_mut(
+            unsafe { a.as_mut() },
+            LIFELINE_ERR_NULL,
+            LIFELINE_ERR_PANIC,
+            |_| {
+                ran = true;
+                LIFELINE_OK
+            },
+        );
+        assert_eq!(
+            (r, ran),
+            (LIFELINE_ERR_PANIC, false),
+            "a poisoned node runs nothing"
+        );
+        // SAFETY: `a` and `b` are live nodes used by this thread only; freed once.
+        unsafe {
+            assert_eq!(lifeline_node_handle_timeout(a, 1), LIFELINE_ERR_PANIC);
+            assert_eq!(lifeline_node_handle_timeout(b, 1), LIFELINE_OK);
+            lifeline_node_free(a);
+            lifeline_node_free(b);
+        }
+    }
+}
