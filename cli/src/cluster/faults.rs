@@ -199,9 +199,7 @@ pub(super) fn parse_faults(args: &ClusterArgs) -> Result<Faults, CliError> {
     })
 }
 
-fn parse_process_faults(
-    args: &ClusterArgs,
-) -> Result<(Vec<Fault>, Vec<Pause>), CliError> {
+fn parse_process_faults(args: &ClusterArgs) -> Result<(Vec<Fault>, Vec<Pause>), CliError> {
     let mut pauses = Vec::new();
     let mut faults: Vec<Fault> = parse_kills(args)?
         .into_iter()

@@ -77,7 +77,10 @@
 //! - `refused_connections`: handshakes the survivors refused (`--garbage` sends each node
 //!   garbage bytes and a wrong-key handshake halfway through; on QUIC garbage datagrams, which
 //!   create no connection and are not counted, and three refused clients: another CA, a
-//!   wrong rank claim, a rank outside the cluster).
+//!   wrong rank claim, a rank outside the cluster). With `--transport quic` also
+//!   `refused_by_reason`: the QUIC endpoints' refusal counters summed over the survivors
+//!   (`strangers`, `handshakes_failed`, `malformed_hellos`, `wrong_rank`, `wrong_address`;
+//!   their sum is `refused_connections`), and `refused_at`: rank -> its nonzero ones.
 //! - `deaths`: every rank that died before the end other than by eviction, with its cause
 //!   (`killed` by `--kill`, or `exited` by itself), `at_ms` into the workload, and its exit
 //!   `status` or `signal`; `evicted`: the live ranks the cluster evicted (named by some rank's

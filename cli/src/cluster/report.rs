@@ -8,7 +8,7 @@ use serde_json::json;
 use super::evictions::{attribute, evictions, Gone, Outcome, Required};
 use super::expect::EVICT_BOUND_MS;
 use super::procs::exit_words;
-use super::tally::Tally;
+use super::tally::{Tally, QUIC_REFUSALS};
 use super::ClusterArgs;
 use crate::node_cmd::TransportKind;
 use crate::{write_stdout, CliError};
@@ -130,6 +130,28 @@ pub(super) fn report(
         .filter(|(_, _, p, _)| !dead.contains(p))
         .collect();
     let refused: u64 = t.refused.values().sum();
+    // QUIC: the same reason by reason, in total and at each rank that refused any.
+    let refused_by: Option<BTreeMap<&str, u64>> =
+        (args.transport == TransportKind::Quic).then(|| {
+            QUIC_REFUSALS
+                .iter()
+                .map(|k| (*k, t.refused_quic.values().map(|m| m[k]).sum()))
+                .collect()
+        });
+    let refused_at: BTreeMap<u32, BTreeMap<&str, u64>> = t
+        .refused_quic
+        .iter()
+        .map(|(r, m)| {
+            (
+                *r,
+                m.iter()
+                    .filter(|(_, n)| **n > 0)
+                    .map(|(k, n)| (*k, *n))
+                    .collect(),
+            )
+        })
+        .filter(|(_, m): &(u32, BTreeMap<&str, u64>)| !m.is_empty())
+        .collect();
     let (relm_delivered, relm_dups, relm_lost, relm_failed) = t.relm_counts(survivors);
     let intruders = match args.transport {
         TransportKind::Tcp => 2,
@@ -148,7 +170,7 @@ pub(super) fn report(
     let round = |x: Option<f64>| x.map(|v| (v * 1000.0).round() / 1000.0);
     let into = |wall: f64| (wall - o.start_wall).round() as i64;
     if args.json {
-        let v = json!({
+        let mut v = json!({
             "nodes": args.nodes,
             "transport": match args.transport {
                 TransportKind::Tcp => "tcp",
@@ -196,6 +218,10 @@ pub(super) fn report(
             "settled_ms": o.settled,
             "pass": pass,
         });
+        if let Some(by) = &refused_by {
+            v["refused_by_reason"] = json!(by);
+            v["refused_at"] = json!(refused_at);
+        }
         write_stdout(|o| writeln!(o, "{v}"))?;
     } else {
         write_stdout(|out| {
@@ -352,9 +378,22 @@ pub(super) fn report(
             )?;
             writeln!(
                 out,
-                "  false positives: {} {:?}; refused connections: {refused}",
+                "  false positives: {} {:?}; refused connections: {refused}{}",
                 false_pos.len(),
-                false_pos
+                false_pos,
+                refused_by.as_ref().map_or_else(String::new, |by| {
+                    let words = |m: &BTreeMap<&str, u64>| {
+                        m.iter()
+                            .map(|(k, n)| format!("{k} {n}"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    };
+                    let at: String = refused_at
+                        .iter()
+                        .map(|(r, m)| format!("; at rank {r}: {}", words(m)))
+                        .collect();
+                    format!(" (QUIC: {}{at})", words(by))
+                })
             )?;
             writeln!(
                 out,

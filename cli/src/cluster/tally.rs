@@ -6,6 +6,16 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
+/// The QUIC endpoint's refusal counters (`lifeline_transport_quic::QuicStats`), whose sum
+/// is the adapter's `handshakes_refused`.
+pub(super) const QUIC_REFUSALS: [&str; 5] = [
+    "strangers",
+    "handshakes_failed",
+    "malformed_hellos",
+    "wrong_rank",
+    "wrong_address",
+];
+
 /// What the nodes reported, and when.
 #[derive(Default)]
 pub(super) struct Tally {
@@ -30,6 +40,9 @@ pub(super) struct Tally {
     pub(super) suspected: BTreeSet<u32>,
     /// rank -> handshakes refused (from `stats`).
     pub(super) refused: BTreeMap<u32, u64>,
+    /// QUIC: rank -> its endpoint's refusals, reason by reason ([`QUIC_REFUSALS`], from the
+    /// `quic` counters of `stats`).
+    pub(super) refused_quic: BTreeMap<u32, BTreeMap<&'static str, u64>>,
     /// The run is over and nodes are quitting: their links going down is no finding.
     pub(super) closing: bool,
     /// rank -> wall time of its `evicted` line and the epoch it names.
@@ -146,6 +159,13 @@ impl Tally {
             "stats" => {
                 let n = v["transport"]["handshakes_refused"].as_u64().unwrap_or(0);
                 self.refused.insert(rank, n);
+                if v["quic"].is_object() {
+                    let by = QUIC_REFUSALS
+                        .iter()
+                        .map(|k| (*k, v["quic"][*k].as_u64().unwrap_or(0)))
+                        .collect();
+                    self.refused_quic.insert(rank, by);
+                }
             }
             _ => {}
         }
