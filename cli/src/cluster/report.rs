@@ -388,10 +388,16 @@ pub(super) fn report(
                             .collect::<Vec<_>>()
                             .join(", ")
                     };
-                    let at: String = refused_at
-                        .iter()
-                        .map(|(r, m)| format!("; at rank {r}: {}", words(m)))
-                        .collect();
+                    // Rank by rank where few refused (`--garbage` makes every node refuse:
+                    // then only how many; `refused_at` in the JSON has them all).
+                    let at: String = if refused_at.len() <= 4 {
+                        refused_at
+                            .iter()
+                            .map(|(r, m)| format!("; at rank {r}: {}", words(m)))
+                            .collect()
+                    } else {
+                        format!("; at {} ranks", refused_at.len())
+                    };
                     format!(" (QUIC: {}{at})", words(by))
                 })
             )?;
