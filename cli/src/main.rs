@@ -18,7 +18,7 @@ use std::process::ExitCode;
 use clap::Parser;
 
 mod certs_cmd;
-mod cluster_cmd;
+mod cluster;
 mod decode_cmd;
 mod nft;
 mod node_cmd;
@@ -39,7 +39,7 @@ enum Cli {
     /// Run one node on TCP until killed, printing events as JSON lines.
     Node(node_cmd::NodeArgs),
     /// Run a local cluster of `lifeline node` processes, kill some, and report.
-    Cluster(cluster_cmd::ClusterArgs),
+    Cluster(cluster::ClusterArgs),
     /// Make a cluster CA and one certificate per rank for the QUIC transport.
     Certs(certs_cmd::CertsArgs),
 }
@@ -106,7 +106,7 @@ fn main() -> ExitCode {
         Cli::Sim(args) => sim_cmd::run(&args),
         Cli::Decode(args) => decode_cmd::run(&args),
         Cli::Node(args) => node_cmd::run(&args),
-        Cli::Cluster(args) => cluster_cmd::run(&args),
+        Cli::Cluster(args) => cluster::run(&args),
         Cli::Certs(args) => certs_cmd::run(&args),
     };
     match result {

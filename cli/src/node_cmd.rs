@@ -54,7 +54,8 @@
 //! stdin takes commands, one per line: `xcast TAG TEXT` (answered `xcast_started` with its
 //! `seq`, or `error`), `relm DST TAG TEXT` (a reliable message to rank DST; answered
 //! `relm_started` with its `uid`, or `error`), `flood TEXT`, `stats` (answered `stats` with the adapter's and the core's
-//! counters), `quit`. With `--exit-on-stdin-eof` the node also stops when stdin closes, so a
+//! counters, and with `--transport quic` the QUIC endpoint's own, `quic`: each refusal reason
+//! apart, where the adapter's `handshakes_refused` is their sum), `quit`. With `--exit-on-stdin-eof` the node also stops when stdin closes, so a
 //! supervisor that dies takes its nodes with it.
 
 use lifeline_core::FloodEvent;
@@ -72,7 +73,7 @@ use lifeline_core::{Config, Event, Instant, Node, Stats};
 use lifeline_transport_common::bootstrap::{
     self, BootstrapError, BootstrapKey, LauncherEnv, RendezvousConfig,
 };
-use lifeline_transport_quic::{ClusterId, QuicConfig, QuicEndpoint, RankIdentity};
+use lifeline_transport_quic::{ClusterId, QuicConfig, QuicCounters, QuicEndpoint, RankIdentity};
 use lifeline_transport_tcp::{spawn, AddressBook, ClusterKey, Handle, Output, TcpConfig};
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -552,6 +553,11 @@ pub(crate) fn run(args: &NodeArgs) -> Result<(), CliError> {
             json!({"addr": addr.to_string(), "pid": std::process::id(), "span": span,
                    "radix": args.radix}),
         );
+        // QUIC: the endpoint's own counters (each refusal reason apart), for `stats`.
+        let quic_counters = match &start {
+            Start::Quic(ep) => Some(ep.counters()),
+            Start::Tcp(..) => None,
+        };
         let mut tcp = match start {
             Start::Tcp(key, listener) => spawn(node, book, key, cfg, listener),
             Start::Quic(ep) => {
@@ -602,7 +608,7 @@ pub(crate) fn run(args: &NodeArgs) -> Result<(), CliError> {
                 }
                 line = stdin.next_line(), if stdin_open => match line {
                     Ok(Some(l)) => {
-                        if !command(&tcp.handle, &p, &l).await {
+                        if !command(&tcp.handle, quic_counters.as_ref(), &p, &l).await {
                             break;
                         }
                     }
@@ -644,8 +650,9 @@ async fn sleep_until_some(at: Option<tokio::time::Instant>) {
     }
 }
 
-/// Runs one stdin command; false for `quit`.
-async fn command(h: &Handle, p: &Printer, line: &str) -> bool {
+/// Runs one stdin command; false for `quit`. `quic`: the QUIC endpoint's counters, added to
+/// the `stats` answer.
+async fn command(h: &Handle, quic: Option<&QuicCounters>, p: &Printer, line: &str) -> bool {
     let line = line.trim();
     tracing::trace!(rank = p.rank, command = line, "stdin command");
     let (verb, rest) = line.split_once(' ').unwrap_or((line, ""));
@@ -701,7 +708,17 @@ async fn command(h: &Handle, p: &Printer, line: &str) -> bool {
                 .into_iter()
                 .map(|(k, v)| (k.to_string(), json!(v)))
                 .collect();
-            p.line(now, "stats", json!({"transport": transport, "core": core_stats_json(&core)}));
+            let mut v = json!({"transport": transport, "core": core_stats_json(&core)});
+            if let Some(q) = quic {
+                let fields: serde_json::Map<String, Value> = q
+                    .snapshot()
+                    .fields()
+                    .into_iter()
+                    .map(|(k, v)| (k.to_string(), json!(v)))
+                    .collect();
+                v["quic"] = Value::Object(fields);
+            }
+            p.line(now, "stats", v);
         }
         _ => p.line(
             now,

@@ -19,7 +19,7 @@ use crate::down::{CloseCode, DownReason};
 use crate::frames::{FrameSink, FrameSource, LinkShared};
 use crate::hello::{Hello, ACCEPTED, HELLO_LEN};
 use crate::link::{QuicLink, Side, Stream};
-use crate::stats::{Counters, QuicStats};
+use crate::stats::{Counters, QuicCounters, QuicStats};
 use crate::{
     client_config, server_config, server_name, verify_claimed_rank, QuicConfig, RankIdentity,
     TlsError,
@@ -290,6 +290,13 @@ impl QuicEndpoint {
         self.inner.counters.snapshot()
     }
 
+    /// A handle on the counters that outlives handing the endpoint over (to
+    /// [`spawn`](crate::spawn)): each refusal reason apart, where the driver's
+    /// `TransportStats` only has their sum.
+    pub fn counters(&self) -> QuicCounters {
+        QuicCounters(self.inner.counters.clone())
+    }
+
     /// Dials rank `peer` at `addr`: the QUIC handshake (which fails unless `addr` holds `peer`'s
     /// certificate, [`server_name`]), then the control and data streams, each opened with this
     /// rank's [`Hello`], then the acceptor's answer. All within
@@ -500,11 +507,14 @@ async fn accept_loop(inner: Arc<Inner>, tx: mpsc::Sender<Inbound>) {
         Counters::add(&c.incoming);
         let from = incoming.remote_address();
         if !inner.known_address(from) {
+            tracing::debug!(%from, reason = "strangers", "inbound connection refused");
             Counters::add(&c.strangers);
             incoming.refuse();
             continue;
         }
         let Ok(permit) = slots.clone().try_acquire_owned() else {
+            tracing::debug!(%from, reason = "handshakes_failed", why = "max_handshakes",
+                            "inbound connection refused");
             Counters::add(&c.handshakes_failed);
             incoming.refuse();
             continue;
@@ -514,7 +524,7 @@ async fn accept_loop(inner: Arc<Inner>, tx: mpsc::Sender<Inbound>) {
             let limit = inner.cfg.connect_timeout;
             let result = tokio::time::timeout(limit, inbound(&inner, incoming)).await;
             let c = &inner.counters;
-            let counter = match result {
+            let (counter, reason) = match result {
                 Ok(Ok(link)) => {
                     let _ = tx
                         .send(Inbound {
@@ -525,11 +535,13 @@ async fn accept_loop(inner: Arc<Inner>, tx: mpsc::Sender<Inbound>) {
                     drop(permit);
                     return;
                 }
-                Ok(Err(Refusal::Handshake)) | Err(_) => &c.handshakes_failed,
-                Ok(Err(Refusal::Malformed)) => &c.malformed_hellos,
-                Ok(Err(Refusal::WrongRank)) => &c.wrong_rank,
-                Ok(Err(Refusal::WrongAddress)) => &c.wrong_address,
+                Ok(Err(Refusal::Handshake)) => (&c.handshakes_failed, "handshakes_failed"),
+                Err(_) => (&c.handshakes_failed, "handshakes_failed (connect_timeout)"),
+                Ok(Err(Refusal::Malformed)) => (&c.malformed_hellos, "malformed_hellos"),
+                Ok(Err(Refusal::WrongRank)) => (&c.wrong_rank, "wrong_rank"),
+                Ok(Err(Refusal::WrongAddress)) => (&c.wrong_address, "wrong_address"),
             };
+            tracing::debug!(%from, reason, "inbound connection refused");
             Counters::add(counter);
             drop(permit);
         });
@@ -542,9 +554,15 @@ async fn inbound(inner: &Inner, incoming: Incoming) -> Result<QuicLink, Refusal>
     let from = incoming.remote_address();
     let conn = incoming
         .accept()
-        .map_err(|_| Refusal::Handshake)?
+        .map_err(|e| {
+            tracing::debug!(%from, error = %e, "inbound: accept failed");
+            Refusal::Handshake
+        })?
         .await
-        .map_err(|_| Refusal::Handshake)?;
+        .map_err(|e| {
+            tracing::debug!(%from, error = %e, "inbound: TLS handshake failed");
+            Refusal::Handshake
+        })?;
     let refuse = |why: Refusal| {
         let code = match why {
             Refusal::Malformed => CloseCode::Malformed,
@@ -557,12 +575,18 @@ async fn inbound(inner: &Inner, incoming: Incoming) -> Result<QuicLink, Refusal>
     let mut data: Option<Halves> = None;
     let mut claimed = None;
     for _ in 0..2 {
-        let (tx, mut rx) = conn.accept_bi().await.map_err(|_| Refusal::Handshake)?;
+        let (tx, mut rx) = conn.accept_bi().await.map_err(|e| {
+            tracing::debug!(%from, error = %e, "inbound: no stream for a hello");
+            Refusal::Handshake
+        })?;
         let mut b = [0u8; HELLO_LEN];
         match rx.read_exact(&mut b).await {
             Ok(()) => {}
             Err(ReadExactError::FinishedEarly(_)) => return Err(refuse(Refusal::Malformed)),
-            Err(ReadExactError::ReadError(_)) => return Err(refuse(Refusal::Handshake)),
+            Err(ReadExactError::ReadError(e)) => {
+                tracing::debug!(%from, error = %e, "inbound: hello unread");
+                return Err(refuse(Refusal::Handshake));
+            }
         }
         let hello = Hello::decode(&b).map_err(|_| refuse(Refusal::Malformed))?;
         if claimed.is_some_and(|r| r != hello.rank) {

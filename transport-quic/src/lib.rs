@@ -129,7 +129,7 @@ pub use endpoint::{DialError, EndpointError, Inbound, QuicEndpoint};
 pub use frames::{FrameSink, FrameSource, SendError};
 pub use hello::{Hello, HelloError, ACCEPTED, HELLO_LEN, HELLO_VERSION};
 pub use link::{keeps, LinkParts, LinkWatch, QuicLink, Side, Stream};
-pub use stats::QuicStats;
+pub use stats::{QuicCounters, QuicStats};
 
 pub use ca::{ClusterCa, IssuedRank};
 pub use claim::verify_claimed_rank;

@@ -71,6 +71,20 @@ counters! {
     frames_out,
 }
 
+/// A shared handle on an endpoint's counters, from
+/// [`QuicEndpoint::counters`](crate::QuicEndpoint::counters): it stays readable after the
+/// endpoint is handed to [`spawn`](crate::spawn).
+#[derive(Clone, Debug)]
+pub struct QuicCounters(pub(crate) std::sync::Arc<Counters>);
+
+impl QuicCounters {
+    /// A snapshot of the counters: what [`QuicEndpoint::stats`](crate::QuicEndpoint::stats)
+    /// returns.
+    pub fn snapshot(&self) -> QuicStats {
+        self.0.snapshot()
+    }
+}
+
 impl Counters {
     pub(crate) fn add(c: &AtomicU64) {
         c.fetch_add(1, Ordering::Relaxed);

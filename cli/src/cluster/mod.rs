@@ -1,0 +1,241 @@
+//! `lifeline cluster`: a real local cluster of `lifeline node` processes on loopback that
+//! runs a stream of xcasts from varying origins, kills the given ranks with SIGKILL (and pauses
+//! others with SIGSTOP, then SIGCONT), cuts links, blackholes ranks and drops packets with
+//! nftables, and reports who noticed, how fast, and whether every survivor delivered every
+//! broadcast exactly once.
+//!
+//! Each rank has its own loopback address on Linux, rank R at `127.0.1.(R+1)` (rank 250 at
+//! `127.0.2.1`, and so on; 127.0.0.0/8 is all loopback there, nothing to set up), and the nodes
+//! connect from their own addresses, so every packet between two ranks names both and a
+//! firewall rule can match one pair; elsewhere every rank is on 127.0.0.1. Ports are picked
+//! free by binding port 0; the peers and key files go to a temporary folder removed at the end.
+//! Every child is started with `--exit-on-stdin-eof` and killed on the way out (also on Ctrl-C
+//! or SIGTERM), so no node outlives the command. The children share the command's stderr and
+//! environment, so `RUST_LOG` turns on their diagnostics too.
+//!
+//! Network faults (`--cut`, `--cut-oneway`, `--blackhole`, `--loss`) are nftables rules in one
+//! table per run (see [`crate::nft`]), added at their start and deleted at their end; they need
+//! the `nft` binary and root, checked before any node starts. Like a SIGCONT, a fault's end is
+//! never skipped: the workload runs until every fault has ended, and `TAIL_MS` (1 s) past the
+//! last fault event, so that every survivor can show it went on. A cut for good
+//! (`--cut A-B@MS+forever`, also `--cut-oneway`) keeps its rules until the end of the run, and
+//! the workload then lasts until 3 s past the gray timeout (10 s) after its start.
+//!
+//! The nodes run the core's heartbeat failure detector by default (`--no-detect`: without it;
+//! `--detect` is accepted and changes nothing). With it, the launcher knows what each fault
+//! allows ([`Expect`](expect::Expect), the report's `expect`), from the detector's settings
+//! ([`silence_rule`](expect::silence_rule)):
+//! - eviction *required*: a rank paused (`--stop`) or `--blackhole`d for 1 s or more. It must
+//!   be confirmed removed at every survivor within 600 ms of the fault's start
+//!   (`evict_ms_max`), told (`evicted`, once it can run again: after SIGCONT, after the
+//!   heal) and exit with status 3 (`evictions_required`, each with `ok`);
+//! - eviction *allowed*: a rank silent between 200 ms and 1 s, the lossy rank of `--loss`, one
+//!   endpoint of a cut for good (or at least the gray timeout long), never both
+//!   (`evict_both_ends`);
+//! - eviction *forbidden* for every other rank (`evict_forbidden`): bystanders, pauses and
+//!   blackholes of at most 200 ms, the endpoints of a shorter cut.
+//!
+//! Without the detector nothing is expected: every eviction is a false positive.
+//!
+//! The launcher is the nodes' parent: it sees every exit and its status, whoever caused it.
+//! Each rank that exits before the end is attributed: killed by `--kill`, evicted (a live rank
+//! the cluster removed: it printed `evicted` and exited with status 3), or exited by itself
+//! (with its status or signal, e.g. a SIGKILL from an outside tester). Evicted ranks are
+//! listed apart from the dead; those the faults did not require or allow are false positives.
+//! What a rank reports after it was removed (its first confirmation by a rank not removed
+//! itself, or its `evicted` line) is no evidence against others: a paused rank resumes with a
+//! stale view.
+//!
+//! `pass` holds when: every op between survivors was delivered exactly once and settled
+//! (`settled_ms`: no hang), every RELM message between survivors exactly once, every survivor
+//! continued, no false positive, every kill was noticed, every required eviction is `ok`, no
+//! forbidden eviction and never both ends of a cut, no rank confirmed twice by one survivor
+//! (`confirmed_more_than_once`) and, with the detector, every survivor went on within 1 s of
+//! each pause's start (`resume_ms`); with `--garbage`, every intruder was refused.
+//!
+//! With `--transport quic` the launcher generates a cluster CA and one certificate per rank
+//! into the run's directory (`certs/`, the layout of `lifeline certs`) and starts every node
+//! with `--transport quic --cert-dir DIR --cluster ID`; the report's `transport` says which.
+//!
+//! Measures:
+//! - `detect_ms_max`: per killed rank, the wall time from the SIGKILL to the first survivor's
+//!   `link_down` for it; the maximum over kills.
+//! - `repair_ms_max`: per killed rank, the time until every survivor got the root's
+//!   `failure_confirmed` naming it; the maximum over kills.
+//! - `xcast_delivered_exactly_once`: no survivor delivered any op twice; every op started by a
+//!   survivor reached every survivor; an op started by a killed rank reached all survivors or
+//!   none.
+//! - `survivors_continued`: survivors that delivered an op started after the last fault event
+//!   (a kill, a SIGCONT, a network fault's start or end).
+//! - `resume`: per fault, from its start until every survivor delivered an op started after
+//!   it (`resume_ms`: the worst over pauses; `null` without pauses).
+//! - `false_positives`: live ranks whose removal was neither required nor allowed, yet some
+//!   rank (not removed by then) confirmed them dead or they were evicted; without the
+//!   detector, also live ranks some rank reported a link down for (TCP's link timeout is then
+//!   the failure detector). With the detector a link down is one link's loss, which the
+//!   detector settles: listed in `link_downs_live`, no verdict.
+//! - `refused_connections`: handshakes the survivors refused (`--garbage` sends each node
+//!   garbage bytes and a wrong-key handshake halfway through; on QUIC garbage datagrams, which
+//!   create no connection and are not counted, and three refused clients: another CA, a
+//!   wrong rank claim, a rank outside the cluster). With `--transport quic` also
+//!   `refused_by_reason`: the QUIC endpoints' refusal counters summed over the survivors
+//!   (`strangers`, `handshakes_failed`, `malformed_hellos`, `wrong_rank`, `wrong_address`;
+//!   their sum is `refused_connections`), and `refused_at`: rank -> its nonzero ones.
+//! - `deaths`: every rank that died before the end other than by eviction, with its cause
+//!   (`killed` by `--kill`, or `exited` by itself), `at_ms` into the workload, and its exit
+//!   `status` or `signal`; `evicted`: the live ranks the cluster evicted (named by some rank's
+//!   `failure_confirmed`, or told `evicted`), with `at_ms`, `confirmed_by` (whose
+//!   `failure_confirmed` named it: after a partition each side may confirm the other), when
+//!   it was told (`told_ms`, `epoch`), and how it exited (`status`, `signal`; `null` while it
+//!   runs). Survivors are the ranks neither killed, nor exited, nor removed (told, or confirmed
+//!   by a rank not removed itself); the settling waits for nothing from the others, and an
+//!   evicted rank's missed ops are not lost.
+//! - `xcast_duplicated`, `xcast_partial`, `xcast_lost`: the ops behind a false
+//!   `xcast_delivered_exactly_once` (delivered twice somewhere; reached some survivors but not
+//!   all; started by a survivor and not delivered at every survivor).
+//! - `net_faults`: each network fault with the times its rules went in (`at_ms`) and came out
+//!   (`removed_ms`), and the packets they dropped (`dropped_packets`, the rules' counters);
+//!   `link_downs_live`: every link down reported during the run for a peer that did not die
+//!   (`rank` lost `peer`, `reason`, `at_ms`); `nft_table`: the run's table (`null` without
+//!   network faults); `detect`: whether the nodes ran the heartbeat detector; `workload_ms`:
+//!   how long the workload ran.
+//!
+//! - `relm_*`: with every xcast the origin also sends one reliable message (RELM) to another
+//!   live rank, rotating through every destination (all-to-all). `relm_delivered` counts
+//!   messages delivered at their destination, `relm_duplicates` extra deliveries, `relm_lost`
+//!   messages between two survivors not delivered or never acknowledged to their sender, and
+//!   `relm_failed_reported` messages to a killed rank that its sender was told failed.
+
+mod drive;
+mod evictions;
+mod expect;
+mod faults;
+mod intrude;
+mod procs;
+mod report;
+mod setup;
+mod tally;
+
+use std::time::Duration;
+
+use clap::Args;
+use tracing::Instrument;
+
+use crate::node_cmd::TransportKind;
+use crate::CliError;
+use faults::{parse_faults, Faults};
+use procs::Procs;
+use setup::MAX_NODES;
+
+/// Arguments of `lifeline cluster`.
+#[derive(Debug, Args)]
+pub(crate) struct ClusterArgs {
+    /// Number of node processes (ranks 0..N).
+    #[arg(long)]
+    nodes: u32,
+    /// Tree radix.
+    #[arg(long, default_value_t = 8)]
+    radix: u32,
+    /// Seconds of workload (xcasts), after every node is wired up.
+    #[arg(long, value_name = "SECS", default_value_t = 5.0)]
+    duration: f64,
+    /// Kill rank R with SIGKILL MS milliseconds into the workload (default: a third of the
+    /// way). Repeatable.
+    #[arg(long = "kill", value_name = "R[@MS]")]
+    kills: Vec<String>,
+    /// Pause rank R with SIGSTOP MS milliseconds into the workload and resume it with SIGCONT
+    /// DUR milliseconds later (a hung process; TCP alone does not notice). Repeatable.
+    #[arg(long = "stop", value_name = "R@MS+DUR")]
+    stops: Vec<String>,
+    /// Drop every packet between ranks A and B, both ways, from MS milliseconds into the
+    /// workload for DUR milliseconds (nftables; root); `+forever`: until the end of the run
+    /// (the workload then lasts past the gray timeout). Repeatable.
+    #[arg(long = "cut", value_name = "A-B@MS+DUR|forever")]
+    cuts: Vec<String>,
+    /// Drop the packets from rank A to rank B only (B's to A still flow); `+forever` as for
+    /// `--cut`. Repeatable.
+    #[arg(long = "cut-oneway", value_name = "A-B@MS+DUR|forever")]
+    cuts_oneway: Vec<String>,
+    /// Drop every packet to and from rank R, silently (no reset: a lost host). Repeatable.
+    #[arg(long = "blackhole", value_name = "R@MS+DUR")]
+    blackholes: Vec<String>,
+    /// Drop PCT percent (1-100) of rank R's packets, both ways, at random. Repeatable.
+    #[arg(long = "loss", value_name = "R:PCT@MS+DUR")]
+    losses: Vec<String>,
+    /// Accepted for compatibility: the nodes run the core's heartbeat failure detector by
+    /// default.
+    #[arg(long, conflicts_with = "no_detect")]
+    #[allow(dead_code)] // read by clap only: it changes nothing
+    detect: bool,
+    /// Run the nodes without the heartbeat failure detector (`lifeline node --no-detect`):
+    /// TCP's link timeout is then their only failure detector, and no eviction is expected.
+    #[arg(long)]
+    no_detect: bool,
+    /// Xcasts started per second (round-robin over live origins).
+    #[arg(long, default_value_t = 50)]
+    rate: u32,
+    /// The nodes' bound on noticing a vanished peer.
+    #[arg(long, value_name = "MS", default_value_t = 3000)]
+    link_timeout_ms: u64,
+    /// Halfway through the workload, attack every node. TCP: a connection sending garbage
+    /// bytes and a handshake with the wrong key. QUIC: garbage UDP datagrams, a client with
+    /// another CA's certificate, a cluster certificate claiming another rank, and a certificate
+    /// of a rank outside the cluster. Each connection must be refused (counted in
+    /// `refused_connections`) and the run must still pass.
+    #[arg(long)]
+    garbage: bool,
+    /// The nodes' transport: `tcp` (a cluster key in the run's directory) or `quic` (a cluster
+    /// CA and one certificate per rank, generated into the run's directory). Network faults
+    /// (`--cut`, `--cut-oneway`, `--blackhole`, `--loss`) match TCP or, with `quic`, UDP.
+    #[arg(long, value_enum, default_value_t = TransportKind::Tcp)]
+    transport: TransportKind,
+    /// JSON: first line lists the nodes, last line is the report.
+    #[arg(long)]
+    json: bool,
+}
+
+/// The nodes' start-up grace (see `lifeline node --startup-grace-ms`): every node listens well
+/// within it.
+const STARTUP_GRACE: Duration = Duration::from_millis(1500);
+
+/// Runs `lifeline cluster`.
+pub(crate) fn run(args: &ClusterArgs) -> Result<(), CliError> {
+    if args.nodes < 2 || args.nodes > MAX_NODES {
+        return Err(CliError::Usage(format!(
+            "--nodes must be in 2..={MAX_NODES}"
+        )));
+    }
+    if !(args.duration > 0.0 && args.duration <= 3600.0) || args.rate == 0 {
+        return Err(CliError::Usage(
+            "--duration must be in (0, 3600] and --rate positive".into(),
+        ));
+    }
+    let faults = parse_faults(args)?;
+    crate::init_tracing();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::Failed(format!("starting the runtime: {e}")))?;
+    let span = tracing::info_span!("cluster", nodes = args.nodes);
+    rt.block_on(cluster(args, faults).instrument(span))
+}
+
+async fn cluster(args: &ClusterArgs, faults: Faults) -> Result<(), CliError> {
+    let dir = std::env::temp_dir().join(format!("lifeline-cluster-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| CliError::Failed(format!("creating {}: {e}", dir.display())))?;
+    let mut procs = Procs {
+        children: Vec::new(),
+        stdins: Vec::new(),
+        dir,
+        table: None,
+    };
+    let result = drive::drive(args, faults, &mut procs).await;
+    // Whatever happened (Ctrl-C included), every child is killed and reaped; dropping `procs`
+    // then deletes the nftables table.
+    for c in &mut procs.children {
+        let _ = c.start_kill();
+        let _ = tokio::time::timeout(Duration::from_secs(2), c.wait()).await;
+    }
+    result
+}

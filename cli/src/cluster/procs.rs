@@ -1,0 +1,189 @@
+//! The node processes: spawning them, writing commands to their stdin, signals (SIGSTOP,
+//! SIGCONT), reaping their exits and putting exits into words and JSON fields.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::Stdio;
+
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, ChildStdin, Command};
+use tokio::sync::mpsc;
+use tokio::time::Instant as Tick;
+
+use super::setup::Setup;
+use super::{ClusterArgs, STARTUP_GRACE};
+use crate::nft;
+use crate::CliError;
+
+/// Sends `sig` (`-STOP`, `-CONT`) to `pid` with the system's `kill`.
+pub(super) fn signal(pid: Option<u32>, sig: &str) {
+    if let Some(pid) = pid {
+        let _ = std::process::Command::new("kill")
+            .args([sig, &pid.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+/// The children, the temporary folder and the nftables table; dropping it kills every child
+/// that is still running, removes the folder and deletes the table, whatever path the command
+/// leaves by.
+pub(super) struct Procs {
+    pub(super) children: Vec<Child>,
+    pub(super) stdins: Vec<Option<ChildStdin>>,
+    pub(super) dir: PathBuf,
+    /// Only when network faults were asked for; deleted when dropped (after the children are
+    /// killed).
+    pub(super) table: Option<nft::Table>,
+}
+
+impl Drop for Procs {
+    fn drop(&mut self) {
+        for c in &mut self.children {
+            let _ = c.start_kill();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+impl Procs {
+    pub(super) async fn send(&mut self, rank: u32, line: &str) {
+        if let Some(Some(s)) = self.stdins.get_mut(rank as usize) {
+            if s.write_all(line.as_bytes()).await.is_err() {
+                self.stdins[rank as usize] = None;
+            }
+        }
+    }
+}
+
+/// How a rank's process ended, as its parent saw it.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Exit {
+    /// Milliseconds into the workload it was noticed (within one workload tick, or 50 ms
+    /// after the workload; 0 for an exit before it).
+    pub(super) at_ms: i64,
+    pub(super) status: std::process::ExitStatus,
+}
+
+/// The name of signal `sig` (the usual ones; others by number).
+fn signal_name(sig: i32) -> String {
+    let name = match sig {
+        1 => "SIGHUP",
+        2 => "SIGINT",
+        3 => "SIGQUIT",
+        6 => "SIGABRT",
+        9 => "SIGKILL",
+        11 => "SIGSEGV",
+        13 => "SIGPIPE",
+        15 => "SIGTERM",
+        _ => return format!("signal {sig}"),
+    };
+    name.to_string()
+}
+
+/// `(status, signal)` of an exit, for the report.
+pub(super) fn exit_fields(st: Option<std::process::ExitStatus>) -> (Option<i32>, Option<String>) {
+    let Some(st) = st else {
+        return (None, None);
+    };
+    #[cfg(unix)]
+    let sig = std::os::unix::process::ExitStatusExt::signal(&st).map(signal_name);
+    #[cfg(not(unix))]
+    let sig = None;
+    (st.code(), sig)
+}
+
+/// The same in words.
+pub(super) fn exit_words(st: Option<std::process::ExitStatus>) -> String {
+    match exit_fields(st) {
+        (_, Some(sig)) => format!("killed by {sig}"),
+        (Some(c), _) => format!("exited with status {c}"),
+        (None, None) => "still running".into(),
+    }
+}
+
+/// Records every child that exited since the last call (and closes its stdin).
+pub(super) fn reap(procs: &mut Procs, exits: &mut BTreeMap<u32, Exit>, start: Tick) {
+    for (r, c) in procs.children.iter_mut().enumerate() {
+        let r = r as u32;
+        if exits.contains_key(&r) {
+            continue;
+        }
+        if let Ok(Some(status)) = c.try_wait() {
+            let at_ms = i64::try_from(start.elapsed().as_millis()).unwrap_or(i64::MAX);
+            tracing::debug!(rank = r, ?status, at_ms, "node exited");
+            exits.insert(r, Exit { at_ms, status });
+            procs.stdins[r as usize] = None;
+        }
+    }
+}
+
+/// The nodes' output: (rank, one JSON line it printed).
+pub(super) type Lines = mpsc::Receiver<(u32, Value)>;
+
+/// Starts every node (its stdout read line by line into the returned channel) and returns
+/// their pids, the instant they were started and the channel.
+pub(super) fn spawn_nodes(
+    args: &ClusterArgs,
+    setup: &Setup,
+    procs: &mut Procs,
+) -> Result<(Vec<u32>, Tick, Lines), CliError> {
+    let n = args.nodes;
+    let eps = &setup.eps;
+    let exe = std::env::current_exe()
+        .map_err(|e| CliError::Failed(format!("finding the lifeline binary: {e}")))?;
+
+    let (tx, rx) = mpsc::channel::<(u32, Value)>(4096);
+    let mut pids = Vec::new();
+    let spawned = Tick::now();
+    for r in 0..n {
+        let mut cmd = Command::new(&exe);
+        cmd.arg("node")
+            .args(["--rank", &r.to_string()])
+            .arg("--peers")
+            .arg(&setup.peers_file)
+            .arg("--key-file")
+            .arg(&setup.key_file)
+            .args(["--radix", &args.radix.to_string()])
+            .args(["--link-timeout-ms", &args.link_timeout_ms.to_string()])
+            .args(["--startup-grace-ms", &STARTUP_GRACE.as_millis().to_string()])
+            .arg("--exit-on-stdin-eof");
+        if args.no_detect {
+            cmd.arg("--no-detect");
+        }
+        if let Some((certs, cluster)) = &setup.quic {
+            cmd.args(["--transport", "quic", "--cluster", cluster])
+                .arg("--cert-dir")
+                .arg(certs);
+        }
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| CliError::Failed(format!("starting node {r}: {e}")))?;
+        pids.push(child.id().unwrap_or(0));
+        tracing::debug!(rank = r, pid = child.id(), addr = %eps[r as usize], "node started");
+        let out = child.stdout.take();
+        procs.stdins.push(child.stdin.take());
+        procs.children.push(child);
+        let tx = tx.clone();
+        if let Some(out) = out {
+            tokio::spawn(async move {
+                let mut lines = BufReader::new(out).lines();
+                while let Ok(Some(l)) = lines.next_line().await {
+                    if let Ok(v) = serde_json::from_str::<Value>(&l) {
+                        if tx.send((r, v)).await.is_err() {
+                            break;
+                        }
+                    }
+                }
+            });
+        }
+    }
+    drop(tx);
+    Ok((pids, spawned, rx))
+}

@@ -1,0 +1,437 @@
+//! The report: the measures and the verdict (`pass`) from what the nodes printed, written as
+//! one JSON line (`--json`) or as text.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::json;
+
+use super::evictions::{attribute, evictions, Gone, Outcome, Required};
+use super::expect::EVICT_BOUND_MS;
+use super::procs::exit_words;
+use super::tally::{Tally, QUIC_REFUSALS};
+use super::ClusterArgs;
+use crate::node_cmd::TransportKind;
+use crate::{write_stdout, CliError};
+
+#[allow(clippy::too_many_arguments)]
+pub(super) fn report(
+    args: &ClusterArgs,
+    t: &Tally,
+    killed: &BTreeMap<u32, f64>,
+    killed_at_ms: &BTreeMap<u32, u128>,
+    survivors: &BTreeSet<u32>,
+    attempted: u64,
+    o: &Outcome,
+) -> Result<(), CliError> {
+    let pauses = &o.pauses;
+    let detect: BTreeMap<u32, Option<(f64, u32)>> = killed
+        .iter()
+        .map(|(r, at)| {
+            (
+                *r,
+                t.link_down.get(r).map(|(d, by)| ((d - at).max(0.0), *by)),
+            )
+        })
+        .collect();
+    let repair: BTreeMap<u32, Option<f64>> = killed
+        .iter()
+        .map(|(r, at)| {
+            let m = t.confirmed.get(r);
+            let all = m.is_some_and(|m| survivors.iter().all(|s| m.contains_key(s)));
+            let worst = m.and_then(|m| m.values().copied().reduce(f64::max));
+            (*r, worst.filter(|_| all).map(|w| (w - at).max(0.0)))
+        })
+        .collect();
+    let max_of = |v: Vec<Option<f64>>| -> Option<f64> {
+        v.iter().try_fold(0.0f64, |m, x| x.map(|x| m.max(x)))
+    };
+    let detect_max = if killed.is_empty() {
+        None
+    } else {
+        max_of(detect.values().map(|d| d.map(|x| x.0)).collect())
+    };
+    let repair_max = if killed.is_empty() {
+        None
+    } else {
+        max_of(repair.values().copied().collect())
+    };
+    let duplicates: usize = t
+        .delivered
+        .values()
+        .map(|d| d.values().filter(|c| **c > 1).count())
+        .sum();
+    // Reached some survivors but not all (an op that reached only removed ranks, e.g. one its
+    // removed origin delivered to itself, reached none: no finding).
+    let partial: usize = t
+        .delivered
+        .values()
+        .filter(|d| {
+            d.keys().any(|r| survivors.contains(r)) && !survivors.iter().all(|s| d.contains_key(s))
+        })
+        .count();
+    let lost: usize = t
+        .started
+        .iter()
+        .filter(|(p, (o, _))| {
+            survivors.contains(o)
+                && !t
+                    .delivered
+                    .get(*p)
+                    .is_some_and(|d| survivors.iter().all(|s| d.contains_key(s)))
+        })
+        .count();
+    let exactly_once = duplicates == 0 && partial == 0 && lost == 0;
+    // The last fault event (a kill, a SIGCONT, a network fault's start or end): every survivor
+    // must deliver an op started after it.
+    let last_event = killed
+        .values()
+        .copied()
+        .chain(pauses.iter().map(|p| p.wall + p.for_ms as f64))
+        .chain(o.net.iter().filter_map(|f| f.applied.map(|a| a.2)))
+        .chain(o.net.iter().filter_map(|f| f.removed_wall))
+        .reduce(f64::max)
+        .unwrap_or(0.0);
+    let continued = survivors
+        .iter()
+        .filter(|s| {
+            t.started.iter().any(|(p, (_, at))| {
+                *at > last_event && t.delivered.get(p).is_some_and(|d| d.contains_key(s))
+            })
+        })
+        .count();
+    let (deaths, evicted) = attribute(t, killed_at_ms, o);
+    let dead: BTreeSet<u32> = deaths.iter().map(|g| g.rank).collect();
+    let e = &o.expect;
+    let ev = evictions(t, killed, survivors, &evicted, o);
+    // Removed but alive, and neither required nor allowed to be: a false positive. A rank
+    // that died by itself (not by `--kill`) was truly lost. With the detector on, the
+    // evidence is a verdict (a `failure_confirmed` naming the rank, or its eviction); a link
+    // down is the loss of one link, which the detector settles. Without it, TCP's link
+    // timeout is the failure detector and a link down reported for a live rank counts too.
+    let evicted_ranks: BTreeSet<u32> = evicted.iter().map(|g| g.rank).collect();
+    let evidence: BTreeSet<u32> = if o.detect {
+        t.confirmed.keys().copied().collect()
+    } else {
+        t.suspected.clone()
+    };
+    let false_pos: Vec<u32> = evidence
+        .union(&evicted_ranks)
+        .copied()
+        .filter(|r| !killed.contains_key(r) && !dead.contains(r) && !e.may_go(*r))
+        .collect();
+    let confirmed_twice = t
+        .confirm_counts
+        .iter()
+        .filter(|((_, by), c)| survivors.contains(by) && **c > 1)
+        .count();
+    let live_downs: Vec<&(f64, u32, u32, String)> = t
+        .link_downs
+        .iter()
+        .filter(|(_, _, p, _)| !dead.contains(p))
+        .collect();
+    let refused: u64 = t.refused.values().sum();
+    // QUIC: the same reason by reason, in total and at each rank that refused any.
+    let refused_by: Option<BTreeMap<&str, u64>> =
+        (args.transport == TransportKind::Quic).then(|| {
+            QUIC_REFUSALS
+                .iter()
+                .map(|k| (*k, t.refused_quic.values().map(|m| m[k]).sum()))
+                .collect()
+        });
+    let refused_at: BTreeMap<u32, BTreeMap<&str, u64>> = t
+        .refused_quic
+        .iter()
+        .map(|(r, m)| {
+            (
+                *r,
+                m.iter()
+                    .filter(|(_, n)| **n > 0)
+                    .map(|(k, n)| (*k, *n))
+                    .collect(),
+            )
+        })
+        .filter(|(_, m): &(u32, BTreeMap<&str, u64>)| !m.is_empty())
+        .collect();
+    let (relm_delivered, relm_dups, relm_lost, relm_failed) = t.relm_counts(survivors);
+    let intruders = match args.transport {
+        TransportKind::Tcp => 2,
+        TransportKind::Quic => 3,
+    };
+    let pass = (!args.garbage || refused >= intruders * survivors.len() as u64)
+        && exactly_once
+        && relm_dups == 0
+        && relm_lost == 0
+        && continued == survivors.len()
+        && false_pos.is_empty()
+        && detect_max.is_some() != killed.is_empty()
+        && ev.ok()
+        && confirmed_twice == 0
+        && o.settled.is_some();
+    let round = |x: Option<f64>| x.map(|v| (v * 1000.0).round() / 1000.0);
+    let into = |wall: f64| (wall - o.start_wall).round() as i64;
+    if args.json {
+        let mut v = json!({
+            "nodes": args.nodes,
+            "transport": match args.transport {
+                TransportKind::Tcp => "tcp",
+                TransportKind::Quic => "quic",
+            },
+            "killed": killed.keys().collect::<Vec<_>>(),
+            "stopped": pauses.iter().map(|p| json!({"rank": p.rank, "at_ms": p.at_ms, "for_ms": p.for_ms})).collect::<Vec<_>>(),
+            "survivors": survivors.len(),
+            "detect_ms_max": round(detect_max),
+            "repair_ms_max": round(repair_max),
+            "xcast_ops": t.started.len(),
+            "xcast_refused": t.refused_xcasts,
+            "xcast_delivered_exactly_once": exactly_once,
+            "xcast_duplicated": duplicates,
+            "xcast_partial": partial,
+            "xcast_lost": lost,
+            "relm_sent": t.relm_started.len(),
+            "relm_delivered": relm_delivered,
+            "relm_duplicates": relm_dups,
+            "relm_lost": relm_lost,
+            "survivors_continued": continued,
+            "false_positives": false_pos.len(),
+            "refused_connections": refused,
+            "relm_refused": t.relm_refused,
+            "relm_failed_reported": relm_failed,
+            "deaths": deaths.iter().map(Gone::json).collect::<Vec<_>>(),
+            "evicted": evicted.iter().map(Gone::json).collect::<Vec<_>>(),
+            "net_faults": o.net.iter().map(|f| json!({
+                "flag": f.flag, "at_ms": f.applied.map(|a| a.1), "removed_ms": f.removed_ms,
+                "rules": f.rules, "dropped_packets": f.dropped})).collect::<Vec<_>>(),
+            "link_downs_live": live_downs.iter().map(|(at, by, p, why)| json!({
+                "rank": by, "peer": p, "reason": why, "at_ms": into(*at)})).collect::<Vec<_>>(),
+            "nft_table": o.table,
+            "detect": o.detect,
+            "expect": e.json(),
+            "evictions_required": ev.required.iter().map(Required::json).collect::<Vec<_>>(),
+            "evict_ms_max": ev.evict_ms_max(),
+            "evict_forbidden": ev.forbidden,
+            "evict_both_ends": ev.both_ends.iter().map(|(a, b)| [a, b]).collect::<Vec<_>>(),
+            "resume": ev.resume.iter().map(|r| json!({"fault": r.flag, "at_ms": r.at_ms,
+                "resume_ms": r.ms.map(f64::round)})).collect::<Vec<_>>(),
+            "resume_ms": ev.resume_ms(),
+            "confirmed_more_than_once": confirmed_twice,
+            "workload_ms": o.work_ms,
+            "settled_ms": o.settled,
+            "pass": pass,
+        });
+        if let Some(by) = &refused_by {
+            v["refused_by_reason"] = json!(by);
+            v["refused_at"] = json!(refused_at);
+        }
+        write_stdout(|o| writeln!(o, "{v}"))?;
+    } else {
+        write_stdout(|out| {
+            for f in &o.net {
+                match (f.applied, f.removed_ms) {
+                    (Some((_, a, _)), None) => writeln!(
+                        out,
+                        "  {}: {} nftables rules in from {a} ms into the workload to the end, \
+                         {} packets dropped",
+                        f.flag,
+                        f.rules,
+                        f.dropped.map_or("?".into(), |d| d.to_string())
+                    )?,
+                    (Some((_, a, _)), Some(b)) => writeln!(
+                        out,
+                        "  {}: {} nftables rules in from {a} to {b} ms into the workload, \
+                         {} packets dropped",
+                        f.flag,
+                        f.rules,
+                        f.dropped.map_or("?".into(), |d| d.to_string())
+                    )?,
+                    _ => writeln!(out, "  {}: NOT applied", f.flag)?,
+                }
+            }
+            for r in killed.keys() {
+                writeln!(
+                    out,
+                    "  killed rank {r} with SIGKILL {} ms into the workload",
+                    killed_at_ms.get(r).copied().unwrap_or(0)
+                )?;
+                match detect[r] {
+                    Some((d, by)) => writeln!(
+                        out,
+                        "  rank {r}: rank {by} noticed first, {d:.1} ms after the kill"
+                    )?,
+                    None => writeln!(out, "  rank {r}: NOBODY noticed")?,
+                }
+                match repair[r] {
+                    Some(ms) => writeln!(
+                        out,
+                        "  rank {r}: confirmed dead at all {} survivors {ms:.1} ms after the kill",
+                        survivors.len()
+                    )?,
+                    None => writeln!(out, "  rank {r}: not confirmed dead at every survivor")?,
+                }
+            }
+            for g in deaths.iter().filter(|g| g.cause != "killed") {
+                writeln!(
+                    out,
+                    "  rank {} died {} ms into the workload, not by this launcher: {}",
+                    g.rank,
+                    g.at_ms,
+                    exit_words(g.status)
+                )?;
+            }
+            for g in &evicted {
+                let told = match (g.told_ms, g.epoch) {
+                    (Some(at), Some(e)) => format!("told at {at} ms (epoch {e})"),
+                    (Some(at), None) => format!("found its slot gone at {at} ms"),
+                    _ => "never told".into(),
+                };
+                let verdict = if e.required.contains_key(&g.rank) {
+                    "evicted, as required,"
+                } else if e.may_go(g.rank) {
+                    "evicted (allowed)"
+                } else {
+                    "EVICTED (a false positive)"
+                };
+                writeln!(
+                    out,
+                    "  rank {} {verdict} {} ms into the workload (a live rank; confirmed removed \
+                     by {:?}), {told}; {}",
+                    g.rank,
+                    g.at_ms,
+                    g.confirmed_by,
+                    exit_words(g.status)
+                )?;
+            }
+            for p in pauses.iter() {
+                let r = p.rank;
+                let verdict = match (evicted_ranks.contains(&r), e.required.contains_key(&r)) {
+                    (true, true) => "evicted, as required",
+                    (false, true) => "NOT EVICTED (its eviction was required)",
+                    (true, false) if e.may_go(r) => "evicted (allowed)",
+                    (true, false) => "EVICTED (a false positive)",
+                    (false, false) => "evicted by nobody",
+                };
+                writeln!(
+                    out,
+                    "  paused rank {r} with SIGSTOP {} ms into the workload for {} ms: {verdict}",
+                    p.at_ms, p.for_ms
+                )?;
+            }
+            for q in &ev.required {
+                writeln!(
+                    out,
+                    "  rank {}: eviction required; {}, {}, {}",
+                    q.rank,
+                    q.evict_ms.map_or_else(
+                        || "NOT confirmed removed at every survivor".into(),
+                        |ms| format!(
+                            "confirmed removed at every survivor {ms:.0} ms after its fault began \
+                             (bound {EVICT_BOUND_MS} ms)"
+                        )
+                    ),
+                    q.told_ms
+                        .map_or_else(|| "NEVER told".into(), |at| format!("told at {at} ms")),
+                    exit_words(q.status)
+                )?;
+            }
+            for (a, b) in &ev.both_ends {
+                writeln!(out, "  BOTH ends of the cut {a}-{b} evicted")?;
+            }
+            for r in ev.resume.iter().filter(|r| o.detect && r.stop) {
+                writeln!(
+                    out,
+                    "  {} ({} ms): every survivor delivered a later op {}",
+                    r.flag,
+                    r.at_ms,
+                    r.ms.map_or_else(|| "NEVER".into(), |ms| format!("within {ms:.0} ms"))
+                )?;
+            }
+            const SHOWN: usize = 20;
+            for (at, by, p, why) in live_downs.iter().take(SHOWN) {
+                writeln!(
+                    out,
+                    "  link down: rank {by} lost live rank {p} ({why}) {} ms into the workload",
+                    into(*at)
+                )?;
+            }
+            if live_downs.len() > SHOWN {
+                writeln!(
+                    out,
+                    "  ... and {} more link downs",
+                    live_downs.len() - SHOWN
+                )?;
+            }
+            writeln!(
+                out,
+                "  xcast: {} ops started ({} refused for back-pressure, {attempted} attempted); \
+                 {duplicates} duplicated, {partial} reached only some survivors, {lost} lost: {}",
+                t.started.len(),
+                t.refused_xcasts,
+                if exactly_once {
+                    "exactly once everywhere"
+                } else {
+                    "NOT exactly once"
+                }
+            )?;
+            writeln!(
+                out,
+                "  survivors continued: {continued}/{} delivered ops started after the last fault",
+                survivors.len()
+            )?;
+            writeln!(
+                out,
+                "  false positives: {} {:?}; refused connections: {refused}{}",
+                false_pos.len(),
+                false_pos,
+                refused_by.as_ref().map_or_else(String::new, |by| {
+                    let words = |m: &BTreeMap<&str, u64>| {
+                        m.iter()
+                            .map(|(k, n)| format!("{k} {n}"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    };
+                    // Rank by rank where few refused (`--garbage` makes every node refuse:
+                    // then only how many; `refused_at` in the JSON has them all).
+                    let at: String = if refused_at.len() <= 4 {
+                        refused_at
+                            .iter()
+                            .map(|(r, m)| format!("; at rank {r}: {}", words(m)))
+                            .collect()
+                    } else {
+                        format!("; at {} ranks", refused_at.len())
+                    };
+                    format!(" (QUIC: {}{at})", words(by))
+                })
+            )?;
+            writeln!(
+                out,
+                "  RELM: {} messages sent all-to-all ({} refused for back-pressure); {relm_delivered} \
+                 delivered, {relm_dups} duplicated, {relm_lost} lost, {relm_failed} to killed ranks \
+                 reported failed to their senders: {}",
+                t.relm_started.len(),
+                t.relm_refused,
+                if relm_dups == 0 && relm_lost == 0 {
+                    "exactly once, in order"
+                } else {
+                    "NOT exactly once"
+                }
+            )?;
+            if o.settled.is_none() {
+                writeln!(
+                    out,
+                    "  NOT SETTLED: ops still pending at the end of the settling time"
+                )?;
+            }
+            if confirmed_twice > 0 {
+                writeln!(
+                    out,
+                    "  {confirmed_twice} (rank, survivor) pairs confirmed more than once"
+                )?;
+            }
+            writeln!(out, "{}", if pass { "PASS" } else { "FAIL" })
+        })?;
+    }
+    if pass {
+        Ok(())
+    } else {
+        Err(CliError::Failed("the cluster run failed its checks".into()))
+    }
+}

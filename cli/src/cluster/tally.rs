@@ -1,0 +1,312 @@
+//! Reading what the nodes print: [`Tally`] counts every JSON line (listening, link ups and
+//! downs, confirmations, evictions, xcasts, RELM messages, stats) and answers whether the run
+//! has settled and who was removed when.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::Value;
+
+/// The QUIC endpoint's refusal counters (`lifeline_transport_quic::QuicStats`), whose sum
+/// is the adapter's `handshakes_refused`.
+pub(super) const QUIC_REFUSALS: [&str; 5] = [
+    "strangers",
+    "handshakes_failed",
+    "malformed_hellos",
+    "wrong_rank",
+    "wrong_address",
+];
+
+/// What the nodes reported, and when.
+#[derive(Default)]
+pub(super) struct Tally {
+    pub(super) listening: BTreeSet<u32>,
+    pub(super) link_ups: u64,
+    /// payload -> origin and the wall time the origin started it.
+    pub(super) started: BTreeMap<String, (u32, f64)>,
+    pub(super) refused_xcasts: u64,
+    /// rank -> xcast commands answered (started or refused).
+    pub(super) answers: BTreeMap<u32, u64>,
+    /// payload -> rank -> deliveries.
+    pub(super) delivered: BTreeMap<String, BTreeMap<u32, u32>>,
+    /// payload -> rank -> wall time of its first delivery there.
+    pub(super) delivered_at: BTreeMap<String, BTreeMap<u32, f64>>,
+    /// (confirmed rank, reporter) -> `failure_confirmed` lines of the reporter naming it.
+    pub(super) confirm_counts: BTreeMap<(u32, u32), u32>,
+    /// peer -> (first link-down wall time, rank that saw it).
+    pub(super) link_down: BTreeMap<u32, (f64, u32)>,
+    /// dead rank -> survivor -> wall time of its failure_confirmed.
+    pub(super) confirmed: BTreeMap<u32, BTreeMap<u32, f64>>,
+    /// ranks reported lost by anyone.
+    pub(super) suspected: BTreeSet<u32>,
+    /// rank -> handshakes refused (from `stats`).
+    pub(super) refused: BTreeMap<u32, u64>,
+    /// QUIC: rank -> its endpoint's refusals, reason by reason ([`QUIC_REFUSALS`], from the
+    /// `quic` counters of `stats`).
+    pub(super) refused_quic: BTreeMap<u32, BTreeMap<&'static str, u64>>,
+    /// The run is over and nodes are quitting: their links going down is no finding.
+    pub(super) closing: bool,
+    /// rank -> wall time of its `evicted` line and the epoch it names.
+    pub(super) evicted: BTreeMap<u32, (f64, Option<u64>)>,
+    /// Every link down before closing: (wall time, rank, peer, reason).
+    pub(super) link_downs: Vec<(f64, u32, u32, String)>,
+    /// RELM payload -> (src, dst, uid).
+    pub(super) relm_started: BTreeMap<String, (u32, u32, u32)>,
+    pub(super) relm_refused: u64,
+    /// RELM payload -> ranks that delivered it (one entry per delivery).
+    pub(super) relm_delivered: BTreeMap<String, Vec<u32>>,
+    /// (src, dst) -> highest uid acknowledged at src.
+    pub(super) relm_acked: BTreeMap<(u32, u32), u32>,
+    /// (src, dst) -> uid ranges reported failed at src.
+    pub(super) relm_failed: BTreeMap<(u32, u32), Vec<(u32, u32)>>,
+}
+
+impl Tally {
+    pub(super) fn take(&mut self, rank: u32, v: &Value) {
+        let t = v["t_ms"].as_f64().unwrap_or(0.0);
+        let u = |k: &str| v[k].as_u64().map(|x| x as u32);
+        match v["event"].as_str().unwrap_or("") {
+            "listening" => {
+                self.listening.insert(rank);
+            }
+            "link_up" => self.link_ups += 1,
+            "evicted" => {
+                self.evicted.entry(rank).or_insert((t, v["epoch"].as_u64()));
+            }
+            "link_down" | "failure_confirmed" if self.closing => {}
+            "link_down" => {
+                if let Some(p) = u("peer") {
+                    let why = v["reason"].as_str().unwrap_or("").to_string();
+                    self.link_downs.push((t, rank, p, why));
+                    if v["reason"] != "dead" {
+                        self.suspected.insert(p);
+                    }
+                    let e = self.link_down.entry(p).or_insert((t, rank));
+                    if t < e.0 {
+                        *e = (t, rank);
+                    }
+                }
+            }
+            "failure_confirmed" => {
+                for r in v["ranks"].as_array().into_iter().flatten() {
+                    if let Some(r) = r.as_u64() {
+                        self.suspected.insert(r as u32);
+                        *self.confirm_counts.entry((r as u32, rank)).or_default() += 1;
+                        self.confirmed
+                            .entry(r as u32)
+                            .or_default()
+                            .entry(rank)
+                            .or_insert(t);
+                    }
+                }
+            }
+            "xcast_started" => {
+                *self.answers.entry(rank).or_default() += 1;
+                if let Some(p) = v["payload"].as_str() {
+                    self.started.insert(p.to_string(), (rank, t));
+                }
+            }
+            "xcast_delivered" => {
+                if let Some(p) = v["payload"].as_str() {
+                    *self
+                        .delivered
+                        .entry(p.to_string())
+                        .or_default()
+                        .entry(rank)
+                        .or_default() += 1;
+                    self.delivered_at
+                        .entry(p.to_string())
+                        .or_default()
+                        .entry(rank)
+                        .or_insert(t);
+                }
+            }
+            "relm_started" => {
+                *self.answers.entry(rank).or_default() += 1;
+                if let (Some(p), Some(d), Some(uid)) = (v["payload"].as_str(), u("dst"), u("uid")) {
+                    self.relm_started.insert(p.to_string(), (rank, d, uid));
+                }
+            }
+            "relm_delivered" => {
+                if let Some(p) = v["payload"].as_str() {
+                    self.relm_delivered
+                        .entry(p.to_string())
+                        .or_default()
+                        .push(rank);
+                }
+            }
+            "relm_acked" => {
+                if let (Some(d), Some(upto)) = (u("dst"), u("upto")) {
+                    let a = self.relm_acked.entry((rank, d)).or_insert(upto);
+                    *a = (*a).max(upto);
+                }
+            }
+            "relm_failed" => {
+                if let (Some(d), Some(first), Some(count)) = (u("dst"), u("first"), u("count")) {
+                    self.relm_failed
+                        .entry((rank, d))
+                        .or_default()
+                        .push((first, count));
+                }
+            }
+            "error" => {
+                *self.answers.entry(rank).or_default() += 1;
+                if v["command"].as_str().is_some_and(|c| c.starts_with("relm")) {
+                    self.relm_refused += 1;
+                } else {
+                    self.refused_xcasts += 1;
+                }
+            }
+            "stats" => {
+                let n = v["transport"]["handshakes_refused"].as_u64().unwrap_or(0);
+                self.refused.insert(rank, n);
+                if v["quic"].is_object() {
+                    let by = QUIC_REFUSALS
+                        .iter()
+                        .map(|k| (*k, v["quic"][*k].as_u64().unwrap_or(0)))
+                        .collect();
+                    self.refused_quic.insert(rank, by);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Every survivor answered every command sent to it, every op that must reach every
+    /// survivor has, and nothing reached only some.
+    pub(super) fn settled(&self, survivors: &BTreeSet<u32>, sent: &BTreeMap<u32, u64>) -> bool {
+        let answered = survivors.iter().all(|s| {
+            self.answers.get(s).copied().unwrap_or(0) >= sent.get(s).copied().unwrap_or(0)
+        });
+        let everywhere = |p: &str| {
+            self.delivered
+                .get(p)
+                .is_some_and(|d| survivors.iter().all(|s| d.contains_key(s)))
+        };
+        // Delivered at some survivor: then it must be at all of them.
+        let somewhere = |p: &str| {
+            self.delivered
+                .get(p)
+                .is_some_and(|d| d.keys().any(|r| survivors.contains(r)))
+        };
+        answered
+            && self.relm_settled(survivors)
+            && self
+                .started
+                .iter()
+                .all(|(p, (o, _))| !survivors.contains(o) || everywhere(p))
+            && self
+                .delivered
+                .keys()
+                .all(|p| !somewhere(p) || everywhere(p))
+    }
+}
+
+impl Tally {
+    /// When each rank was removed from the cluster (wall time): told `evicted`, or named by a
+    /// `failure_confirmed` of a rank not itself removed by then (killed ranks included). What a
+    /// rank reports after it was removed is no evidence against others: a paused rank resumes
+    /// with a stale view, a fenced one loses its links.
+    pub(super) fn removed_at(&self) -> BTreeMap<u32, f64> {
+        // (wall time, rank, reporter: `None` for its own `evicted` line), in time order.
+        let mut seen: Vec<(f64, u32, Option<u32>)> = self
+            .evicted
+            .iter()
+            .map(|(r, (t, _))| (*t, *r, None))
+            .chain(
+                self.confirmed
+                    .iter()
+                    .flat_map(|(r, m)| m.iter().map(|(by, t)| (*t, *r, Some(*by)))),
+            )
+            .collect();
+        seen.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let mut removed = BTreeMap::new();
+        for (t, r, by) in seen {
+            if by.is_some_and(|by| removed.contains_key(&by)) {
+                continue;
+            }
+            removed.entry(r).or_insert(t);
+        }
+        removed
+    }
+
+    /// Drops every `failure_confirmed` a rank printed after it was removed (see
+    /// [`Tally::removed_at`]), and recomputes what was derived from them and from link downs,
+    /// leaving out the link downs it reported after its removal (still listed in the report's
+    /// `link_downs_live`).
+    pub(super) fn drop_reports_of_the_removed(&mut self) {
+        let removed = self.removed_at();
+        let counts = |by: u32, t: f64| removed.get(&by).is_none_or(|at| t < *at);
+        for m in self.confirmed.values_mut() {
+            m.retain(|by, t| counts(*by, *t));
+        }
+        self.confirmed.retain(|_, m| !m.is_empty());
+        self.link_down.clear();
+        self.suspected = self.confirmed.keys().copied().collect();
+        let valid = self
+            .link_downs
+            .iter()
+            .filter(|(t, by, _, _)| counts(*by, *t));
+        for (t, by, p, why) in valid {
+            if why != "dead" {
+                self.suspected.insert(*p);
+            }
+            let e = self.link_down.entry(*p).or_insert((*t, *by));
+            if *t < e.0 {
+                *e = (*t, *by);
+            }
+        }
+    }
+
+    /// Whether the RELM message `(src, dst, uid)` was acknowledged at its sender.
+    pub(super) fn relm_is_acked(&self, src: u32, dst: u32, uid: u32) -> bool {
+        self.relm_acked.get(&(src, dst)).is_some_and(|a| uid <= *a)
+    }
+
+    /// Whether it was reported failed at its sender.
+    pub(super) fn relm_is_failed(&self, src: u32, dst: u32, uid: u32) -> bool {
+        self.relm_failed
+            .get(&(src, dst))
+            .is_some_and(|v| v.iter().any(|(f, c)| uid >= *f && uid - *f < *c))
+    }
+
+    /// Every RELM message from a survivor is settled: delivered and acknowledged when its
+    /// destination survived, acknowledged or reported failed when it was killed.
+    pub(super) fn relm_settled(&self, survivors: &BTreeSet<u32>) -> bool {
+        self.relm_started.iter().all(|(p, &(s, d, uid))| {
+            !survivors.contains(&s)
+                || if survivors.contains(&d) {
+                    self.relm_delivered.get(p).is_some_and(|v| v.contains(&d))
+                        && self.relm_is_acked(s, d, uid)
+                } else {
+                    self.relm_is_acked(s, d, uid) || self.relm_is_failed(s, d, uid)
+                }
+        })
+    }
+
+    /// (delivered, duplicates, lost, failed_reported).
+    pub(super) fn relm_counts(&self, survivors: &BTreeSet<u32>) -> (usize, usize, usize, usize) {
+        let (mut delivered, mut dups, mut lost, mut failed) = (0, 0, 0, 0);
+        for (p, &(s, d, uid)) in &self.relm_started {
+            let at = self.relm_delivered.get(p).map_or(&[][..], |v| &v[..]);
+            let here = at.iter().filter(|r| **r == d).count();
+            delivered += usize::from(here > 0);
+            dups += here.saturating_sub(1) + at.iter().filter(|r| **r != d).count();
+            if survivors.contains(&s) && survivors.contains(&d) {
+                lost += usize::from(here == 0 || !self.relm_is_acked(s, d, uid));
+            } else if survivors.contains(&s)
+                && !self.relm_is_acked(s, d, uid)
+                && self.relm_is_failed(s, d, uid)
+            {
+                failed += 1;
+            }
+        }
+        // Deliveries of payloads nobody reported sending (a sender killed before answering).
+        dups += self
+            .relm_delivered
+            .iter()
+            .filter(|(p, _)| !self.relm_started.contains_key(*p))
+            .map(|(_, v)| v.len().saturating_sub(1))
+            .sum::<usize>();
+        (delivered, dups, lost, failed)
+    }
+}
