@@ -116,6 +116,7 @@ pub fn child_main<T: Transport>() {
         radix: num("radix") as u32,
         secret: unhex(&kv["secret"]),
         link_timeout: Duration::from_millis(num("timeout_ms")),
+        joiner: false,
     };
     let rank = Rank(num("rank") as u32);
     let mut book = Book::new();

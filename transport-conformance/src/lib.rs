@@ -27,6 +27,7 @@
 //! | [`unauthenticated_refused`] | every [`Transport::INTRUDERS`] (TCP: garbage, a wrong key, an unknown rank; QUIC: another CA's certificate, a wrong-rank claim, an unknown rank) is refused and counted; nothing reaches the core |
 //! | [`unreachable_rank_reported_down`] | a rank that never starts is reported down after bounded re-dials, and never dialed again (TCP: refused dials; QUIC, which has no "refused": dials that time out after `connect_timeout`) |
 //! | [`sigstop_shorter_than_bound`] | a node paused (SIGSTOP) for a third of the bound, then resumed, loses no link and keeps working |
+//! | [`grow_reaches_joiner`] | a rank started as a joiner is added to a running two-node cluster by a grow: it links up with its parent, its xcast reaches the others and a RELM message reaches it |
 //! | [`partition_link_down`] | two nodes in two network namespaces; their veth goes down (no FIN, no RST): both see link-down within the bound (skipped where namespaces cannot be made) |
 //!
 //! Every test is bounded in time and uses only 127.0.0.1.
@@ -37,10 +38,12 @@
 #![allow(async_fn_in_trait)]
 
 mod child;
+mod grow;
 mod process;
 mod running;
 
 pub use child::child_main;
+pub use grow::grow_reaches_joiner;
 pub use process::{partition_link_down, sigstop_shorter_than_bound};
 
 use child::spawn_child;
@@ -55,7 +58,7 @@ use std::time::{Duration, Instant as StdInstant};
 use bytes::{BufMut, Bytes, BytesMut};
 use lifeline_core::tree::{Rank, RankSet};
 use lifeline_core::wire::{FloodMsg, Message};
-use lifeline_core::{Class, Event, Instant, Node, Stats};
+use lifeline_core::{Class, Config, Event, Instant, Node, Stats};
 
 /// The cluster every node of a test shares.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -68,17 +71,28 @@ pub struct Spec {
     pub secret: Vec<u8>,
     /// The bound within which a lost peer must surface as link-down.
     pub link_timeout: Duration,
+    /// The node joins a running cluster ([`Config::joiner`]): the others add it with a grow.
+    pub joiner: bool,
 }
 
 impl Spec {
-    /// `span` ranks, radix `radix`, the suite's secret, a 3 s bound.
+    /// `span` ranks, radix `radix`, the suite's secret, a 3 s bound, not a joiner.
     pub fn new(span: u32, radix: u32) -> Self {
         Self {
             span,
             radix,
             secret: b"lifeline conformance secret".to_vec(),
             link_timeout: Duration::from_secs(3),
+            joiner: false,
         }
+    }
+
+    /// The core configuration a node of this spec runs: span, radix and the joiner flag, the
+    /// rest default. Every [`Transport::start`] builds its node from it.
+    pub fn config(&self) -> Config {
+        let mut c = Config::new(self.span, self.radix);
+        c.joiner = self.joiner;
+        c
     }
 }
 
@@ -136,6 +150,8 @@ pub trait TestNode {
     async fn send_raw(&self, to: Rank, class: Class, frame: Bytes) -> Result<(), String>;
     /// The adapter's counters.
     fn counters(&self) -> Counters;
+    /// A grow: adds `peers`' addresses to the node's book, then grows its span to `new_span`.
+    async fn grow(&self, new_span: u32, peers: &Book) -> Result<(), String>;
     /// Stops the node (its peers see the link go down).
     async fn stop(self);
 }

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant as StdInstant, SystemTime};
 
 use bytes::Bytes;
 use lifeline_core::tree::Rank;
-use lifeline_core::{Class, Config, Instant, Node};
+use lifeline_core::{Class, Instant, Node};
 use lifeline_transport_common::{AddressBook, DriverConfig, RunningNode};
 use lifeline_transport_conformance as suite;
 use lifeline_transport_quic::{
@@ -126,13 +126,8 @@ impl Transport for Quic {
         for (r, a) in book {
             b.insert(*r, *a);
         }
-        let node = Node::new(
-            Config::new(spec.span, spec.radix),
-            rank,
-            u64::from(rank.0) + 1,
-            Instant::ZERO,
-        )
-        .expect("valid config");
+        let node = Node::new(spec.config(), rank, u64::from(rank.0) + 1, Instant::ZERO)
+            .expect("valid config");
         let cfg = QuicConfig::with_link_timeout(spec.link_timeout).expect("link timeout");
         let qbook = QuicBook::try_from(&b).expect("distinct addresses");
         let endpoint = QuicEndpoint::from_socket(&identity(rank), &cfg, ep, Some(qbook))
@@ -298,6 +293,11 @@ async fn unreachable_rank_reported_down() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigstop_shorter_than_bound() {
     suite::sigstop_shorter_than_bound::<Quic>().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grow_reaches_joiner() {
+    suite::grow_reaches_joiner::<Quic>().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

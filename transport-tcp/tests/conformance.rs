@@ -5,7 +5,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use lifeline_core::tree::Rank;
-use lifeline_core::{Class, Config, Instant, Node};
+use lifeline_core::{Class, Instant, Node};
 use lifeline_transport_conformance as suite;
 use lifeline_transport_tcp::{handshake, spawn, AddressBook, ClusterKey, TcpConfig, TcpNode};
 use suite::{Book, RawOutcome, Spec, Transport};
@@ -51,13 +51,8 @@ impl Transport for Tcp {
         for (r, a) in book {
             b.insert(*r, *a);
         }
-        let node = Node::new(
-            Config::new(spec.span, spec.radix),
-            rank,
-            u64::from(rank.0) + 1,
-            Instant::ZERO,
-        )
-        .expect("valid config");
+        let node = Node::new(spec.config(), rank, u64::from(rank.0) + 1, Instant::ZERO)
+            .expect("valid config");
         let key = ClusterKey::from_secret(&spec.secret).expect("key");
         spawn(node, b, key, config(spec), ep)
     }
@@ -150,6 +145,11 @@ async fn unreachable_rank_reported_down() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigstop_shorter_than_bound() {
     suite::sigstop_shorter_than_bound::<Tcp>().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grow_reaches_joiner() {
+    suite::grow_reaches_joiner::<Tcp>().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
