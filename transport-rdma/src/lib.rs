@@ -37,6 +37,11 @@ pub mod channel;
 pub mod mock;
 pub mod verbs;
 
+#[cfg(feature = "verbs")]
+pub mod ibv;
+
 pub use channel::{Buffers, Channel, ChannelConfig, ChannelEvent, DownCause, QpAttrs, QpDetails};
+#[cfg(feature = "verbs")]
+pub use ibv::RdmaSysVerbs;
 pub use mock::{Fault, MockFabric, MockStats, MockVerbs};
 pub use verbs::Verbs;

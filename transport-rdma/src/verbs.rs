@@ -8,6 +8,10 @@
 
 use thiserror::Error;
 
+/// Work request ids must be below this: implementations keep the top bit to tell sends from
+/// receives in error completions, where libibverbs leaves the opcode undefined.
+pub const WR_ID_LIMIT: u64 = 1 << 63;
+
 /// Identifies a memory region registered with [`Verbs::reg_mr`]; valid until the `Verbs` value
 /// is dropped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -261,9 +265,10 @@ pub trait Verbs {
     fn create_qp(&mut self, caps: QpCaps) -> Result<Qp, VerbsError>;
     /// Moves a queue pair along RESET → INIT → RTR → RTS (or to ERR from any state).
     fn modify_qp(&mut self, qp: QpId, to: Transition) -> Result<(), VerbsError>;
-    /// Posts a receive into `sge` (allowed from INIT on).
+    /// Posts a receive into `sge` (allowed from INIT on). `wr_id` must be below
+    /// [`WR_ID_LIMIT`] (the top bit belongs to the implementation).
     fn post_recv(&mut self, qp: QpId, wr_id: u64, sge: Sge) -> Result<(), VerbsError>;
-    /// Posts a signaled `SEND_WITH_IMM` (allowed in RTS only).
+    /// Posts a signaled `SEND_WITH_IMM` (allowed in RTS only); `wr.wr_id` below [`WR_ID_LIMIT`].
     fn post_send(&mut self, qp: QpId, wr: SendWr) -> Result<(), VerbsError>;
     /// Moves up to `out.len()` completions into `out`, returning how many. Never blocks.
     fn poll_cq(&mut self, out: &mut [Completion]) -> Result<usize, VerbsError>;

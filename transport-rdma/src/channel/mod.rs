@@ -50,8 +50,6 @@ use crate::verbs::{
 };
 
 const LEN_PREFIX: usize = 4;
-/// Receive work request ids carry this bit; send ids do not.
-const RECV_BIT: u64 = 1 << 63;
 
 /// The registered slot memory of one channel: `send_depth` and `recv_depth` slots of
 /// `buf_size` bytes.
@@ -418,7 +416,7 @@ impl Channel {
             offset: slot as usize * self.cfg.buf_size as usize,
             len: self.cfg.buf_size,
         };
-        verbs.post_recv(self.qp, RECV_BIT | u64::from(slot), sge)?;
+        verbs.post_recv(self.qp, u64::from(slot), sge)?;
         self.recv_posted += 1;
         self.posted_total = self.posted_total.wrapping_add(1);
         Ok(())
@@ -442,7 +440,7 @@ impl Channel {
             }
             None => None,
         };
-        let wr_id = self.next_wr & !RECV_BIT;
+        let wr_id = self.next_wr % crate::verbs::WR_ID_LIMIT;
         verbs.post_send(
             self.qp,
             SendWr {
@@ -486,11 +484,7 @@ impl Channel {
     }
 
     fn on_recv_done<V: Verbs>(&mut self, now: Instant, verbs: &mut V, c: &Completion) {
-        let Some(slot) = c
-            .wr_id
-            .checked_sub(RECV_BIT)
-            .filter(|s| *s < u64::from(self.cfg.recv_depth))
-        else {
+        let Some(slot) = Some(c.wr_id).filter(|s| *s < u64::from(self.cfg.recv_depth)) else {
             return;
         };
         self.recv_posted = self.recv_posted.saturating_sub(1);

@@ -211,6 +211,9 @@ impl Verbs for MockVerbs {
     }
 
     fn post_recv(&mut self, qp: QpId, wr_id: u64, sge: Sge) -> Result<(), VerbsError> {
+        if wr_id >= crate::verbs::WR_ID_LIMIT {
+            return Err(VerbsError::Invalid("wr_id top bit set"));
+        }
         let mut f = self.fabric.borrow_mut();
         f.region(self.node, &sge)?;
         let q = self.own(&mut f, qp)?;
@@ -229,6 +232,9 @@ impl Verbs for MockVerbs {
     }
 
     fn post_send(&mut self, qp: QpId, wr: SendWr) -> Result<(), VerbsError> {
+        if wr.wr_id >= crate::verbs::WR_ID_LIMIT {
+            return Err(VerbsError::Invalid("wr_id top bit set"));
+        }
         let mut f = self.fabric.borrow_mut();
         if let Some(s) = &wr.sge {
             f.region(self.node, s)?;
