@@ -73,7 +73,11 @@ impl RdmaSysVerbs {
             let e = io::Error::last_os_error();
             return Err(VerbsError::NoDevice(format!("ibv_get_device_list: {e}")));
         }
-        let mut found = Err(VerbsError::NoDevice("the device list is empty".into()));
+        let mut found = Err(VerbsError::NoDevice(match (n, device) {
+            (0, _) => "the device list is empty".into(),
+            (_, Some(d)) => format!("no device named {d}"),
+            (_, None) => "no device could be opened".into(),
+        }));
         for i in 0..n.max(0) as usize {
             // SAFETY: the list holds `n` valid device pointers until it is freed below.
             let dev = unsafe { *list.add(i) };

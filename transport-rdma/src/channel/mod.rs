@@ -29,7 +29,12 @@
 //! frame whose last message did not complete successfully: those may or may not have reached
 //! the peer, so resending them on a new channel is at-least-once. Exactly-once is RELM's job
 //! above (its sequence numbers drop the duplicates). Frames not in that list were acknowledged
-//! by the peer's HCA.
+//! by the peer's HCA, and the peer's channel delivers them even if it goes down meanwhile.
+//!
+//! The data plane is a hint, never a verdict: a side with no credit (or nothing to send) does
+//! not notice a dead peer by itself, so the composite link takes the channel down when the
+//! control link or the failure detector says so ([`Channel::close`]), and tears down *both*
+//! sides' channels on any link-down before reconnecting.
 
 mod config;
 mod types;

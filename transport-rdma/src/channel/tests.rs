@@ -281,6 +281,21 @@ fn a_send_error_mid_stream_is_one_link_down_and_flushes_are_not_failures() {
     );
     assert!(p.a.ch.stats().flushes_after_down > 0);
     assert!(p.a.ch.is_drained());
+    // The resend list: exactly the frames after the acknowledged prefix, in order.
+    let acked = p.a.ch.stats().frames_acked;
+    let rest: Vec<u64> =
+        p.a.ch
+            .take_unacknowledged()
+            .iter()
+            .map(|(id, _)| id.0)
+            .collect();
+    assert_eq!(rest, (acked..20).collect::<Vec<u64>>());
+    assert!(acked > 0 && acked < 20, "the fault hit mid-stream: {acked}");
+    assert_eq!(
+        p.b.got.len() as u64,
+        acked,
+        "b got exactly the acknowledged frames"
+    );
     assert!(matches!(p.a.ch.send(frame(0, 1)), Err(SendError::Down(_))));
 }
 
@@ -408,4 +423,55 @@ proptest! {
         prop_assert_eq!(delivered, (0..sizes.len() as u32).collect::<Vec<u32>>());
         prop_assert_eq!(p.fabric.stats().rnr_naks, 0);
     }
+}
+
+#[test]
+fn two_way_traffic_with_both_sides_out_of_data_credit_completes() {
+    let cfg = ChannelConfig {
+        recv_depth: 4,
+        credit_reserve: 2,
+        credit_threshold: 2,
+        ..small()
+    };
+    for seed in 0..20 {
+        let mut p = Pair::new(seed, cfg);
+        for i in 0..50 {
+            p.a.ch.send(frame(i, 150)).unwrap();
+            p.b.ch.send(frame(i, 150)).unwrap();
+        }
+        p.drive();
+        assert_eq!((p.a.got.len(), p.b.got.len()), (50, 50), "seed {seed}");
+        assert_eq!(p.fabric.stats().rnr_naks, 0);
+    }
+}
+
+#[test]
+fn misuse_and_bad_peer_details_are_errors() {
+    let fabric = MockFabric::new(0);
+    let mut s = open(&fabric, small(), 1);
+    let f = Bytes::from_static(b"x");
+    assert_eq!(s.ch.send(f.clone()), Err(SendError::NotConnected(f)));
+    let mut peer = s.ch.local(&s.verbs);
+    peer.recv_depth = 2; // not above our credit reserve
+    assert!(matches!(
+        s.ch.connect(&mut s.verbs, &peer),
+        Err(SetupError::Peer(_))
+    ));
+    peer.recv_depth = 8;
+    peer.qpn = 1 << 24;
+    assert!(matches!(
+        s.ch.connect(&mut s.verbs, &peer),
+        Err(SetupError::Peer(_))
+    ));
+    let bad = ChannelConfig {
+        buf_size: 1,
+        ..small()
+    };
+    assert!(matches!(
+        Buffers::register(&mut s.verbs, bad),
+        Err(SetupError::Config(_))
+    ));
+    // Not down: the buffers cannot be taken back yet.
+    let ch = std::mem::replace(&mut s.ch, placeholder(&fabric));
+    assert!(ch.into_buffers(&mut s.verbs).is_err());
 }
