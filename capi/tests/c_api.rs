@@ -6,7 +6,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 const MANIFEST: &str = env!("CARGO_MANIFEST_DIR");
-const TARGET: &str = env!("LIFELINE_TARGET");
+mod common;
+
+use common::{profile_dir, static_lib};
 
 /// The header cbindgen makes from the sources now.
 fn generate_header() -> Vec<u8> {
@@ -38,46 +40,8 @@ fn header_is_current() {
     );
 }
 
-/// The directory this test binary's profile builds into (`target/<profile>`).
-fn profile_dir() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    // target/<profile>/deps/c_api-<hash>
-    exe.parent().unwrap().parent().unwrap().to_path_buf()
-}
-
-/// The static library: `cargo test` builds it into `deps/` (a `cargo build` copies it up). The
-/// newest of the candidates wins.
-fn static_lib() -> PathBuf {
-    let dir = profile_dir();
-    let mut found: Vec<PathBuf> = [dir.join("liblifeline.a")]
-        .into_iter()
-        .chain(
-            std::fs::read_dir(dir.join("deps"))
-                .unwrap()
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| {
-                    p.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
-                        n.starts_with("liblifeline") && n.ends_with(".a") && !n.contains("core")
-                    })
-                }),
-        )
-        .filter(|p| p.is_file())
-        .collect();
-    found.sort_by_key(|p| std::fs::metadata(p).and_then(|m| m.modified()).ok());
-    found
-        .pop()
-        .expect("liblifeline.a in target/<profile>/deps (cargo test builds the staticlib)")
-}
-
 fn compiler(cpp: bool) -> Command {
-    cc::Build::new()
-        .target(TARGET)
-        .host(TARGET)
-        .opt_level(0)
-        .cargo_metadata(false)
-        .cpp(cpp)
-        .get_compiler()
-        .to_command()
+    common::compiler(cpp, 0)
 }
 
 /// Whether the C compiler can link a program with `flags` (the sanitizer runtime may be absent).

@@ -13,47 +13,16 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 const MANIFEST: &str = env!("CARGO_MANIFEST_DIR");
-const TARGET: &str = env!("LIFELINE_TARGET");
+mod common;
 
-/// `target/<profile>` (this test binary lives in its `deps/`).
-fn profile_dir() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    exe.parent().unwrap().parent().unwrap().to_path_buf()
-}
-
-/// The newest `liblifeline*.a` that `cargo test` built for this profile.
-fn static_lib() -> PathBuf {
-    let dir = profile_dir();
-    let mut found: Vec<PathBuf> = [dir.join("liblifeline.a")]
-        .into_iter()
-        .chain(
-            std::fs::read_dir(dir.join("deps"))
-                .unwrap()
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| {
-                    p.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
-                        n.starts_with("liblifeline") && n.ends_with(".a") && !n.contains("core")
-                    })
-                }),
-        )
-        .filter(|p| p.is_file())
-        .collect();
-    found.sort_by_key(|p| std::fs::metadata(p).and_then(|m| m.modified()).ok());
-    found.pop().expect("liblifeline.a in target/<profile>/deps")
-}
+use common::{profile_dir, static_lib};
 
 /// Compiles `examples/daemon.c` with warnings as errors.
 fn build_daemon() -> PathBuf {
     let dir = profile_dir().join("c_api").join("interop");
     std::fs::create_dir_all(&dir).unwrap();
     let exe = dir.join("daemon");
-    let out = cc::Build::new()
-        .target(TARGET)
-        .host(TARGET)
-        .opt_level(1)
-        .cargo_metadata(false)
-        .get_compiler()
-        .to_command()
+    let out = common::compiler(false, 1)
         .args(["-std=c11", "-Wall", "-Wextra", "-pedantic", "-Werror", "-g"])
         .arg("-I")
         .arg(Path::new(MANIFEST).join("include"))
