@@ -109,19 +109,9 @@ pub unsafe extern "C" fn lifeline_node_children(
                 return LIFELINE_ERR_DEAD;
             };
             let kids: Vec<u32> = v.live_children().map(|r| r.0).collect();
-            // SAFETY: `out` has `cap` writable elements (the caller's guarantee), we write at
-            // most `cap`, and it cannot overlap `kids`.
-            unsafe {
-                for (i, k) in kids.iter().take(cap).enumerate() {
-                    out.add(i).write(*k);
-                }
-                put(n, kids.len());
-            }
-            if kids.len() > cap {
-                LIFELINE_ERR_BUFFER_TOO_SHORT
-            } else {
-                LIFELINE_OK
-            }
+            // SAFETY: `out` has `cap` writable elements and `n` is writable (the caller's
+            // guarantee; `n` checked non-NULL above).
+            unsafe { copy_ranks(&kids, out, cap, n) }
         },
     )
 }
@@ -213,20 +203,10 @@ pub unsafe extern "C" fn lifeline_node_view_removed(
         LIFELINE_ERR_NULL,
         LIFELINE_ERR_PANIC,
         |nd| {
-            let removed = nd.core().view().removed;
-            // SAFETY: `out` has `cap` writable elements (the caller's guarantee) and we write at
-            // most `cap`; `n` is non-NULL and writable (checked above).
-            unsafe {
-                for (i, r) in removed.iter().take(cap).enumerate() {
-                    out.add(i).write(r.0);
-                }
-                put(n, removed.len());
-            }
-            if removed.len() > cap {
-                LIFELINE_ERR_BUFFER_TOO_SHORT
-            } else {
-                LIFELINE_OK
-            }
+            let removed: Vec<u32> = nd.core().view().removed.iter().map(|r| r.0).collect();
+            // SAFETY: `out` has `cap` writable elements and `n` is writable (the caller's
+            // guarantee; `n` checked non-NULL above).
+            unsafe { copy_ranks(&removed, out, cap, n) }
         },
     )
 }
@@ -268,4 +248,25 @@ pub unsafe extern "C" fn lifeline_node_stats(
             LIFELINE_OK
         },
     )
+}
+
+/// Writes `ranks.len()` to `*n` and the first `min(len, cap)` ranks to `out`:
+/// `LIFELINE_ERR_BUFFER_TOO_SHORT` when they do not all fit, else `LIFELINE_OK`.
+///
+/// # Safety
+/// `out` is valid for `cap` writes of `u32` (NULL only when `cap` is 0) and does not overlap
+/// `ranks`; `n` is non-NULL and writable.
+unsafe fn copy_ranks(ranks: &[u32], out: *mut u32, cap: usize, n: *mut usize) -> LifelineResult {
+    // SAFETY: at most `cap` writes into `out` (the caller's guarantee), and `n` is writable.
+    unsafe {
+        for (i, r) in ranks.iter().take(cap).enumerate() {
+            out.add(i).write(*r);
+        }
+        put(n, ranks.len());
+    }
+    if ranks.len() > cap {
+        LIFELINE_ERR_BUFFER_TOO_SHORT
+    } else {
+        LIFELINE_OK
+    }
 }
