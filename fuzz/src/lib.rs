@@ -18,6 +18,10 @@
 //!   core's test harness (`lifeline_core::sim::testing::Net`): it never panics, never
 //!   addresses a transmit to itself, a dead rank or a rank outside the span, and never emits a
 //!   frame it would itself refuse or on the wrong class.
+//! - [`tcp_handshake`]: the TCP transport's handshake steps fed arbitrary HELLO, CHALLENGE,
+//!   PROOF and RESULT bytes never panic; garbage never authenticates (no PROOF or HELLO from
+//!   bytes that do not hold the key passes); an honest exchange always does; a RESULT decodes to
+//!   a verdict whose encoding decodes to the same verdict.
 //! - [`relm_sim`]: the RELM simulator scenario with fuzzer-chosen shape, load, crash rate and
 //!   seed: exactly once, in order, nothing lost, unreported or leaked.
 
@@ -429,5 +433,64 @@ pub fn relm_sim(data: &[u8]) {
             }
         }
         Err(e) => panic!("{e}"),
+    }
+}
+
+/// The TCP handshake's sans-IO steps under arbitrary bytes (see the crate docs).
+pub fn tcp_handshake(data: &[u8]) {
+    use lifeline_core::Class;
+    use lifeline_transport_tcp::handshake::{
+        decode_verdict, Acceptor, Dialer, CHALLENGE_LEN, HELLO_LEN,
+    };
+    use lifeline_transport_tcp::ClusterKey;
+
+    let key = ClusterKey::from_secret(b"fuzz cluster").expect("non-empty secret");
+    let take = |at: usize, n: usize| -> Vec<u8> {
+        (0..n)
+            .map(|i| data.get(at + i).copied().unwrap_or(0))
+            .collect()
+    };
+    let me = Rank(u32::from(data.first().copied().unwrap_or(1) % 8));
+    let hello: [u8; HELLO_LEN] = take(1, HELLO_LEN).try_into().expect("sized");
+    let challenge: [u8; CHALLENGE_LEN] = take(1 + HELLO_LEN, CHALLENGE_LEN)
+        .try_into()
+        .expect("sized");
+    let proof: [u8; 32] = take(1 + HELLO_LEN + CHALLENGE_LEN, 32)
+        .try_into()
+        .expect("sized");
+    let nonce: [u8; 32] = take(0, 32).try_into().expect("sized");
+
+    // An acceptor given arbitrary bytes as HELLO and PROOF: a PROOF not made with the key
+    // never passes (it would take forging keyed BLAKE3).
+    if let Ok((acc, ch)) = Acceptor::on_hello(&key, me, &hello, nonce, |_| Ok(())) {
+        assert_eq!(&ch[..4], b"LLT1");
+        assert!(acc.on_proof(&proof).is_err(), "a forged proof passed");
+    }
+    // A dialer given an arbitrary CHALLENGE: one not made with the key never gets a PROOF.
+    let d = Dialer::new(&key, Rank(0), me, Class::Data, nonce);
+    assert!(
+        d.on_challenge(&challenge).is_err(),
+        "a forged challenge passed"
+    );
+    // An honest exchange with fuzzer-chosen ranks, class and nonces always succeeds.
+    if me != Rank(7) {
+        let class = if nonce[0] & 1 == 0 {
+            Class::Control
+        } else {
+            Class::Data
+        };
+        let d = Dialer::new(&key, Rank(7), me, class, nonce);
+        let (acc, ch) =
+            Acceptor::on_hello(&key, me, d.hello(), proof, |_| Ok(())).expect("an honest hello");
+        let p = d.on_challenge(&ch).expect("an honest challenge");
+        let h = acc.on_proof(&p).expect("an honest proof");
+        assert_eq!((h.from, h.to, h.class), (Rank(7), me, class));
+    }
+    // Any RESULT bytes: a verdict uses no more bytes than given, and its encoding decodes to
+    // the same verdict.
+    if let Some((v, n)) = decode_verdict(data) {
+        assert!(n <= data.len());
+        let (b, m) = v.encode();
+        assert_eq!(decode_verdict(&b[..m]), Some((v, m)));
     }
 }

@@ -93,6 +93,16 @@ fn node_replays() {
 }
 
 #[test]
+fn tcp_handshake_replays() {
+    for d in inputs(6, 5_000, 200)
+        .into_iter()
+        .chain(corpus("tcp_handshake"))
+    {
+        lifeline_fuzz::tcp_handshake(&d);
+    }
+}
+
+#[test]
 fn relm_sim_replays() {
     for d in inputs(4, 60, 24).into_iter().chain(corpus("relm_sim")) {
         lifeline_fuzz::relm_sim(&d);
