@@ -38,8 +38,10 @@
 #![deny(unsafe_code)]
 
 pub mod channel;
+pub mod link;
 pub mod mock;
 pub mod verbs;
+pub mod wire;
 
 #[cfg(feature = "verbs")]
 #[allow(unsafe_code)]
@@ -48,5 +50,6 @@ pub mod ibv;
 pub use channel::{Buffers, Channel, ChannelConfig, ChannelEvent, DownCause, QpAttrs, QpDetails};
 #[cfg(feature = "verbs")]
 pub use ibv::RdmaSysVerbs;
+pub use link::{pump, spawn, PlaneStats, RdmaConfig, RdmaConnector, RdmaNode};
 pub use mock::{Fault, MockFabric, MockStats, MockVerbs};
 pub use verbs::Verbs;
