@@ -7,7 +7,9 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use bytes::Bytes;
 use lifeline_core::Instant;
 
-use crate::channel::{Buffers, Channel, ChannelConfig, DownCause, QpDetails, SendError, SetupError};
+use crate::channel::{
+    Buffers, Channel, ChannelConfig, DownCause, QpDetails, SendError, SetupError,
+};
 use crate::verbs::{Completion, Verbs, WcOp, WcStatus};
 
 /// Counters of the data plane (for tests and diagnostics).
@@ -113,7 +115,10 @@ impl<V: Verbs> Plane<V> {
     pub(crate) fn connect(&self, qpn: u32, peer: &QpDetails) -> Result<(), SetupError> {
         let mut g = self.lock();
         let inner = &mut *g;
-        let e = inner.links.get_mut(&qpn).ok_or(SetupError::AlreadyConnected)?;
+        let e = inner
+            .links
+            .get_mut(&qpn)
+            .ok_or(SetupError::AlreadyConnected)?;
         e.ch.connect(&mut inner.verbs, peer)
     }
 
@@ -218,7 +223,13 @@ impl<V: Verbs> Inner<V> {
             match e.ch.into_buffers(&mut self.verbs) {
                 Ok(b) => self.spare.push(b),
                 Err(ch) => {
-                    self.links.insert(qpn, Entry { ch: *ch, owned: false });
+                    self.links.insert(
+                        qpn,
+                        Entry {
+                            ch: *ch,
+                            owned: false,
+                        },
+                    );
                 }
             }
         }
