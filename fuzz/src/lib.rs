@@ -18,6 +18,9 @@
 //!   core's test harness (`lifeline_core::sim::testing::Net`): it never panics, never
 //!   addresses a transmit to itself, a dead rank or a rank outside the span, and never emits a
 //!   frame it would itself refuse or on the wrong class.
+//! - [`qp_details`]: any bytes as the RDMA link's QP details record
+//!   (`lifeline_transport_rdma::wire`): decoding never panics, and what decodes re-encodes to
+//!   exactly the same bytes.
 //! - [`relm_sim`]: the RELM simulator scenario with fuzzer-chosen shape, load, crash rate and
 //!   seed: exactly once, in order, nothing lost, unreported or leaked.
 
@@ -42,6 +45,14 @@ pub fn decode(data: &[u8]) {
         assert_eq!(&m.encode()[..], data, "{m:?} has a second encoding");
         assert_eq!(m.frame_len(), data.len());
         assert_eq!(header, Ok(Some(data.len())));
+    }
+}
+
+/// Any bytes as a QP details record: no panic; a decoded record re-encodes to the same bytes.
+pub fn qp_details(data: &[u8]) {
+    use lifeline_transport_rdma::wire;
+    if let Ok(d) = wire::decode(data) {
+        assert_eq!(&wire::encode(&d)[..], data, "{d:?} has a second encoding");
     }
 }
 

@@ -24,6 +24,8 @@ pub struct PlaneStats {
     /// Frames refused by the channel as too large: dropped and counted (the driver checks
     /// `max_frame` first, so this stays 0 when both are configured alike).
     pub dropped_too_large: u64,
+    /// `poll_cq` calls that failed.
+    pub poll_errors: u64,
     /// Most frames ever held between the driver's send queue and a channel.
     pub max_held: usize,
     /// Registered buffers reused for a new channel instead of registering new memory.
@@ -189,14 +191,12 @@ impl<V: Verbs> Inner<V> {
             imm: None,
         }; 64];
         loop {
-            let n = match self.verbs.poll_cq(&mut buf) {
-                Ok(n) => n,
-                Err(_) => {
-                    // A failed poll leaves nothing to dispatch; every channel's next post or
-                    // the control connection surfaces the failure.
-                    0
-                }
-            };
+            // A failed poll leaves nothing to dispatch (counted); every channel's next post or
+            // the control connection surfaces a dead device.
+            let n = self.verbs.poll_cq(&mut buf).unwrap_or_else(|_| {
+                self.stats.poll_errors += 1;
+                0
+            });
             for c in &buf[..n] {
                 match self.links.get_mut(&c.qpn) {
                     Some(e) => {

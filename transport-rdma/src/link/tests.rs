@@ -282,9 +282,11 @@ async fn qp_error_mid_stream_relm_exactly_once() {
 /// every accepted frame arrives exactly once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn backpressure_is_bounded() {
-    let mut tcp = TcpConfig::default();
-    tcp.queue_soft_bytes = 16 << 10;
-    tcp.queue_hard_bytes = 8 << 20;
+    let tcp = TcpConfig {
+        queue_soft_bytes: 16 << 10,
+        queue_hard_bytes: 8 << 20,
+        ..TcpConfig::default()
+    };
     let mut rdma = RdmaConfig::default();
     rdma.channel.max_queued = 8;
     let mut c = cluster(2, 5, tcp, rdma).await;
