@@ -7,7 +7,8 @@
 //! carries no frames: once its handshake succeeded (and the acceptor wrote its verdict), each
 //! side opens a [`Channel`] (queue pair in INIT, receives posted, a fresh PSN), writes its
 //! [`QpDetails`] record ([`crate::wire`]) on that authenticated connection, reads the peer's,
-//! and moves the queue pair to RTR/RTS. From then on the data slot's "connection" is the
+//! moves the queue pair to RTR/RTS, and writes one "ready" byte, then waits for the
+//! peer's (so neither side sends to a queue pair not yet in RTR). From then on the data slot's "connection" is the
 //! channel, and the TCP connection is only watched: its end (EOF, reset) ends the data link,
 //! and any byte on it is a protocol violation. QP details never travel over an
 //! unauthenticated socket.
@@ -67,6 +68,9 @@ use crate::mock::MockFabric;
 use crate::verbs::Verbs;
 use crate::wire::{self, DETAILS_LEN};
 use plane::Plane;
+
+/// The byte each side writes once its queue pair is in RTS (after the details records).
+const READY: u8 = 0x52;
 
 /// Settings of the data plane of the composite link.
 #[derive(Clone, Copy, Debug)]
@@ -284,7 +288,21 @@ impl<V: Verbs + Send + 'static> RdmaConnector<V> {
         self.plane
             .connect(qpn, &peer)
             .map_err(|_| Ended::Malformed)?;
-        Ok(release)
+        // Both queue pairs must be in RTR before either side sends: a send reaching a queue
+        // pair still in INIT is not acknowledged (retried, then `RetryExceeded`). Each side
+        // says "ready" once its own is in RTR/RTS and waits for the peer's.
+        let ready = async {
+            stream.write_all(&[READY]).await?;
+            let mut b = [0u8; 1];
+            stream.read_exact(&mut b).await?;
+            Ok::<_, io::Error>(b[0])
+        };
+        match tokio::time::timeout(self.cfg.exchange_timeout, ready).await {
+            Err(_) => Err(Ended::Io(io::ErrorKind::TimedOut)),
+            Ok(Err(e)) => Err(io_err(e)),
+            Ok(Ok(READY)) => Ok(release),
+            Ok(Ok(_)) => Err(Ended::Malformed),
+        }
     }
 
     async fn pump_frames(&self, qpn: u32, mut stream: TcpStream, io: &LinkIo) -> Ended {
