@@ -5,8 +5,8 @@
 //! the cluster-key handshake and the control slot to [`TcpConnector`] (through its public API,
 //! nothing copied). The data slot is also dialed and authenticated as a TCP connection, but
 //! carries no frames: once its handshake succeeded (and the acceptor wrote its verdict), each
-//! side opens a [`Channel`] (queue pair in INIT, receives posted, a fresh PSN), writes its
-//! [`QpDetails`] record ([`crate::wire`]) on that authenticated connection, reads the peer's,
+//! side opens a [`Channel`](crate::Channel) (queue pair in INIT, receives posted, a fresh PSN), writes its
+//! [`QpDetails`](crate::QpDetails) record ([`crate::wire`]) on that authenticated connection, reads the peer's,
 //! moves the queue pair to RTR/RTS, and writes one "ready" byte, then waits for the
 //! peer's (so neither side sends to a queue pair not yet in RTR). From then on the data slot's "connection" is the
 //! channel, and the TCP connection is only watched: its end (EOF, reset) ends the data link,
