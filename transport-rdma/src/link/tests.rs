@@ -348,3 +348,74 @@ async fn backpressure_is_bounded() {
     assert!(f.values().all(|&k| k == 1));
     assert_eq!(count(&seen, |o| matches!(o, Output::LinkDown { .. })), 0);
 }
+
+/// Completion errors are soft evidence (a reset), closes and flushes an EOF, protocol
+/// violations malformed: never anything the core reads as a verdict.
+#[test]
+fn causes_map_like_tcp() {
+    use std::io::ErrorKind;
+
+    use lifeline_transport_common::Ended;
+
+    use super::ended;
+    use crate::channel::DownCause;
+    use crate::verbs::{VerbsError, WcOp};
+
+    let reset = Ended::Io(ErrorKind::ConnectionReset);
+    for status in [
+        WcStatus::RetryExceeded,
+        WcStatus::RnrRetryExceeded,
+        WcStatus::Remote(9),
+        WcStatus::Local(1),
+    ] {
+        let op = WcOp::Send;
+        assert_eq!(ended(&DownCause::Completion { op, status }), reset);
+    }
+    assert_eq!(ended(&DownCause::Verbs(VerbsError::QueueFull)), reset);
+    assert_eq!(ended(&DownCause::Flushed), Ended::Eof);
+    assert_eq!(ended(&DownCause::Closed), Ended::Eof);
+    assert_eq!(ended(&DownCause::Malformed("x")), Ended::Malformed);
+}
+
+/// An authenticated peer whose data-slot connection sends a bad QP details record (wrong
+/// version) is closed and counted malformed; no queue pair stays behind, and the node goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_details_record_closed_and_counted() {
+    use lifeline_core::Class;
+    use lifeline_transport_tcp::handshake;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let c = cluster(2, 3, TcpConfig::default(), RdmaConfig::default()).await;
+    // Rank 1 stops (its links with 0 end); a raw dialer claims rank 1 on the data slot.
+    c.nodes[1].node.task.abort();
+    let target = c.nodes[0].node.handle.local_addr();
+    let key = ClusterKey::from_secret(b"rdma composite link test").unwrap();
+    let mut s = tokio::net::TcpStream::connect(target).await.unwrap();
+    handshake::dial(&mut s, &key, Rank(1), Rank(0), Class::Data)
+        .await
+        .unwrap();
+    // The node's record arrives first: valid.
+    let mut theirs = [0u8; crate::wire::DETAILS_LEN];
+    s.read_exact(&mut theirs).await.unwrap();
+    assert!(crate::wire::decode(&theirs).is_ok());
+    let mut bad = theirs;
+    bad[0] = 9;
+    s.write_all(&bad).await.unwrap();
+    let mut rest = Vec::new();
+    let closed = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut rest)).await;
+    assert!(
+        matches!(closed, Ok(Ok(0)) | Ok(Err(_))),
+        "not closed: {closed:?}"
+    );
+    let end = tokio::time::Instant::now() + Duration::from_secs(5);
+    while c.nodes[0].node.handle.stats().malformed == 0 && tokio::time::Instant::now() < end {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(c.nodes[0].node.handle.stats().malformed, 1);
+    // Its channel was released (closed, drained, destroyed).
+    let end = tokio::time::Instant::now() + Duration::from_secs(5);
+    while c.nodes[0].connector.channels() > 0 && tokio::time::Instant::now() < end {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(c.nodes[0].connector.channels(), 0);
+}
