@@ -22,6 +22,9 @@
 //!   PROOF and RESULT bytes never panic; garbage never authenticates (no PROOF or HELLO from
 //!   bytes that do not hold the key passes); an honest exchange always does; a RESULT decodes to
 //!   a verdict whose encoding decodes to the same verdict.
+//! - [`qp_details`]: any bytes as the RDMA link's QP details record
+//!   (`lifeline_transport_rdma::wire`): decoding never panics, and what decodes re-encodes to
+//!   exactly the same bytes.
 //! - [`relm_sim`]: the RELM simulator scenario with fuzzer-chosen shape, load, crash rate and
 //!   seed: exactly once, in order, nothing lost, unreported or leaked.
 
@@ -46,6 +49,14 @@ pub fn decode(data: &[u8]) {
         assert_eq!(&m.encode()[..], data, "{m:?} has a second encoding");
         assert_eq!(m.frame_len(), data.len());
         assert_eq!(header, Ok(Some(data.len())));
+    }
+}
+
+/// Any bytes as a QP details record: no panic; a decoded record re-encodes to the same bytes.
+pub fn qp_details(data: &[u8]) {
+    use lifeline_transport_rdma::wire;
+    if let Ok(d) = wire::decode(data) {
+        assert_eq!(&wire::encode(&d)[..], data, "{d:?} has a second encoding");
     }
 }
 

@@ -37,6 +37,26 @@ fn corpus(target: &str) -> Vec<Vec<u8>> {
 }
 
 #[test]
+fn qp_details_replays() {
+    for d in inputs(3, 20_000, 48)
+        .into_iter()
+        .chain(corpus("qp_details"))
+    {
+        lifeline_fuzz::qp_details(&d);
+    }
+    // Records of the right length and version, so decoding gets past the first checks.
+    for mut d in inputs(4, 20_000, 36).into_iter().filter(|d| d.len() == 36) {
+        d[0] = lifeline_transport_rdma::wire::DETAILS_VERSION;
+        lifeline_fuzz::qp_details(&d);
+    }
+    for mut d in inputs(5, 2_000, 0).into_iter().map(|_| vec![0u8; 36]) {
+        d[0] = lifeline_transport_rdma::wire::DETAILS_VERSION;
+        d[27] = 3;
+        lifeline_fuzz::qp_details(&d);
+    }
+}
+
+#[test]
 fn decode_replays() {
     for d in inputs(1, 20_000, 64).into_iter().chain(corpus("decode")) {
         lifeline_fuzz::decode(&d);

@@ -27,7 +27,12 @@ pub type TcpNode = RunningNode;
 
 /// The TCP connector: two slots per link, one connection per class (control is slot 0, data
 /// slot 1), each authenticated by the cluster-key handshake.
-pub(crate) struct TcpConnector {
+///
+/// Public so that a composite connector can delegate to it (the RDMA link in
+/// `lifeline-transport-rdma` runs its control slot through this connector and authenticates its
+/// data slot's queue pair exchange with this connector's handshake); build one with
+/// [`connector`]. [`spawn`] is the way to run plain TCP.
+pub struct TcpConnector {
     sh: Shared,
     /// Taken once, by [`Connector::listen`].
     listener: Mutex<Option<TcpListener>>,
@@ -116,18 +121,15 @@ impl Connector for TcpConnector {
     }
 }
 
-/// Starts driving `node` on `listener` (bound to this rank's address book entry). Must be called
-/// inside a tokio runtime; any flavour works.
-///
-/// The node should have been created with `now = Instant::ZERO`: the driver's clock starts at
-/// zero when this is called (an earlier `now` would hold protocol time back until reached).
-pub fn spawn(
-    node: Node,
+/// The connector [`spawn`] runs, and the driver [`Setup`] to run it with: for a composite
+/// connector that wraps it (see [`TcpConnector`]). Arguments as for [`spawn`].
+pub fn connector(
+    node: &Node,
     book: AddressBook,
     key: ClusterKey,
     cfg: TcpConfig,
     listener: TcpListener,
-) -> TcpNode {
+) -> (TcpConnector, Setup) {
     let local_addr = listener
         .local_addr()
         .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
@@ -147,9 +149,25 @@ pub fn spawn(
         cfg: Arc::new(cfg),
         counters,
     };
-    let connector = Arc::new(TcpConnector {
+    let connector = TcpConnector {
         sh,
         listener: Mutex::new(Some(listener)),
-    });
-    common::spawn(node, connector, setup)
+    };
+    (connector, setup)
+}
+
+/// Starts driving `node` on `listener` (bound to this rank's address book entry). Must be called
+/// inside a tokio runtime; any flavour works.
+///
+/// The node should have been created with `now = Instant::ZERO`: the driver's clock starts at
+/// zero when this is called (an earlier `now` would hold protocol time back until reached).
+pub fn spawn(
+    node: Node,
+    book: AddressBook,
+    key: ClusterKey,
+    cfg: TcpConfig,
+    listener: TcpListener,
+) -> TcpNode {
+    let (connector, setup) = connector(&node, book, key, cfg, listener);
+    common::spawn(node, Arc::new(connector), setup)
 }

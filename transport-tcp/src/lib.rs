@@ -138,7 +138,7 @@ mod key;
 #[cfg(feature = "runtime")]
 pub use config::{BindLocal, TcpConfig};
 #[cfg(feature = "runtime")]
-pub use connector::{spawn, TcpNode};
+pub use connector::{connector, spawn, TcpConnector, TcpNode};
 pub use key::{ClusterKey, KeyError};
 /// The shared driver's types, re-exported: the TCP adapter runs
 /// [`lifeline_transport_common`]'s driver with its own connector.

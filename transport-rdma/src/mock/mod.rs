@@ -22,8 +22,7 @@ mod fabric;
 #[cfg(test)]
 mod tests;
 
-use std::cell::RefCell;
-use std::rc::Rc;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 pub use fabric::{Fault, MockStats};
 
@@ -33,23 +32,24 @@ use crate::verbs::{
 };
 use fabric::{Fabric, MockQp, Node};
 
-/// The shared fabric. Cloning gives another handle to the same fabric.
+/// The shared fabric. Cloning gives another handle to the same fabric; handles and endpoints
+/// are `Send + Sync` (one mutex), so tokio tasks of the composite link can share them.
 #[derive(Clone)]
 pub struct MockFabric {
-    inner: Rc<RefCell<Fabric>>,
+    inner: Arc<Mutex<Fabric>>,
 }
 
 impl MockFabric {
     /// A fabric with no endpoints, its scheduling drawn from `seed`.
     pub fn new(seed: u64) -> Self {
         Self {
-            inner: Rc::new(RefCell::new(Fabric::new(seed))),
+            inner: Arc::new(Mutex::new(Fabric::new(seed))),
         }
     }
 
     /// A new endpoint (one "node": its own regions and completion queue) on this fabric.
     pub fn endpoint(&self) -> MockVerbs {
-        let mut f = self.inner.borrow_mut();
+        let mut f = lock(&self.inner);
         f.nodes.push(Node {
             regions: Vec::new(),
             cq: Default::default(),
@@ -62,7 +62,7 @@ impl MockFabric {
 
     /// Processes one outstanding send; false when none is outstanding (the fabric is idle).
     pub fn step(&self) -> bool {
-        self.inner.borrow_mut().step()
+        lock(&self.inner).step()
     }
 
     /// Steps until idle or `max_steps` steps; returns the steps taken.
@@ -72,34 +72,34 @@ impl MockFabric {
 
     /// Schedules a fault.
     pub fn inject(&self, fault: Fault) {
-        self.inner.borrow_mut().faults.push(fault);
+        lock(&self.inner).faults.push(fault);
     }
 
     /// Moves queue pair `qpn` to ERR now (as a fatal async event would): everything it holds
     /// completes `Flushed`.
     pub fn fail_qp(&self, qpn: u32) {
-        self.inner.borrow_mut().fail(qpn, None);
+        lock(&self.inner).fail(qpn, None);
     }
 
     /// The state of queue pair `qpn`, or `None` if it does not exist (never or destroyed).
     pub fn qp_state(&self, qpn: u32) -> Option<QpState> {
-        self.inner.borrow().qps.get(&qpn).map(|q| q.state)
+        lock(&self.inner).qps.get(&qpn).map(|q| q.state)
     }
 
     /// Receives currently posted on queue pair `qpn` (0 if unknown).
     pub fn posted_recvs(&self, qpn: u32) -> usize {
-        self.inner.borrow().qps.get(&qpn).map_or(0, |q| q.rq.len())
+        lock(&self.inner).qps.get(&qpn).map_or(0, |q| q.rq.len())
     }
 
     /// What the fabric has done so far.
     pub fn stats(&self) -> MockStats {
-        self.inner.borrow().stats
+        lock(&self.inner).stats
     }
 }
 
 /// One endpoint of a [`MockFabric`]: implements [`Verbs`] in memory, without `unsafe`.
 pub struct MockVerbs {
-    fabric: Rc<RefCell<Fabric>>,
+    fabric: Arc<Mutex<Fabric>>,
     node: usize,
 }
 
@@ -110,6 +110,11 @@ impl MockVerbs {
             .filter(|q| q.node == self.node)
             .ok_or(VerbsError::Invalid("unknown queue pair"))
     }
+}
+
+/// Locks the fabric; a panic in another holder (a failed test) does not poison it for the rest.
+fn lock(f: &Mutex<Fabric>) -> MutexGuard<'_, Fabric> {
+    f.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 fn bad(qp: QpId, state: QpState, what: &'static str) -> VerbsError {
@@ -130,7 +135,7 @@ impl Verbs for MockVerbs {
     }
 
     fn reg_mr(&mut self, len: usize) -> Result<crate::verbs::MrId, VerbsError> {
-        let mut f = self.fabric.borrow_mut();
+        let mut f = lock(&self.fabric);
         let regions = &mut f.nodes[self.node].regions;
         regions.push(vec![0; len]);
         Ok(crate::verbs::MrId((regions.len() - 1) as u32))
@@ -143,7 +148,7 @@ impl Verbs for MockVerbs {
         data: &[u8],
     ) -> Result<(), VerbsError> {
         let len = u32::try_from(data.len()).map_err(|_| VerbsError::Invalid("write too long"))?;
-        let mut f = self.fabric.borrow_mut();
+        let mut f = lock(&self.fabric);
         f.region_mut(self.node, &Sge { mr, offset, len })?
             .copy_from_slice(data);
         Ok(())
@@ -156,7 +161,7 @@ impl Verbs for MockVerbs {
         out: &mut [u8],
     ) -> Result<(), VerbsError> {
         let len = u32::try_from(out.len()).map_err(|_| VerbsError::Invalid("read too long"))?;
-        let f = self.fabric.borrow();
+        let f = lock(&self.fabric);
         out.copy_from_slice(f.region(self.node, &Sge { mr, offset, len })?);
         Ok(())
     }
@@ -165,7 +170,7 @@ impl Verbs for MockVerbs {
         if caps.max_send_wr == 0 || caps.max_recv_wr == 0 {
             return Err(VerbsError::Invalid("queue depth 0"));
         }
-        let mut f = self.fabric.borrow_mut();
+        let mut f = lock(&self.fabric);
         let qpn = f.next_qpn;
         f.next_qpn = (qpn + 1) & 0xff_ffff;
         f.qps.insert(
@@ -186,12 +191,12 @@ impl Verbs for MockVerbs {
     }
 
     fn modify_qp(&mut self, qp: QpId, to: Transition) -> Result<(), VerbsError> {
-        let mut f = self.fabric.borrow_mut();
+        let mut f = lock(&self.fabric);
         let q = self.own(&mut f, qp)?;
         match (q.state, to) {
             (_, Transition::Error) => {
                 drop(f);
-                self.fabric.borrow_mut().fail(qp.0, None);
+                lock(&self.fabric).fail(qp.0, None);
             }
             (QpState::Reset, Transition::Init { .. }) => q.state = QpState::Init,
             (QpState::Init, Transition::Rtr { dest_qpn, .. }) => {
@@ -214,7 +219,7 @@ impl Verbs for MockVerbs {
         if wr_id >= crate::verbs::WR_ID_LIMIT {
             return Err(VerbsError::Invalid("wr_id top bit set"));
         }
-        let mut f = self.fabric.borrow_mut();
+        let mut f = lock(&self.fabric);
         f.region(self.node, &sge)?;
         let q = self.own(&mut f, qp)?;
         match q.state {
@@ -235,7 +240,7 @@ impl Verbs for MockVerbs {
         if wr.wr_id >= crate::verbs::WR_ID_LIMIT {
             return Err(VerbsError::Invalid("wr_id top bit set"));
         }
-        let mut f = self.fabric.borrow_mut();
+        let mut f = lock(&self.fabric);
         if let Some(s) = &wr.sge {
             f.region(self.node, s)?;
         }
@@ -255,7 +260,7 @@ impl Verbs for MockVerbs {
     }
 
     fn poll_cq(&mut self, out: &mut [Completion]) -> Result<usize, VerbsError> {
-        let mut f = self.fabric.borrow_mut();
+        let mut f = lock(&self.fabric);
         let cq = &mut f.nodes[self.node].cq;
         let n = out.len().min(cq.len());
         for (slot, c) in out.iter_mut().zip(cq.drain(..n)) {
@@ -265,7 +270,7 @@ impl Verbs for MockVerbs {
     }
 
     fn destroy_qp(&mut self, qp: QpId) -> Result<(), VerbsError> {
-        let mut f = self.fabric.borrow_mut();
+        let mut f = lock(&self.fabric);
         self.own(&mut f, qp)?;
         f.qps.remove(&qp.0);
         Ok(())

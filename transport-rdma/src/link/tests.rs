@@ -1,0 +1,421 @@
+//! The composite link end to end: `Node`s on the shared driver, TCP control on 127.0.0.1, the
+//! data class on a seeded `MockFabric`.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use bytes::Bytes;
+use lifeline_core::tree::Rank;
+use lifeline_core::{Config, Event, FloodEvent, Instant, Node, RelmEvent, XcastEvent};
+use lifeline_transport_common::{AddressBook, Output, TransportError};
+use lifeline_transport_tcp::{ClusterKey, TcpConfig};
+use tokio::net::TcpListener;
+
+use super::{pump, spawn, RdmaConfig, RdmaNode};
+use crate::mock::{Fault, MockFabric, MockVerbs};
+use crate::verbs::WcStatus;
+
+struct Cluster {
+    nodes: Vec<RdmaNode<MockVerbs>>,
+    fabric: MockFabric,
+    pump: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        if let Some(p) = self.pump.take() {
+            p.abort();
+        }
+        for n in &self.nodes {
+            n.node.task.abort();
+        }
+    }
+}
+
+async fn cluster(n: u32, seed: u64, tcp: TcpConfig, rdma: RdmaConfig) -> Cluster {
+    let mut listeners = Vec::new();
+    let mut book = AddressBook::new();
+    for r in 0..n {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        book.insert(Rank(r), l.local_addr().unwrap());
+        listeners.push(l);
+    }
+    let key = ClusterKey::from_secret(b"rdma composite link test").unwrap();
+    let fabric = MockFabric::new(seed);
+    let mut nodes = Vec::new();
+    for (r, l) in listeners.into_iter().enumerate() {
+        // The detector on: a link-down is evidence for it, not a verdict (as in the suite).
+        let mut config = Config::new(n, 2);
+        config.detect.enabled = true;
+        let node = Node::new(config, Rank(r as u32), seed, Instant::ZERO).unwrap();
+        let cfg = RdmaConfig { seed, ..rdma };
+        let v = fabric.endpoint();
+        nodes.push(spawn(
+            node,
+            book.clone(),
+            key.clone(),
+            tcp.clone(),
+            cfg,
+            v,
+            l,
+        ));
+    }
+    let pump = Some(pump(fabric.clone(), Duration::from_micros(200)));
+    Cluster {
+        nodes,
+        fabric,
+        pump,
+    }
+}
+
+/// Reads every node's outputs into `seen` until `done` holds or `within` passes.
+async fn watch(
+    c: &mut Cluster,
+    within: Duration,
+    seen: &mut Vec<(usize, Output)>,
+    mut done: impl FnMut(&[(usize, Output)]) -> bool,
+) -> bool {
+    let end = tokio::time::Instant::now() + within;
+    loop {
+        for (i, n) in c.nodes.iter_mut().enumerate() {
+            while let Ok(o) = n.node.outputs.try_recv() {
+                seen.push((i, o));
+            }
+        }
+        if done(seen) {
+            return true;
+        }
+        if tokio::time::Instant::now() > end {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+fn payload(i: u64) -> Bytes {
+    Bytes::from(i.to_be_bytes().to_vec())
+}
+
+fn index(p: &Bytes) -> u64 {
+    u64::from_be_bytes(p[..8].try_into().unwrap())
+}
+
+/// Runs `f` on node `r` until it is not refused for back-pressure (or dead: not started yet).
+async fn retry<R: Send + 'static>(
+    c: &Cluster,
+    r: usize,
+    f: impl Fn(&mut Node, Instant) -> Result<R, lifeline_core::CommandError> + Send + Clone + 'static,
+) -> R {
+    let mut last = String::new();
+    for _ in 0..5000 {
+        match c.nodes[r].node.handle.command(f.clone()).await {
+            Ok(Ok(v)) => return v,
+            Ok(Err(e)) => last = format!("{e:?}"),
+            Err(e @ TransportError::Backpressure { .. }) => last = format!("{e:?}"),
+            Err(e) => panic!("command failed: {e}"),
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    panic!("command refused for 10 s: {last}");
+}
+
+fn floods_at(seen: &[(usize, Output)], at: usize) -> BTreeMap<u64, usize> {
+    let mut m = BTreeMap::new();
+    for (i, o) in seen {
+        if let (true, Output::Event(Event::Flood(FloodEvent::Delivered { payload, .. }))) =
+            (*i == at, o)
+        {
+            *m.entry(index(payload)).or_insert(0) += 1;
+        }
+    }
+    m
+}
+
+fn relm_at(seen: &[(usize, Output)], at: usize) -> Vec<u64> {
+    seen.iter()
+        .filter_map(|(i, o)| match o {
+            Output::Event(Event::Relm(RelmEvent::Delivered { payload, .. })) if *i == at => {
+                Some(index(payload))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+fn links(seen: &[(usize, Output)]) -> Vec<String> {
+    seen.iter()
+        .filter(|(_, o)| matches!(o, Output::LinkUp { .. } | Output::LinkDown { .. }))
+        .map(|(i, o)| format!("{i}: {o:?}"))
+        .collect()
+}
+
+fn count(seen: &[(usize, Output)], f: impl Fn(&Output) -> bool) -> usize {
+    seen.iter().filter(|(_, o)| f(o)).count()
+}
+
+/// Three nodes: floods (the data class, over the queue pairs), xcasts and RELM (control, over
+/// TCP) each arrive exactly once; the fabric carried the data with no RNR.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_nodes_exchange_exactly_once() {
+    const N: u64 = 200;
+    let mut c = cluster(3, 7, TcpConfig::default(), RdmaConfig::default()).await;
+    for i in 0..N {
+        retry(&c, 0, move |n, now| n.flood(now, payload(i))).await;
+    }
+    for i in 0..50 {
+        retry(&c, 1, move |n, now| n.xcast(now, 100, payload(i))).await;
+    }
+    for i in 0..N {
+        retry(&c, 1, move |n, now| {
+            n.relm_send(now, Rank(2), 100, payload(i))
+        })
+        .await;
+    }
+    let mut seen = Vec::new();
+    let ok = watch(&mut c, Duration::from_secs(20), &mut seen, |s| {
+        floods_at(s, 1).len() as u64 == N
+            && floods_at(s, 2).len() as u64 == N
+            && relm_at(s, 2).len() as u64 == N
+            && count(s, |o| {
+                matches!(o, Output::Event(Event::Xcast(XcastEvent::Delivered { .. })))
+            }) >= 150
+    })
+    .await;
+    assert!(
+        ok,
+        "not everything arrived: floods {} {}, relm {}, links {:?}, fabric {:?}",
+        floods_at(&seen, 1).len(),
+        floods_at(&seen, 2).len(),
+        relm_at(&seen, 2).len(),
+        links(&seen),
+        c.fabric.stats()
+    );
+    for r in [1, 2] {
+        let f = floods_at(&seen, r);
+        assert!(f.values().all(|&k| k == 1), "flood duplicate at {r}");
+        assert_eq!(
+            f.keys().copied().collect::<Vec<_>>(),
+            (0..N).collect::<Vec<_>>()
+        );
+    }
+    assert_eq!(relm_at(&seen, 2), (0..N).collect::<Vec<_>>());
+    // Each of the 3 ranks delivers each of the 50 xcasts exactly once.
+    for r in 0..3 {
+        let mut xs: Vec<u64> = seen
+            .iter()
+            .filter_map(|(i, o)| match o {
+                Output::Event(Event::Xcast(XcastEvent::Delivered { payload, .. })) if *i == r => {
+                    Some(index(payload))
+                }
+                _ => None,
+            })
+            .collect();
+        xs.sort_unstable();
+        assert_eq!(xs, (0..50).collect::<Vec<_>>(), "xcasts at rank {r}");
+    }
+    assert_eq!(count(&seen, |o| matches!(o, Output::LinkDown { .. })), 0);
+    let st = c.fabric.stats();
+    assert!(
+        st.delivered >= 2 * N,
+        "data did not cross the fabric: {st:?}"
+    );
+    assert_eq!(st.rnr_naks, 0);
+    for n in &c.nodes {
+        assert!(n.connector.plane_stats().opened >= 1);
+    }
+}
+
+/// A seeded run with a queue pair error injected mid-stream: the link goes down with a reset
+/// (evidence, not a verdict), comes back on new queue pairs, and RELM delivers every message
+/// exactly once and in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn qp_error_mid_stream_relm_exactly_once() {
+    const N: u64 = 300;
+    let mut c = cluster(2, 11, TcpConfig::default(), RdmaConfig::default()).await;
+    c.fabric.inject(Fault::CompletionError {
+        n: 120,
+        status: WcStatus::RetryExceeded,
+    });
+    let mut seen = Vec::new();
+    for i in 0..N {
+        retry(&c, 0, move |n, now| n.flood(now, payload(i))).await;
+        if c.nodes[0]
+            .node
+            .handle
+            .command(move |n, now| n.relm_send(now, Rank(1), 100, payload(i)))
+            .await
+            .map_or(true, |r| r.is_err())
+        {
+            watch(&mut c, Duration::ZERO, &mut seen, |_| false).await;
+            panic!(
+                "relm {i} refused; links {:?}, fabric {:?}",
+                links(&seen),
+                c.fabric.stats()
+            );
+        }
+    }
+    let ok = watch(&mut c, Duration::from_secs(30), &mut seen, |s| {
+        relm_at(s, 1).len() as u64 >= N
+    })
+    .await;
+    assert!(
+        ok,
+        "RELM did not deliver everything: {}",
+        relm_at(&seen, 1).len()
+    );
+    assert_eq!(relm_at(&seen, 1), (0..N).collect::<Vec<_>>());
+    let floods = floods_at(&seen, 1);
+    assert!(floods.values().all(|&k| k == 1), "flood duplicated");
+    assert!(c.fabric.stats().errors >= 1, "the fault never fired");
+    assert!(count(&seen, |o| matches!(o, Output::LinkDown { .. })) >= 1);
+    assert!(count(&seen, |o| matches!(o, Output::LinkUp { .. })) >= 3);
+    assert!(!seen
+        .iter()
+        .any(|(_, o)| matches!(o, Output::Event(Event::Relm(RelmEvent::Failed { .. })))));
+    for n in &c.nodes {
+        assert!(n.connector.plane_stats().opened >= 2, "no new queue pair");
+    }
+}
+
+/// A fabric that stops moving: the channel answers `WouldBlock`, frames stay in the driver's
+/// bounded queue, the application is refused with `Backpressure`; once the fabric moves again
+/// every accepted frame arrives exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backpressure_is_bounded() {
+    let tcp = TcpConfig {
+        queue_soft_bytes: 16 << 10,
+        queue_hard_bytes: 8 << 20,
+        ..TcpConfig::default()
+    };
+    let mut rdma = RdmaConfig::default();
+    rdma.channel.max_queued = 8;
+    let mut c = cluster(2, 5, tcp, rdma).await;
+    // Links up, data flowing.
+    let mut seen = Vec::new();
+    let mut up = false;
+    for _ in 0..50 {
+        // A flood is best effort: one sent before the link is up may be lost, so repeat.
+        retry(&c, 0, |n, now| n.flood(now, payload(0))).await;
+        if watch(&mut c, Duration::from_millis(200), &mut seen, |s| {
+            floods_at(s, 1).len() == 1
+        })
+        .await
+        {
+            up = true;
+            break;
+        }
+    }
+    assert!(up, "no flood arrived: {:?}", links(&seen));
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    watch(&mut c, Duration::ZERO, &mut seen, |_| false).await;
+    c.pump.take().unwrap().abort();
+    let big = |i: u64| {
+        let mut v = vec![0u8; 1024];
+        v[..8].copy_from_slice(&i.to_be_bytes());
+        Bytes::from(v)
+    };
+    let mut accepted = 1u64;
+    let mut refused = false;
+    for i in 1..10_000u64 {
+        let p = big(i);
+        match c.nodes[0]
+            .node
+            .handle
+            .command(move |n, now| n.flood(now, p))
+            .await
+        {
+            Ok(Ok(_)) => accepted += 1,
+            Err(TransportError::Backpressure { .. }) => {
+                refused = true;
+                break;
+            }
+            other => panic!("unexpected: {other:?}"),
+        }
+        tokio::time::sleep(Duration::from_micros(100)).await;
+    }
+    assert!(refused, "never refused after {accepted} frames");
+    let ps = c.nodes[0].connector.plane_stats();
+    assert!(ps.would_block > 0, "the channel never pushed back: {ps:?}");
+    // Held frames are at most one take of a queue the soft bound keeps small.
+    assert!(ps.max_held < 200, "held {} frames", ps.max_held);
+    c.pump = Some(pump(c.fabric.clone(), Duration::from_micros(200)));
+    let ok = watch(&mut c, Duration::from_secs(20), &mut seen, |s| {
+        floods_at(s, 1).len() as u64 == accepted
+    })
+    .await;
+    let f = floods_at(&seen, 1);
+    assert!(ok, "{} of {accepted} arrived", f.len());
+    assert!(f.values().all(|&k| k == 1));
+    assert_eq!(count(&seen, |o| matches!(o, Output::LinkDown { .. })), 0);
+}
+
+/// Completion errors are soft evidence (a reset), closes and flushes an EOF, protocol
+/// violations malformed: never anything the core reads as a verdict.
+#[test]
+fn causes_map_like_tcp() {
+    use std::io::ErrorKind;
+
+    use lifeline_transport_common::Ended;
+
+    use super::ended;
+    use crate::channel::DownCause;
+    use crate::verbs::{VerbsError, WcOp};
+
+    let reset = Ended::Io(ErrorKind::ConnectionReset);
+    for status in [
+        WcStatus::RetryExceeded,
+        WcStatus::RnrRetryExceeded,
+        WcStatus::Remote(9),
+        WcStatus::Local(1),
+    ] {
+        let op = WcOp::Send;
+        assert_eq!(ended(&DownCause::Completion { op, status }), reset);
+    }
+    assert_eq!(ended(&DownCause::Verbs(VerbsError::QueueFull)), reset);
+    assert_eq!(ended(&DownCause::Flushed), Ended::Eof);
+    assert_eq!(ended(&DownCause::Closed), Ended::Eof);
+    assert_eq!(ended(&DownCause::Malformed("x")), Ended::Malformed);
+}
+
+/// An authenticated peer whose data-slot connection sends a bad QP details record (wrong
+/// version) is closed and counted malformed; no queue pair stays behind, and the node goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_details_record_closed_and_counted() {
+    use lifeline_core::Class;
+    use lifeline_transport_tcp::handshake;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let c = cluster(2, 3, TcpConfig::default(), RdmaConfig::default()).await;
+    // Rank 1 stops (its links with 0 end); a raw dialer claims rank 1 on the data slot.
+    c.nodes[1].node.task.abort();
+    let target = c.nodes[0].node.handle.local_addr();
+    let key = ClusterKey::from_secret(b"rdma composite link test").unwrap();
+    let mut s = tokio::net::TcpStream::connect(target).await.unwrap();
+    handshake::dial(&mut s, &key, Rank(1), Rank(0), Class::Data)
+        .await
+        .unwrap();
+    // The node's record arrives first: valid.
+    let mut theirs = [0u8; crate::wire::DETAILS_LEN];
+    s.read_exact(&mut theirs).await.unwrap();
+    assert!(crate::wire::decode(&theirs).is_ok());
+    let mut bad = theirs;
+    bad[0] = 9;
+    s.write_all(&bad).await.unwrap();
+    let mut rest = Vec::new();
+    let closed = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut rest)).await;
+    assert!(
+        matches!(closed, Ok(Ok(0)) | Ok(Err(_))),
+        "not closed: {closed:?}"
+    );
+    let end = tokio::time::Instant::now() + Duration::from_secs(5);
+    while c.nodes[0].node.handle.stats().malformed == 0 && tokio::time::Instant::now() < end {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(c.nodes[0].node.handle.stats().malformed, 1);
+    // Its channel was released (closed, drained, destroyed).
+    let end = tokio::time::Instant::now() + Duration::from_secs(5);
+    while c.nodes[0].connector.channels() > 0 && tokio::time::Instant::now() < end {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(c.nodes[0].connector.channels(), 0);
+}
