@@ -1,8 +1,20 @@
-//! `lifeline node`: one Lifeline node on TCP (or QUIC, `--transport quic`), until killed.
+//! `lifeline node`: one Lifeline node on TCP (or QUIC, `--transport quic`, or TCP with an RDMA
+//! data plane, `--transport tcp+rdma`), until killed.
 //!
 //! With `--transport quic --cert-dir DIR --cluster ID` the node proves its rank with
 //! `DIR/rank-R/{cert,key}.pem` under `DIR/ca.pem` (as `lifeline certs` writes them) instead of
 //! the cluster key, and runs one QUIC connection per peer on the same driver.
+//!
+//! With `--transport tcp+rdma` the control class runs on TCP exactly as `--transport tcp`
+//! (cluster key, peers file or `--bootstrap env`) and the data class (floods) on one RC queue
+//! pair per peer (`lifeline_transport_rdma::spawn`), on the first RDMA device with an ACTIVE
+//! port (`RdmaSysVerbs::open`). That needs a binary built with the cargo feature `rdma`
+//! (`cargo build --release -p lifeline-cli --features rdma`; building needs `libibverbs-dev
+//! librdmacm-dev libclang-dev`, running needs `libibverbs1`). The default binary does not link
+//! libibverbs, so it starts on any machine; asked for `tcp+rdma` it exits with status 2 (a
+//! usage error: the binary cannot do what was asked) saying it was built without RDMA support
+//! and how to build it. A binary with the feature on a machine without a usable device exits
+//! with status 1 and `no RDMA device: ...` before printing `listening`.
 //!
 //! The peers file lists every rank of the cluster, one `rank addr` per line (`#` starts a
 //! comment; blank lines are ignored); ranks must be `0..N` with none missing, and this node
@@ -89,6 +101,11 @@ pub(crate) enum TransportKind {
     /// QUIC, one connection per peer, mutual TLS under the cluster CA (`--cert-dir`,
     /// `--cluster`).
     Quic,
+    /// TCP for the control class (the cluster key), one RDMA RC queue pair per peer for the
+    /// data class, on the first RDMA device with an active port. Needs a binary built with
+    /// `--features rdma`.
+    #[value(name = "tcp+rdma")]
+    TcpRdma,
 }
 
 /// Where a node learns its rank and its peers without a peers file.
@@ -109,8 +126,9 @@ pub(crate) struct NodeArgs {
         conflicts_with = "bootstrap"
     )]
     rank: Option<u32>,
-    /// The transport: `tcp` (the cluster key) or `quic` (certificates: `--cert-dir`,
-    /// `--cluster`).
+    /// The transport: `tcp` (the cluster key), `quic` (certificates: `--cert-dir`,
+    /// `--cluster`) or `tcp+rdma` (the cluster key; floods over RDMA on the first device with an
+    /// active port; only in a binary built with `--features rdma`).
     #[arg(long, value_enum, default_value_t = TransportKind::Tcp)]
     transport: TransportKind,
     /// QUIC: the certificate directory (`ca.pem` and `rank-R/{cert,key}.pem`, as `lifeline
@@ -351,6 +369,13 @@ fn load_secret(args: &NodeArgs) -> Result<Vec<u8>, CliError> {
 enum Start {
     Tcp(ClusterKey, tokio::net::TcpListener),
     Quic(QuicEndpoint),
+    /// TCP control, RDMA data on this opened device.
+    #[cfg(feature = "rdma")]
+    TcpRdma(
+        ClusterKey,
+        tokio::net::TcpListener,
+        lifeline_transport_rdma::RdmaSysVerbs,
+    ),
 }
 
 /// Where the address book comes from.
@@ -476,9 +501,12 @@ async fn bootstrap(
 /// Runs `lifeline node`.
 pub(crate) fn run(args: &NodeArgs) -> Result<(), CliError> {
     crate::init_tracing();
+    if args.transport == TransportKind::TcpRdma && !cfg!(feature = "rdma") {
+        return Err(CliError::Usage(NO_RDMA_SUPPORT.into()));
+    }
     let (me, source) = source(args)?;
     let secret = match args.transport {
-        TransportKind::Tcp => Some(load_secret(args)?),
+        TransportKind::Tcp | TransportKind::TcpRdma => Some(load_secret(args)?),
         TransportKind::Quic => None,
     };
     let identity = match (args.transport, &args.cert_dir, &args.cluster) {
@@ -494,7 +522,7 @@ pub(crate) fn run(args: &NodeArgs) -> Result<(), CliError> {
                 "--transport quic needs --cert-dir and --cluster".into(),
             ))
         }
-        (TransportKind::Tcp, _, _) => None,
+        (TransportKind::Tcp | TransportKind::TcpRdma, _, _) => None,
     };
     let seed = u64::from(std::process::id()) << 32 ^ u64::from(me.0) ^ (wall_ms() * 1e3) as u64;
     let cfg = TcpConfig {
@@ -521,7 +549,7 @@ pub(crate) fn run(args: &NodeArgs) -> Result<(), CliError> {
                 let (book, addr, listener) = bootstrap(args, &p, &env, &rv, &secret).await?;
                 let key =
                     ClusterKey::from_secret(&secret).map_err(|e| CliError::Usage(e.to_string()))?;
-                (book, addr, Start::Tcp(key, listener))
+                (book, addr, tcp_or_rdma(args, key, listener)?)
             }
             (Source::Peers(_, book, addr), Some(secret), _) => {
                 let key =
@@ -529,7 +557,7 @@ pub(crate) fn run(args: &NodeArgs) -> Result<(), CliError> {
                 let listener = tokio::net::TcpListener::bind(addr)
                     .await
                     .map_err(|e| CliError::Failed(format!("listening on {addr}: {e}")))?;
-                (book, addr, Start::Tcp(key, listener))
+                (book, addr, tcp_or_rdma(args, key, listener)?)
             }
             (Source::Peers(path, book, addr), None, Some(id)) => {
                 let qcfg = QuicConfig::with_link_timeout(cfg.link_timeout)
@@ -556,10 +584,18 @@ pub(crate) fn run(args: &NodeArgs) -> Result<(), CliError> {
         // QUIC: the endpoint's own counters (each refusal reason apart), for `stats`.
         let quic_counters = match &start {
             Start::Quic(ep) => Some(ep.counters()),
-            Start::Tcp(..) => None,
+            _ => None,
         };
         let mut tcp = match start {
             Start::Tcp(key, listener) => spawn(node, book, key, cfg, listener),
+            #[cfg(feature = "rdma")]
+            Start::TcpRdma(key, listener, verbs) => {
+                let rdma = lifeline_transport_rdma::RdmaConfig {
+                    seed,
+                    ..Default::default()
+                };
+                lifeline_transport_rdma::spawn(node, book, key, cfg, rdma, verbs, listener).node
+            }
             Start::Quic(ep) => {
                 let driver = cfg.driver_config();
                 lifeline_transport_quic::spawn(node, book, ep, driver)
@@ -640,6 +676,36 @@ pub(crate) fn run(args: &NodeArgs) -> Result<(), CliError> {
     // its supervisor keeps stdin open (dropping the runtime would wait for the next line).
     rt.shutdown_background();
     result
+}
+
+/// The error of `--transport tcp+rdma` in a binary built without the feature `rdma`.
+const NO_RDMA_SUPPORT: &str = "--transport tcp+rdma: this lifeline was built without RDMA \
+    support; rebuild it with `cargo build --release -p lifeline-cli --features rdma` (needs \
+    libibverbs-dev, librdmacm-dev and libclang-dev to build, libibverbs1 to run)";
+
+/// Completion queue entries of the node's device (shared by every peer's queue pair).
+#[cfg(feature = "rdma")]
+const CQ_DEPTH: u32 = 4096;
+
+/// What a TCP-keyed node listens with: plain TCP, or (`tcp+rdma`) TCP and the first RDMA
+/// device with an active port, opened now so that a missing device fails before `listening`.
+fn tcp_or_rdma(
+    args: &NodeArgs,
+    key: ClusterKey,
+    listener: tokio::net::TcpListener,
+) -> Result<Start, CliError> {
+    match args.transport {
+        #[cfg(feature = "rdma")]
+        TransportKind::TcpRdma => {
+            // `VerbsError::NoDevice` reads `no RDMA device: <why>`.
+            let verbs = lifeline_transport_rdma::RdmaSysVerbs::open(None, CQ_DEPTH)
+                .map_err(|e| CliError::Failed(format!("--transport tcp+rdma: {e}")))?;
+            Ok(Start::TcpRdma(key, listener, verbs))
+        }
+        #[cfg(not(feature = "rdma"))]
+        TransportKind::TcpRdma => Err(CliError::Usage(NO_RDMA_SUPPORT.into())),
+        TransportKind::Tcp | TransportKind::Quic => Ok(Start::Tcp(key, listener)),
+    }
 }
 
 /// Sleeps until `at`, or forever when it is `None`.

@@ -5,11 +5,20 @@
 //! cargo run --release -p lifeline-bench --bin transport -- quic --size 65536
 //! cargo run --release -p lifeline-bench --bin transport -- tcp --size 64
 //! cargo run --release -p lifeline-bench --bin transport -- tcp --size 65536 --reps 15
+//! cargo run --release -p lifeline-bench --bin transport -- rdma --size 64
 //! ```
 //!
 //! **`quic`**: the same experiment on the QUIC adapter, against raw quinn (one connection with
 //! the identity layer's TLS configs, the same frames on one stream) and raw quinn driving the
 //! same cores; see `transport/quic.rs`. The JSON line has the same keys.
+//!
+//! **`rdma`**: the composite TCP+RDMA link (`lifeline_transport_rdma::spawn`, floods on one RC
+//! queue pair) against the same `Channel` pair driven by a bare loop, and that loop driving
+//! the same cores; see `transport/rdma.rs`. By default over the in-memory **mock** fabric
+//! (`--fabric mock`, no RDMA library needed): the numbers are the adapter's own CPU cost, not a
+//! network's. `--fabric hw` (a binary built with `--features rdma`) runs on the first RDMA
+//! device with an active port and exits 1 with `no RDMA device: ...` where there is none. The
+//! JSON line adds `"fabric"`.
 //!
 //! **Two sides.** Each side is one OS thread running a single-threaded tokio runtime, as a
 //! `lifeline node` process does: side A holds the sender, side B the receiver. (One shared
@@ -81,23 +90,37 @@ use tokio::sync::{mpsc, oneshot};
 
 #[path = "transport/quic.rs"]
 mod quic;
+#[path = "transport/rdma.rs"]
+mod rdma;
 
 const USAGE: &str = "\
-usage: transport tcp|quic --size BYTES [--frames N] [--reps N]
+usage: transport tcp|quic|rdma --size BYTES [--frames N] [--reps N] [--fabric mock|hw]
 
   --size     payload bytes per frame (required; e.g. 64 or 65536)
+  --fabric   rdma only: `mock` (default; in-memory, measures the adapter's own CPU cost) or
+             `hw` (the first RDMA device; needs a binary built with --features rdma)
   --frames   frames per repetition (default: 256 MiB of payload, between 1,000 and 1,000,000)
   --reps     timed repetitions, each running both paths (default 9)
 
 Last stdout line: {\"size\",\"adapter_mb_s\",\"raw_mb_s\",\"ratio\",\"adapter_msgs_s\",\"raw_msgs_s\",
-\"raw_core_msgs_s\",\"ratio_vs_raw_core\"}";
+\"raw_core_msgs_s\",\"ratio_vs_raw_core\"} (rdma adds \"fabric\")";
 
 /// Largest payload accepted: the core's largest frame less room for the envelope.
 const MAX_SIZE: usize = (lifeline_core::MAX_FRAME as usize) - 1024;
 
+/// The adapter under test.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// TCP against raw tokio TCP.
+    Tcp,
+    /// QUIC against raw quinn.
+    Quic,
+    /// The composite TCP+RDMA link against its raw `Channel` pair, on this fabric.
+    Rdma(rdma::Fabric),
+}
+
 struct Params {
-    /// The QUIC adapter against raw quinn (else TCP against raw tokio TCP).
-    quic: bool,
+    mode: Mode,
     size: usize,
     frames: u64,
     reps: usize,
@@ -105,17 +128,34 @@ struct Params {
 
 fn parse(args: &[String]) -> Result<Params, CliError> {
     let Some((sub, rest)) = args.split_first() else {
-        return Err(CliError::Usage("no transport given (tcp or quic)".into()));
+        return Err(CliError::Usage(
+            "no transport given (tcp, quic or rdma)".into(),
+        ));
     };
     if sub == "-h" || sub == "--help" {
         return Err(CliError::Help);
     }
-    if sub != "tcp" && sub != "quic" {
-        return Err(CliError::Usage(format!(
-            "unknown transport {sub:?} (tcp or quic)"
-        )));
-    }
-    let f = Flags::parse(rest, &["size", "frames", "reps"])?;
+    let f = Flags::parse(rest, &["size", "frames", "reps", "fabric"])?;
+    let fabric: String = f.get("fabric", Some("mock".into()))?;
+    let mode = match (sub.as_str(), fabric.as_str()) {
+        ("rdma", "mock") => Mode::Rdma(rdma::Fabric::Mock),
+        ("rdma", "hw") => Mode::Rdma(rdma::Fabric::Hw),
+        ("rdma", other) => {
+            return Err(CliError::Usage(format!(
+                "unknown --fabric {other:?} (mock or hw)"
+            )))
+        }
+        (_, "mock") if args.iter().all(|a| a != "--fabric") => match sub.as_str() {
+            "tcp" => Mode::Tcp,
+            "quic" => Mode::Quic,
+            _ => {
+                return Err(CliError::Usage(format!(
+                    "unknown transport {sub:?} (tcp, quic or rdma)"
+                )))
+            }
+        },
+        _ => return Err(CliError::Usage("--fabric is for rdma only".into())),
+    };
     let size: usize = f.get("size", None)?;
     if size == 0 || size > MAX_SIZE {
         return Err(CliError::Usage(format!("--size must be 1..={MAX_SIZE}")));
@@ -129,7 +169,7 @@ fn parse(args: &[String]) -> Result<Params, CliError> {
         ));
     }
     Ok(Params {
-        quic: sub == "quic",
+        mode,
         size,
         frames,
         reps,
@@ -571,20 +611,33 @@ fn core_only(size: usize, frames: u64) -> f64 {
 
 // ---- the experiment ----
 
-fn measure(p: &Params) -> String {
+/// Runs the experiment; its JSON line, or why the paths could not be set up (no RDMA device).
+fn measure(p: &Params) -> Result<String, String> {
     let (a, b) = (Side::new("side-a"), Side::new("side-b"));
-    let (mut adapter, mut raw, mut raw_core) = if p.quic {
-        (
+    // The RDMA mode's mock fabric pump: kept until the paths are gone.
+    let mut rdma_pump = None;
+    let (mut adapter, mut raw, mut raw_core) = match p.mode {
+        Mode::Quic => (
             quic::adapter(&a, &b, p.size),
             quic::raw(&a, &b, p.size),
             quic::raw_core(&a, &b, p.size),
-        )
-    } else {
-        (
+        ),
+        Mode::Tcp => (
             tcp_adapter_path(&a, &b, p.size),
             raw_path(&a, &b, p.size),
             raw_core_path(&a, &b, p.size),
-        )
+        ),
+        Mode::Rdma(fabric) => {
+            if fabric == rdma::Fabric::Mock {
+                eprintln!(
+                    "fabric: MOCK (in-memory, in-process): these numbers are the adapter's own \
+                     CPU cost over an in-memory fabric, not a network"
+                );
+            }
+            let (paths, pump) = rdma::paths(&a, &b, p.size, fabric)?;
+            rdma_pump = pump;
+            paths
+        }
     };
     let warm = (p.frames / 4).max(1);
     adapter.run(warm, &a, &b);
@@ -629,6 +682,7 @@ fn measure(p: &Params) -> String {
     }
     // Closing the go channels ends the tasks (the nodes shut down); then the sides stop.
     drop((adapter, raw, raw_core));
+    drop(rdma_pump);
     drop((a, b));
     let (a_msgs, r_msgs, ratio) = (
         median(&mut a_rates),
@@ -642,7 +696,7 @@ fn measure(p: &Params) -> String {
          side B {rcb:.0} ns"
     );
     let mb = |msgs: f64| (msgs * p.size as f64 / 1e6 * 10.0).round() / 10.0;
-    json_line(&[
+    let mut fields = vec![
         ("size", p.size.into()),
         ("adapter_mb_s", mb(a_msgs).into()),
         ("raw_mb_s", mb(r_msgs).into()),
@@ -657,7 +711,11 @@ fn measure(p: &Params) -> String {
             "ratio_vs_raw_core",
             ((median(&mut rc_ratios) * 1000.0).round() / 1000.0).into(),
         ),
-    ])
+    ];
+    if let Mode::Rdma(fabric) = p.mode {
+        fields.push(("fabric", fabric.name().into()));
+    }
+    Ok(json_line(&fields))
 }
 
 fn main() -> ExitCode {
@@ -673,7 +731,13 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let line = measure(&p);
+    let line = match measure(&p) {
+        Ok(line) => line,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     eprintln!(
         "core alone (no I/O, one thread): {:.0} msgs/s",
         core_only(p.size, p.frames)
