@@ -92,9 +92,20 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 
 use crate::CliError;
 
-/// The transport a node runs on.
+/// The transport of a `lifeline cluster`'s nodes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub(crate) enum TransportKind {
+    /// TCP, two connections per peer, authenticated by the cluster key.
+    #[default]
+    Tcp,
+    /// QUIC, one connection per peer, mutual TLS under the cluster CA (`--cert-dir`,
+    /// `--cluster`).
+    Quic,
+}
+
+/// The transport a `lifeline node` runs on.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum NodeTransport {
     /// TCP, two connections per peer, authenticated by the cluster key.
     #[default]
     Tcp,
@@ -129,8 +140,8 @@ pub(crate) struct NodeArgs {
     /// The transport: `tcp` (the cluster key), `quic` (certificates: `--cert-dir`,
     /// `--cluster`) or `tcp+rdma` (the cluster key; floods over RDMA on the first device with an
     /// active port; only in a binary built with `--features rdma`).
-    #[arg(long, value_enum, default_value_t = TransportKind::Tcp)]
-    transport: TransportKind,
+    #[arg(long, value_enum, default_value_t = NodeTransport::Tcp)]
+    transport: NodeTransport,
     /// QUIC: the certificate directory (`ca.pem` and `rank-R/{cert,key}.pem`, as `lifeline
     /// certs` writes them).
     #[arg(long, value_name = "DIR", required_if_eq("transport", "quic"))]
@@ -413,7 +424,7 @@ fn read_peers(path: &PathBuf, rank: u32) -> Result<(AddressBook, std::net::Socke
 fn source(args: &NodeArgs) -> Result<(Rank, Source), CliError> {
     match (&args.bootstrap, &args.peers, args.rank) {
         (Some(BootstrapKind::Env), None, None) => {
-            if args.transport == TransportKind::Quic {
+            if args.transport == NodeTransport::Quic {
                 return Err(CliError::Usage(
                     "--bootstrap runs on TCP only (QUIC needs per-rank certificates from \
                      `lifeline certs` and a peers file)"
@@ -501,28 +512,28 @@ async fn bootstrap(
 /// Runs `lifeline node`.
 pub(crate) fn run(args: &NodeArgs) -> Result<(), CliError> {
     crate::init_tracing();
-    if args.transport == TransportKind::TcpRdma && !cfg!(feature = "rdma") {
+    if args.transport == NodeTransport::TcpRdma && !cfg!(feature = "rdma") {
         return Err(CliError::Usage(NO_RDMA_SUPPORT.into()));
     }
     let (me, source) = source(args)?;
     let secret = match args.transport {
-        TransportKind::Tcp | TransportKind::TcpRdma => Some(load_secret(args)?),
-        TransportKind::Quic => None,
+        NodeTransport::Tcp | NodeTransport::TcpRdma => Some(load_secret(args)?),
+        NodeTransport::Quic => None,
     };
     let identity = match (args.transport, &args.cert_dir, &args.cluster) {
-        (TransportKind::Quic, Some(dir), Some(id)) => {
+        (NodeTransport::Quic, Some(dir), Some(id)) => {
             let cluster = ClusterId::new(id).map_err(|e| CliError::Usage(e.to_string()))?;
             Some(
                 RankIdentity::load(dir, me, &cluster)
                     .map_err(|e| CliError::Usage(e.to_string()))?,
             )
         }
-        (TransportKind::Quic, _, _) => {
+        (NodeTransport::Quic, _, _) => {
             return Err(CliError::Usage(
                 "--transport quic needs --cert-dir and --cluster".into(),
             ))
         }
-        (TransportKind::Tcp | TransportKind::TcpRdma, _, _) => None,
+        (NodeTransport::Tcp | NodeTransport::TcpRdma, _, _) => None,
     };
     let seed = u64::from(std::process::id()) << 32 ^ u64::from(me.0) ^ (wall_ms() * 1e3) as u64;
     let cfg = TcpConfig {
@@ -696,15 +707,15 @@ fn tcp_or_rdma(
 ) -> Result<Start, CliError> {
     match args.transport {
         #[cfg(feature = "rdma")]
-        TransportKind::TcpRdma => {
+        NodeTransport::TcpRdma => {
             // `VerbsError::NoDevice` reads `no RDMA device: <why>`.
             let verbs = lifeline_transport_rdma::RdmaSysVerbs::open(None, CQ_DEPTH)
                 .map_err(|e| CliError::Failed(format!("--transport tcp+rdma: {e}")))?;
             Ok(Start::TcpRdma(key, listener, verbs))
         }
         #[cfg(not(feature = "rdma"))]
-        TransportKind::TcpRdma => Err(CliError::Usage(NO_RDMA_SUPPORT.into())),
-        TransportKind::Tcp | TransportKind::Quic => Ok(Start::Tcp(key, listener)),
+        NodeTransport::TcpRdma => Err(CliError::Usage(NO_RDMA_SUPPORT.into())),
+        NodeTransport::Tcp | NodeTransport::Quic => Ok(Start::Tcp(key, listener)),
     }
 }
 
