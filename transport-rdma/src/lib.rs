@@ -37,8 +37,9 @@
 //! 4. Conformance: the suite's child-process tests (`sigkill_link_down`,
 //!    `sigstop_shorter_than_bound`, `partition_link_down`, `grow_reaches_joiner`) and
 //!    `malformed_frames_closed` do not run over the mock (`tests/conformance.rs` says why).
-//! 5. `lifeline node --transport tcp+rdma` and the bench mode, behind a cargo feature `rdma`
-//!    of the CLI and bench.
+//! 5. A hardware run of `lifeline node --transport tcp+rdma` and of `transport rdma --fabric
+//!    hw` (both exist behind the cargo feature `rdma` of the CLI and bench; only the mock
+//!    fabric's bench numbers are measured so far).
 //! 6. Packing several small frames into one message (today each frame starts a message).
 //! 7. QUIC as the control transport (today TCP only).
 
