@@ -8,7 +8,7 @@ use std::sync::{Arc, RwLock};
 use bytes::Bytes;
 use lifeline_core::tree::Rank;
 use lifeline_core::{Class, CommandError, Event, Instant, Node, Transmit};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, Notify};
 use tokio::task::JoinHandle;
 
 use crate::book::AddressBook;
@@ -119,7 +119,12 @@ pub enum TransportError {
 pub(crate) type NodeFn = Box<dyn FnOnce(Result<(&mut Node, Instant), TransportError>) + Send>;
 
 pub(crate) enum Cmd {
-    Run { f: NodeFn, gated: bool },
+    Run {
+        f: NodeFn,
+        gated: bool,
+    },
+    /// Whether a send queue is over `queue_soft_bytes` (what refuses gated commands).
+    Congested(oneshot::Sender<bool>),
     Raw(Transmit, oneshot::Sender<Result<(), TransportError>>),
     Stop,
 }
@@ -128,6 +133,8 @@ pub(crate) enum Cmd {
 #[derive(Clone, Debug)]
 pub struct Handle {
     pub(crate) cmds: mpsc::Sender<Cmd>,
+    /// Woken when a writer empties a send queue.
+    pub(crate) space: Arc<Notify>,
     pub(crate) counters: Arc<Counters>,
     pub(crate) extra: StatsHook,
     pub(crate) book: Arc<RwLock<AddressBook>>,
@@ -149,6 +156,7 @@ impl std::fmt::Debug for Cmd {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             Self::Run { .. } => "Run",
+            Self::Congested(..) => "Congested",
             Self::Raw(..) => "Raw",
             Self::Stop => "Stop",
         })
@@ -223,6 +231,29 @@ impl Handle {
         f: impl FnOnce(&mut Node, Instant) -> R + Send + 'static,
     ) -> Result<R, TransportError> {
         self.run(true, f).await
+    }
+
+    /// Waits until no send queue is over `queue_soft_bytes`, so a command would not be refused
+    /// for back-pressure (another task may fill a queue again before it runs: a command can
+    /// still be refused, and the caller waits again). Returns at once when nothing is
+    /// congested; otherwise wakes each time a connection's writer takes its queued frames, and
+    /// re-checks at least every 5 ms. [`TransportError::Stopped`] once the node is gone.
+    pub async fn writable(&self) -> Result<(), TransportError> {
+        loop {
+            let space = self.space.notified();
+            tokio::pin!(space);
+            // Registered before the check, so a take between the check and the wait is seen.
+            space.as_mut().enable();
+            let (tx, rx) = oneshot::channel();
+            self.cmds
+                .send(Cmd::Congested(tx))
+                .await
+                .map_err(|_| TransportError::Stopped)?;
+            if !rx.await.map_err(|_| TransportError::Stopped)? {
+                return Ok(());
+            }
+            let _ = tokio::time::timeout(std::time::Duration::from_millis(5), space).await;
+        }
     }
 
     /// Reads the node (stats, tree, watermarks); never refused for back-pressure.

@@ -16,7 +16,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::{
     spawn, Accepted, AddressBook, Connector, Counters, DialFailure, DownReason, DriverConfig,
-    Ended, LinkIo, Output, Rejection, RunningNode, Setup,
+    Ended, LinkIo, Output, Rejection, RunningNode, Setup, TransportError,
 };
 
 /// One direction of a link, per class.
@@ -261,6 +261,61 @@ async fn links_come_up_and_carry_xcasts() {
     let s = nodes[0].handle.stats();
     assert_eq!((s.link_ups, s.link_downs), (1, 0), "{s:?}");
     assert!(s.frames_in >= 1 && s.frames_out >= 1, "{s:?}");
+}
+
+/// `writable` answers at once while nothing is congested, waits while a queue is over the soft
+/// bound (0 here: any queued byte), returns once the writers drained it, and reports a stopped
+/// node.
+#[tokio::test]
+async fn writable_waits_for_the_send_queues_to_drain() {
+    let cfg = DriverConfig {
+        queue_soft_bytes: 0,
+        ..DriverConfig::default()
+    };
+    let mut nodes = cluster(2, &[0, 1], &cfg);
+    until(&mut nodes[0], |o| {
+        matches!(o, Output::LinkUp { peer: Rank(1), .. })
+    })
+    .await;
+    let h = nodes[0].handle.clone();
+    tokio::time::timeout(Duration::from_secs(5), h.writable())
+        .await
+        .expect("not congested: at once")
+        .expect("running");
+    // Many commands, each queueing floods; every refusal is followed by a wait that ends.
+    let (mut sent, mut waited) = (0, 0);
+    while sent < 200 {
+        match h
+            .command(|n, now| n.flood(now, Bytes::from(vec![7u8; 4096])))
+            .await
+        {
+            Ok(r) => {
+                r.expect("flood");
+                sent += 1;
+            }
+            Err(TransportError::Backpressure { .. }) => {
+                waited += 1;
+                tokio::time::timeout(Duration::from_secs(5), h.writable())
+                    .await
+                    .expect("the writer drains the queue")
+                    .expect("running");
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+    let got = std::cell::Cell::new(0);
+    until(&mut nodes[1], |o| {
+        if matches!(o, Output::Event(Event::Flood(_))) {
+            got.set(got.get() + 1);
+        }
+        got.get() == 200
+    })
+    .await;
+    let _ = waited; // how often the soft bound was hit depends on scheduling
+    h.shutdown().await;
+    let one = nodes.remove(0);
+    let _ = one.task.await;
+    assert_eq!(h.writable().await, Err(TransportError::Stopped));
 }
 
 #[tokio::test]

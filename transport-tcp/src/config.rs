@@ -39,7 +39,8 @@ pub struct TcpConfig {
     pub backoff_max: Duration,
     /// Back-pressure threshold: while any per-peer send queue holds more bytes than this,
     /// application commands are refused with
-    /// [`TransportError::Backpressure`](crate::TransportError::Backpressure).
+    /// [`TransportError::Backpressure`](crate::TransportError::Backpressure). 1 MiB by default
+    /// (the shared driver's default; see its `DriverConfig`).
     pub queue_soft_bytes: usize,
     /// Hard bound of one per-peer send queue: a peer that lets its queue grow past it is not
     /// reading, and its link is closed and reported down
@@ -113,7 +114,7 @@ impl Default for TcpConfig {
             startup_grace: Duration::from_secs(10),
             backoff_initial: Duration::from_millis(50),
             backoff_max: Duration::from_secs(1),
-            queue_soft_bytes: 16 << 20,
+            queue_soft_bytes: 1 << 20,
             queue_hard_bytes: 256 << 20,
             max_inputs_per_wake: 256,
             output_buffer: 4096,

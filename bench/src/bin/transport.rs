@@ -372,8 +372,9 @@ where
                         .await;
                     match r {
                         Ok(()) => sent += k,
-                        // Back-pressure: the send queue is over its soft bound.
-                        Err(_) => tokio::time::sleep(Duration::from_micros(200)).await,
+                        // Back-pressure: a send queue is over its soft bound; wait until the
+                        // writers drained it, as a throughput-minded application would.
+                        Err(_) => h.writable().await.expect("node 0 running"),
                     }
                 }
                 let _ = done.send(()).await;
