@@ -20,10 +20,9 @@ use lifeline_core::{Class, Instant, Node};
 use lifeline_transport_common::{AddressBook, RunningNode};
 use lifeline_transport_conformance as suite;
 use lifeline_transport_rdma::{spawn, MockFabric, RdmaConfig};
-use lifeline_transport_tcp::{handshake, ClusterKey, TcpConfig};
+use lifeline_transport_tcp::{probe, ClusterKey, TcpConfig};
 use suite::{Book, RawOutcome, Spec, Transport};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 
 struct Rdma;
 
@@ -44,20 +43,6 @@ fn fabric() -> &'static MockFabric {
         });
         f
     })
-}
-
-async fn closed_within(s: &mut TcpStream, within: Duration) -> bool {
-    let mut buf = [0u8; 4096];
-    tokio::time::timeout(within, async {
-        loop {
-            match s.read(&mut buf).await {
-                Ok(0) | Err(_) => return,
-                Ok(_) => {}
-            }
-        }
-    })
-    .await
-    .is_ok()
 }
 
 impl Transport for Rdma {
@@ -92,11 +77,10 @@ impl Transport for Rdma {
     }
 
     async fn raw_unauthenticated(target: SocketAddr, bytes: &[u8], within: Duration) -> RawOutcome {
-        let mut s = TcpStream::connect(target).await.expect("connect");
-        let _ = s.write_all(bytes).await;
+        let o = probe::unauthenticated(target, bytes, within).await;
         RawOutcome {
-            handshake_ok: false,
-            closed: closed_within(&mut s, within).await,
+            handshake_ok: o.handshake_ok,
+            closed: o.closed,
         }
     }
 
@@ -111,20 +95,11 @@ impl Transport for Rdma {
         bytes: &[u8],
         within: Duration,
     ) -> RawOutcome {
-        let mut s = TcpStream::connect(target).await.expect("connect");
         let key = ClusterKey::from_secret(secret).expect("key");
-        let hs =
-            tokio::time::timeout(within, handshake::dial(&mut s, &key, as_rank, to, class)).await;
-        if !matches!(hs, Ok(Ok(()))) {
-            return RawOutcome {
-                handshake_ok: false,
-                closed: true,
-            };
-        }
-        let _ = s.write_all(bytes).await;
+        let o = probe::authenticated(&key, as_rank, to, target, class, bytes, within).await;
         RawOutcome {
-            handshake_ok: true,
-            closed: closed_within(&mut s, within).await,
+            handshake_ok: o.handshake_ok,
+            closed: o.closed,
         }
     }
 }

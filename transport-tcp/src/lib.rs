@@ -134,6 +134,8 @@ mod conn;
 mod connector;
 pub mod handshake;
 mod key;
+#[cfg(feature = "runtime")]
+pub mod probe;
 
 #[cfg(feature = "runtime")]
 pub use config::{BindLocal, TcpConfig};

@@ -7,10 +7,9 @@ use std::time::Duration;
 use lifeline_core::tree::Rank;
 use lifeline_core::{Class, Instant, Node};
 use lifeline_transport_conformance as suite;
-use lifeline_transport_tcp::{handshake, spawn, AddressBook, ClusterKey, TcpConfig, TcpNode};
+use lifeline_transport_tcp::{probe, spawn, AddressBook, ClusterKey, TcpConfig, TcpNode};
 use suite::{Book, RawOutcome, Spec, Transport};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 
 struct Tcp;
 
@@ -19,21 +18,6 @@ fn config(spec: &Spec) -> TcpConfig {
         link_timeout: spec.link_timeout,
         ..TcpConfig::default()
     }
-}
-
-/// Reads until the node closes the connection, or `within` passes.
-async fn closed_within(s: &mut TcpStream, within: Duration) -> bool {
-    let mut buf = [0u8; 4096];
-    tokio::time::timeout(within, async {
-        loop {
-            match s.read(&mut buf).await {
-                Ok(0) | Err(_) => return,
-                Ok(_) => {}
-            }
-        }
-    })
-    .await
-    .is_ok()
 }
 
 impl Transport for Tcp {
@@ -69,11 +53,10 @@ impl Transport for Tcp {
     }
 
     async fn raw_unauthenticated(target: SocketAddr, bytes: &[u8], within: Duration) -> RawOutcome {
-        let mut s = TcpStream::connect(target).await.expect("connect");
-        let _ = s.write_all(bytes).await;
+        let o = probe::unauthenticated(target, bytes, within).await;
         RawOutcome {
-            handshake_ok: false,
-            closed: closed_within(&mut s, within).await,
+            handshake_ok: o.handshake_ok,
+            closed: o.closed,
         }
     }
 
@@ -88,21 +71,11 @@ impl Transport for Tcp {
         bytes: &[u8],
         within: Duration,
     ) -> RawOutcome {
-        let mut s = TcpStream::connect(target).await.expect("connect");
         let key = ClusterKey::from_secret(secret).expect("key");
-        let hs =
-            tokio::time::timeout(within, handshake::dial(&mut s, &key, as_rank, to, class)).await;
-        if !matches!(hs, Ok(Ok(()))) {
-            // A dialer that cannot verify the node stops; the node sees EOF and refuses it.
-            return RawOutcome {
-                handshake_ok: false,
-                closed: true,
-            };
-        }
-        let _ = s.write_all(bytes).await;
+        let o = probe::authenticated(&key, as_rank, to, target, class, bytes, within).await;
         RawOutcome {
-            handshake_ok: true,
-            closed: closed_within(&mut s, within).await,
+            handshake_ok: o.handshake_ok,
+            closed: o.closed,
         }
     }
 }
