@@ -441,39 +441,11 @@ fn raw_path(a: &Side, b: &Side, size: usize) -> Path {
                 let _ = done.send(()).await;
             }
         },
-        move |mut go, done| async move {
+        move |go, done| async move {
             let l = TcpListener::from_std(l).unwrap();
-            let (mut rd, _) = l.accept().await.unwrap();
+            let (rd, _) = l.accept().await.unwrap();
             rd.set_nodelay(true).unwrap();
-            let mut buf = BytesMut::with_capacity(cap);
-            while let Some(frames) = go.recv().await {
-                let mut got = 0u64;
-                while got < frames {
-                    while buf.len() >= 4 && got < frames {
-                        let len = u32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
-                        assert!(len <= max, "raw frame over max_frame");
-                        if buf.len() < 4 + len {
-                            buf.reserve(4 + len - buf.len());
-                            break;
-                        }
-                        let mut frame = buf.split_to(4 + len).freeze();
-                        frame.advance(4);
-                        std::hint::black_box(frame);
-                        got += 1;
-                    }
-                    if got == frames {
-                        break;
-                    }
-                    if buf.capacity() - buf.len() < cap / 8 {
-                        buf.reserve(cap);
-                    }
-                    assert!(
-                        rd.read_buf(&mut buf).await.unwrap() > 0,
-                        "raw connection closed"
-                    );
-                }
-                let _ = done.send(()).await;
-            }
+            raw_receive(rd, max, cap, go, done).await;
         },
     )
 }
@@ -530,6 +502,47 @@ fn raw_core_path(a: &Side, b: &Side, size: usize) -> Path {
             raw_core_receive(rd, n1, limits, cap, go, done).await;
         },
     )
+}
+
+/// The raw paths' reader: `u32 length + payload` frames read into one `BytesMut` of `cap`
+/// bytes, many per read, each length checked against `max` and each frame split off as its own
+/// `Bytes` (no copy or allocation per frame); `done` after each round of `go` frames.
+async fn raw_receive(
+    mut rd: impl tokio::io::AsyncRead + Unpin,
+    max: usize,
+    cap: usize,
+    mut go: mpsc::Receiver<u64>,
+    done: mpsc::Sender<()>,
+) {
+    let mut buf = BytesMut::with_capacity(cap);
+    while let Some(frames) = go.recv().await {
+        let mut got = 0u64;
+        while got < frames {
+            while buf.len() >= 4 && got < frames {
+                let len = u32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
+                assert!(len <= max, "raw frame over max_frame");
+                if buf.len() < 4 + len {
+                    buf.reserve(4 + len - buf.len());
+                    break;
+                }
+                let mut frame = buf.split_to(4 + len).freeze();
+                frame.advance(4);
+                std::hint::black_box(frame);
+                got += 1;
+            }
+            if got == frames {
+                break;
+            }
+            if buf.capacity() - buf.len() < cap / 8 {
+                buf.reserve(cap);
+            }
+            assert!(
+                rd.read_buf(&mut buf).await.unwrap() > 0,
+                "raw stream closed"
+            );
+        }
+        let _ = done.send(()).await;
+    }
 }
 
 /// The receiving side of a raw path driving the core (TCP and QUIC modes alike): splits whole

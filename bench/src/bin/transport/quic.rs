@@ -26,7 +26,6 @@ use lifeline_transport_quic::{
     client_config, server_config, server_name, spawn, AddressBook as QuicBook, ClusterCa,
     ClusterId, QuicConfig, QuicEndpoint, RankIdentity,
 };
-use tokio::io::AsyncReadExt;
 
 use super::{adapter_path, max_frame, Path, Side};
 
@@ -186,37 +185,7 @@ pub(super) fn raw(a: &Side, b: &Side, size: usize) -> Path {
                 let _ = done.send(()).await;
             }
         },
-        move |mut rd, mut go, done| async move {
-            let mut buf = BytesMut::with_capacity(CAP);
-            while let Some(frames) = go.recv().await {
-                let mut got = 0u64;
-                while got < frames {
-                    while buf.len() >= 4 && got < frames {
-                        let len = u32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
-                        assert!(len <= max, "raw frame over max_frame");
-                        if buf.len() < 4 + len {
-                            buf.reserve(4 + len - buf.len());
-                            break;
-                        }
-                        let mut frame = buf.split_to(4 + len).freeze();
-                        bytes::Buf::advance(&mut frame, 4);
-                        std::hint::black_box(frame);
-                        got += 1;
-                    }
-                    if got == frames {
-                        break;
-                    }
-                    if buf.capacity() - buf.len() < CAP / 8 {
-                        buf.reserve(CAP);
-                    }
-                    assert!(
-                        rd.read_buf(&mut buf).await.unwrap() > 0,
-                        "raw stream closed"
-                    );
-                }
-                let _ = done.send(()).await;
-            }
-        },
+        move |rd, go, done| super::raw_receive(rd, max, CAP, go, done),
     )
 }
 
