@@ -21,6 +21,20 @@ impl Drop for Guard {
     }
 }
 
+/// A `--json` run's lines, after checking it passed (exit status 0; its output on failure).
+fn passed(out: &std::process::Output) -> Vec<Value> {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON line"))
+        .collect()
+}
+
 fn pid_alive(pid: u64) -> bool {
     // A zombie (state Z) has exited; anything else is still running.
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
@@ -59,17 +73,8 @@ fn cluster_survives_a_kill_a_pause_and_intruders() {
         ])
         .output()
         .expect("run lifeline cluster");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let lines: Vec<Value> = stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("JSON line"))
-        .collect();
-    assert_eq!(lines.len(), 2, "{stdout}");
+    let lines = passed(&out);
+    assert_eq!(lines.len(), 2, "{lines:?}");
     let nodes = lines[0]["nodes"].as_array().expect("nodes");
     assert_eq!(nodes.len(), 5);
     // Each rank on its own loopback address (Linux).
@@ -131,13 +136,7 @@ fn cluster_with_the_detector_confirms_a_kill_on_hard_evidence() {
         ])
         .output()
         .expect("run lifeline cluster");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let r: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    let r = passed(&out).pop().expect("a report");
     assert_eq!(r["detect"], true, "{r}");
     assert_eq!(r["killed"], serde_json::json!([1]), "{r}");
     assert_eq!(r["survivors"], 5, "{r}");
@@ -381,17 +380,8 @@ fn cluster_on_quic_survives_a_kill() {
         .args(["--transport", "quic", "--kill", "1", "--json"])
         .output()
         .expect("run lifeline cluster");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let lines: Vec<Value> = stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("JSON line"))
-        .collect();
-    assert_eq!(lines.len(), 2, "{stdout}");
+    let lines = passed(&out);
+    assert_eq!(lines.len(), 2, "{lines:?}");
     let r = &lines[1];
     assert_eq!(r["transport"], "quic", "{r}");
     assert_eq!(r["pass"], true, "{r}");
@@ -415,13 +405,7 @@ fn cluster_on_quic_refuses_intruders() {
         .args(["--transport", "quic", "--kill", "1", "--garbage", "--json"])
         .output()
         .expect("run lifeline cluster");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let r: Value = serde_json::from_str(stdout.lines().last().expect("a report")).expect("JSON");
+    let r = passed(&out).pop().expect("a report");
     assert_eq!(r["transport"], "quic", "{r}");
     assert_eq!(r["pass"], true, "{r}");
     assert_eq!(r["survivors_continued"], 3, "{r}");
