@@ -41,15 +41,16 @@ async fn server(size: u32, ms: u64) -> (RendezvousServer, String) {
     (s, at)
 }
 
+/// A loopback address nobody listens on (bound, read, released), for a rendezvous that the
+/// test's rank 0 binds itself.
+async fn free_addr() -> String {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    l.local_addr().unwrap().to_string()
+}
+
 #[tokio::test]
 async fn a_job_forms_with_rank_0_hosting() {
-    // A free port for the rendezvous (rank 0 binds it itself).
-    let at = TcpListener::bind("127.0.0.1:0")
-        .await
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .to_string();
+    let at = free_addr().await;
     let mut tasks = Vec::new();
     // Rank 0 last, so the others retry until it is up.
     for r in [3u32, 1, 2, 0] {
@@ -226,12 +227,7 @@ async fn malformed_and_conflicting_registrations_are_counted() {
 
 #[tokio::test]
 async fn the_timeout_names_the_missing_ranks_everywhere() {
-    let at = TcpListener::bind("127.0.0.1:0")
-        .await
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .to_string();
+    let at = free_addr().await;
     let t0 = std::time::Instant::now();
     let a = tokio::spawn({
         let at = at.clone();
@@ -264,12 +260,7 @@ async fn the_timeout_names_the_missing_ranks_everywhere() {
 
 #[tokio::test]
 async fn an_unreachable_rendezvous_is_reported_in_time() {
-    let at = TcpListener::bind("127.0.0.1:0")
-        .await
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .to_string();
+    let at = free_addr().await;
     let t0 = std::time::Instant::now();
     let e = join(&at, &key("k"), 1, 2, listen(7001), &cfg(300))
         .await
