@@ -97,12 +97,28 @@ impl Spec {
     }
 
     /// The core configuration a node of this spec runs: span, radix and the joiner flag, the
-    /// rest default. Every [`Transport::start`] builds its node from it.
+    /// rest default.
     pub fn config(&self) -> Config {
         let mut c = Config::new(self.span, self.radix);
         c.joiner = self.joiner;
         c
     }
+
+    /// The core node `rank` of this spec runs (its [`Spec::config`], seed `rank + 1`, time
+    /// zero): what every [`Transport::start`] hands its adapter.
+    pub fn node(&self, rank: Rank) -> Node {
+        Node::new(self.config(), rank, u64::from(rank.0) + 1, Instant::ZERO).expect("valid config")
+    }
+}
+
+/// `book` as the shared driver's address book (the adapters built on `lifeline-transport-common`
+/// dial by it).
+pub fn address_book(book: &Book) -> lifeline_transport_common::AddressBook {
+    let mut b = lifeline_transport_common::AddressBook::new();
+    for (r, a) in book {
+        b.insert(*r, *a);
+    }
+    b
 }
 
 /// Every rank's loopback address.

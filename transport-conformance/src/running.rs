@@ -5,7 +5,7 @@
 use bytes::Bytes;
 use lifeline_core::tree::Rank;
 use lifeline_core::{Class, Instant, Node, Stats};
-use lifeline_transport_common::{AddressBook, Output, RunningNode};
+use lifeline_transport_common::{Output, RunningNode};
 
 use crate::{Counters, Observed, TestNode};
 
@@ -57,12 +57,8 @@ impl TestNode for RunningNode {
     }
 
     async fn grow(&self, new_span: u32, peers: &crate::Book) -> Result<(), String> {
-        let mut b = AddressBook::new();
-        for (r, a) in peers {
-            b.insert(*r, *a);
-        }
         self.handle
-            .grow(new_span, &b)
+            .grow(new_span, &crate::address_book(peers))
             .await
             .map_err(|e| e.to_string())
     }

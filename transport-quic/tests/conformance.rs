@@ -14,8 +14,8 @@ use std::time::{Duration, Instant as StdInstant, SystemTime};
 
 use bytes::Bytes;
 use lifeline_core::tree::Rank;
-use lifeline_core::{Class, Instant, Node};
-use lifeline_transport_common::{AddressBook, DriverConfig, RunningNode};
+use lifeline_core::Class;
+use lifeline_transport_common::{DriverConfig, RunningNode};
 use lifeline_transport_conformance as suite;
 use lifeline_transport_quic::{
     probe, probe_endpoint, spawn, AddressBook as QuicBook, ClusterCa, ClusterId, QuicConfig,
@@ -122,12 +122,8 @@ impl Transport for Quic {
     }
 
     async fn start(spec: &Spec, rank: Rank, book: &Book, ep: UdpSocket) -> RunningNode {
-        let mut b = AddressBook::new();
-        for (r, a) in book {
-            b.insert(*r, *a);
-        }
-        let node = Node::new(spec.config(), rank, u64::from(rank.0) + 1, Instant::ZERO)
-            .expect("valid config");
+        let b = suite::address_book(book);
+        let node = spec.node(rank);
         let cfg = QuicConfig::with_link_timeout(spec.link_timeout).expect("link timeout");
         let qbook = QuicBook::try_from(&b).expect("distinct addresses");
         let endpoint = QuicEndpoint::from_socket(&identity(rank), &cfg, ep, Some(qbook))

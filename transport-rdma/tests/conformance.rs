@@ -16,8 +16,8 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use lifeline_core::tree::Rank;
-use lifeline_core::{Class, Instant, Node};
-use lifeline_transport_common::{AddressBook, RunningNode};
+use lifeline_core::Class;
+use lifeline_transport_common::RunningNode;
 use lifeline_transport_conformance as suite;
 use lifeline_transport_rdma::{spawn, MockFabric, RdmaConfig};
 use lifeline_transport_tcp::{probe, ClusterKey, TcpConfig};
@@ -56,12 +56,8 @@ impl Transport for Rdma {
     }
 
     async fn start(spec: &Spec, rank: Rank, book: &Book, ep: TcpListener) -> RunningNode {
-        let mut b = AddressBook::new();
-        for (r, a) in book {
-            b.insert(*r, *a);
-        }
-        let node = Node::new(spec.config(), rank, u64::from(rank.0) + 1, Instant::ZERO)
-            .expect("valid config");
+        let b = suite::address_book(book);
+        let node = spec.node(rank);
         let key = ClusterKey::from_secret(&spec.secret).expect("key");
         let tcp = TcpConfig {
             link_timeout: spec.link_timeout,

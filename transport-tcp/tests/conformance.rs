@@ -5,9 +5,9 @@ use std::process::Command;
 use std::time::Duration;
 
 use lifeline_core::tree::Rank;
-use lifeline_core::{Class, Instant, Node};
+use lifeline_core::Class;
 use lifeline_transport_conformance as suite;
-use lifeline_transport_tcp::{probe, spawn, AddressBook, ClusterKey, TcpConfig, TcpNode};
+use lifeline_transport_tcp::{probe, spawn, ClusterKey, TcpConfig, TcpNode};
 use suite::{Book, RawOutcome, Spec, Transport};
 use tokio::net::TcpListener;
 
@@ -31,12 +31,8 @@ impl Transport for Tcp {
     }
 
     async fn start(spec: &Spec, rank: Rank, book: &Book, ep: TcpListener) -> TcpNode {
-        let mut b = AddressBook::new();
-        for (r, a) in book {
-            b.insert(*r, *a);
-        }
-        let node = Node::new(spec.config(), rank, u64::from(rank.0) + 1, Instant::ZERO)
-            .expect("valid config");
+        let b = suite::address_book(book);
+        let node = spec.node(rank);
         let key = ClusterKey::from_secret(&spec.secret).expect("key");
         spawn(node, b, key, config(spec), ep)
     }
