@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use std::ffi::CStr;
 use std::io;
 use std::mem;
+use std::os::fd::{BorrowedFd, OwnedFd};
 use std::ptr;
 
 use rdma_sys::*;
@@ -27,10 +28,12 @@ struct Region {
     buf: *mut [u8],
 }
 
-/// One opened device port with a protection domain and one completion queue.
+/// One opened device port with a protection domain, one completion queue and its completion
+/// channel (non-blocking).
 pub struct RdmaSysVerbs {
     ctx: *mut ibv_context,
     pd: *mut ibv_pd,
+    channel: *mut ibv_comp_channel,
     cq: *mut ibv_cq,
     port: PortInfo,
     regions: Vec<Region>,
@@ -108,6 +111,7 @@ impl RdmaSysVerbs {
         let mut v = Self {
             ctx,
             pd: ptr::null_mut(),
+            channel: ptr::null_mut(),
             cq: ptr::null_mut(),
             port: PortInfo {
                 port: 0,
@@ -127,8 +131,25 @@ impl RdmaSysVerbs {
             return Err(os("ibv_alloc_pd"));
         }
         let depth = i32::try_from(cq_depth).map_err(|_| VerbsError::Invalid("cq_depth"))?;
-        // SAFETY: `ctx` is open; no completion channel (null) and vector 0 are allowed.
-        v.cq = unsafe { ibv_create_cq(ctx, depth, ptr::null_mut(), ptr::null_mut(), 0) };
+        // SAFETY: `ctx` is open.
+        v.channel = unsafe { ibv_create_comp_channel(ctx) };
+        if v.channel.is_null() {
+            return Err(os("ibv_create_comp_channel"));
+        }
+        // SAFETY: `channel` is live; `fd` is a plain integer field libibverbs set.
+        let fd = unsafe { (*v.channel).fd };
+        // The channel's reads (`ibv_get_cq_event`) must never block a runtime thread: the
+        // documented way is O_NONBLOCK on its descriptor (ibv_get_cq_event(3)).
+        // SAFETY: `fd` is the channel's open descriptor; F_GETFL/F_SETFL take and return ints.
+        let ok = unsafe {
+            let flags = libc::fcntl(fd, libc::F_GETFL);
+            flags >= 0 && libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) == 0
+        };
+        if !ok {
+            return Err(os("fcntl(O_NONBLOCK) on the completion channel"));
+        }
+        // SAFETY: `ctx` and `channel` are live; no CQ context (null) and vector 0 are allowed.
+        v.cq = unsafe { ibv_create_cq(ctx, depth, ptr::null_mut(), v.channel, 0) };
         if v.cq.is_null() {
             return Err(os("ibv_create_cq"));
         }
@@ -430,6 +451,55 @@ impl Verbs for RdmaSysVerbs {
         self.qps.remove(&qp.0);
         ret("ibv_destroy_qp", rc)
     }
+
+    fn cq_fd(&self) -> Result<Option<OwnedFd>, VerbsError> {
+        // SAFETY: `channel` is live from open until Drop, so its descriptor is open for the
+        // duration of this borrow; the duplicate is owned by the caller and outlives nothing.
+        let fd = unsafe { BorrowedFd::borrow_raw((*self.channel).fd) };
+        fd.try_clone_to_owned()
+            .map(Some)
+            .map_err(|e| VerbsError::Os {
+                call: "dup(completion channel)",
+                errno: e.raw_os_error().unwrap_or(0),
+            })
+    }
+
+    fn arm_cq(&mut self) -> Result<(), VerbsError> {
+        // SAFETY: `cq` is live; 0 asks for any completion, not only solicited ones.
+        ret("ibv_req_notify_cq", unsafe {
+            ibv_req_notify_cq(self.cq, 0)
+        })
+    }
+
+    fn take_cq_events(&mut self) -> Result<u32, VerbsError> {
+        let mut n = 0u32;
+        let result = loop {
+            let mut cq = ptr::null_mut();
+            let mut cq_ctx = ptr::null_mut();
+            // SAFETY: `channel` is live and non-blocking (set in open_device), so this returns
+            // at once; both out-pointers are valid.
+            if unsafe { ibv_get_cq_event(self.channel, &mut cq, &mut cq_ctx) } == 0 {
+                n += 1;
+                continue;
+            }
+            let e = io::Error::last_os_error();
+            break match e.kind() {
+                io::ErrorKind::WouldBlock => Ok(n),
+                io::ErrorKind::Interrupted => continue,
+                _ => Err(VerbsError::Os {
+                    call: "ibv_get_cq_event",
+                    errno: e.raw_os_error().unwrap_or(0),
+                }),
+            };
+        };
+        if n > 0 {
+            // Every event taken is acknowledged at once (ibv_destroy_cq waits for unacked
+            // events). The channel serves only `cq`, so each event was for it.
+            // SAFETY: `cq` is live and `n` events for it were taken above.
+            unsafe { ibv_ack_cq_events(self.cq, n) };
+        }
+        result
+    }
 }
 
 fn status(s: ibv_wc_status::Type) -> WcStatus {
@@ -464,6 +534,10 @@ impl Drop for RdmaSysVerbs {
         if !self.cq.is_null() {
             // SAFETY: live, created by open_device, no queue pair uses it any more.
             unsafe { ibv_destroy_cq(self.cq) };
+        }
+        if !self.channel.is_null() {
+            // SAFETY: live; its only CQ was destroyed above (every event was acknowledged).
+            unsafe { ibv_destroy_comp_channel(self.channel) };
         }
         if !self.pd.is_null() {
             // SAFETY: live; its regions and queue pairs were released above.

@@ -6,6 +6,8 @@
 //! only through [`Verbs::write`] and [`Verbs::read`] (bounds-checked copies), so code above the
 //! trait never holds a pointer the device may write through.
 
+use std::os::fd::OwnedFd;
+
 use thiserror::Error;
 
 /// Work request ids must be below this: implementations keep the top bit to tell sends from
@@ -274,4 +276,16 @@ pub trait Verbs {
     fn poll_cq(&mut self, out: &mut [Completion]) -> Result<usize, VerbsError>;
     /// Destroys a queue pair; later completions for its `qpn` must be dropped by the caller.
     fn destroy_qp(&mut self, qp: QpId) -> Result<(), VerbsError>;
+    /// A duplicate of the completion channel's descriptor (`ibv_comp_channel::fd`,
+    /// non-blocking), owned by the caller: it becomes readable once a completion is added to
+    /// the completion queue after [`Verbs::arm_cq`]. `Ok(None)`: no completion channel; the
+    /// caller polls on a tick.
+    fn cq_fd(&self) -> Result<Option<OwnedFd>, VerbsError>;
+    /// Requests one notification (`ibv_req_notify_cq(cq, 0)`): the next completion added to
+    /// the queue makes [`Verbs::cq_fd`] readable. Completions queued before the call do not
+    /// notify, so a caller arms first and then polls the queue empty.
+    fn arm_cq(&mut self) -> Result<(), VerbsError>;
+    /// Consumes the notifications waiting on [`Verbs::cq_fd`] without blocking
+    /// (`ibv_get_cq_event` and `ibv_ack_cq_events`); returns how many there were.
+    fn take_cq_events(&mut self) -> Result<u32, VerbsError>;
 }

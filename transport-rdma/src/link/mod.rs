@@ -14,12 +14,16 @@
 //! unauthenticated socket.
 //!
 //! # Completions
-//! Each data link runs one task that, every `poll_interval` (and at once when the driver
-//! queues frames), locks the node's plane, drains the shared completion queue into every
-//! channel (by `qpn`; unknown ones are counted and dropped), and moves its own channel's
-//! frames. With the mock the fabric is in-process: [`pump`] steps it on a short tick. A real
-//! device will want the completion channel's fd under `AsyncFd` instead of the tick; that
-//! driver is not written yet.
+//! All data links of a node share one completion queue. A watcher task sleeps on the
+//! completion channel's descriptor (an [`OwnedFd`](std::os::fd::OwnedFd) duplicate under
+//! tokio's `AsyncFd`); when it becomes readable the task takes the events, re-arms the queue
+//! *before* draining it (a completion after the drain notifies again), and drains it into the
+//! channels by `qpn` (unknown ones are counted and dropped). Every channel a completion touched
+//! has its link task woken; a link task also steps when the driver queues frames and whenever
+//! it drained completions itself. With no completion channel (or `completion_channel: false`)
+//! link tasks poll every `poll_interval` instead; with one, `sweep_interval` (100 ms) is only
+//! the safety net. With the mock the fabric is in-process: [`pump`] steps it on a short tick,
+//! and its completion channel is a real descriptor, so the watcher runs as on a device.
 //!
 //! # Failures
 //! A channel's link-down ends the data slot with a cause mapped like TCP's ([`ended`]): an
@@ -28,8 +32,9 @@
 //! link down and closes the control connection; the peer sees its data TCP connection end and
 //! takes its own channel down, so both sides reconnect with new queue pairs and fresh PSNs.
 //! Flush completions after a known error produce nothing more. Frames of the data class
-//! accepted but not acknowledged are lost with the link, as on TCP; RELM (control class)
-//! retransmits over the new link and delivers exactly once, in order.
+//! accepted but not acknowledged are lost with the link, as on TCP; RELM retransmits its data
+//! frames over the new link (its ACKs travel on the control class) and delivers exactly once,
+//! in order.
 //!
 //! # Back-pressure
 //! The task takes frames from the driver's bounded send queue only when it holds none: frames
@@ -42,6 +47,7 @@
 mod plane;
 #[cfg(test)]
 mod tests;
+mod waiter;
 
 use std::collections::VecDeque;
 use std::io;
@@ -62,6 +68,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 pub use plane::PlaneStats;
+pub use waiter::CompletionWaiter;
 
 use crate::channel::{ChannelConfig, DownCause};
 use crate::mock::MockFabric;
@@ -77,8 +84,15 @@ const READY: u8 = 0x52;
 pub struct RdmaConfig {
     /// Each data link's channel.
     pub channel: ChannelConfig,
-    /// How often a data link's task polls the completion queue when nothing wakes it.
+    /// Wait for completions on the device's completion channel (the default): a task sleeps
+    /// on its descriptor and wakes exactly the links whose queue pairs completed something.
+    /// `false`, or verbs without a completion channel: poll every `poll_interval`.
+    pub completion_channel: bool,
+    /// The polling tick when there is no completion channel.
     pub poll_interval: Duration,
+    /// With a completion channel: a safety sweep of the completion queue this often, in case
+    /// a notification is ever lost (nothing else depends on it).
+    pub sweep_interval: Duration,
     /// Longest wait for the peer's QP details after the handshake.
     pub exchange_timeout: Duration,
     /// Seeds the PSN generator.
@@ -89,7 +103,9 @@ impl Default for RdmaConfig {
     fn default() -> Self {
         Self {
             channel: ChannelConfig::default(),
+            completion_channel: true,
             poll_interval: Duration::from_millis(1),
+            sweep_interval: Duration::from_millis(100),
             exchange_timeout: Duration::from_secs(3),
             seed: 1,
         }
@@ -101,6 +117,9 @@ pub struct RdmaConnector<V> {
     tcp: Arc<TcpConnector>,
     plane: Arc<Plane<V>>,
     cfg: RdmaConfig,
+    /// How long a link task sleeps when nothing wakes it: `sweep_interval` with a completion
+    /// channel, `poll_interval` without.
+    tick: Duration,
     origin: tokio::time::Instant,
 }
 
@@ -142,14 +161,51 @@ pub fn spawn<V: Verbs + Send + 'static>(
 ) -> RdmaNode<V> {
     let (t, setup) = lifeline_transport_tcp::connector(&node, book, key, tcp, listener);
     let seed = cfg.seed ^ u64::from(node.me().0).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    let plane = Arc::new(Plane::new(verbs, cfg.channel, seed));
+    let origin = tokio::time::Instant::now();
+    // The completion channel's watcher; without one every link task polls on its tick.
+    let waiter = cfg.completion_channel.then(|| plane.waiter()).flatten();
+    let tick = match waiter {
+        Some(w) => {
+            let plane = Arc::downgrade(&plane);
+            tokio::spawn(watch_completions(plane, w, cfg.sweep_interval, origin));
+            cfg.sweep_interval
+        }
+        None => cfg.poll_interval,
+    };
     let connector = Arc::new(RdmaConnector {
         tcp: Arc::new(t),
-        plane: Arc::new(Plane::new(verbs, cfg.channel, seed)),
+        plane,
         cfg,
-        origin: tokio::time::Instant::now(),
+        tick,
+        origin,
     });
     let node = common::spawn(node, connector.clone(), setup);
     RdmaNode { node, connector }
+}
+
+/// The completion channel's task: sleeps on the descriptor (or `sweep` at most), then takes
+/// the events, re-arms and drains the shared completion queue, which wakes each link task
+/// whose queue pair completed something. Ends once the plane is gone.
+async fn watch_completions<V: Verbs + Send + 'static>(
+    plane: std::sync::Weak<Plane<V>>,
+    waiter: CompletionWaiter,
+    sweep: Duration,
+    origin: tokio::time::Instant,
+) {
+    loop {
+        tokio::select! {
+            r = waiter.readable() => if r.is_err() {
+                // The reactor failed on the descriptor: fall back to the sweep alone.
+                tokio::time::sleep(sweep).await;
+            },
+            _ = tokio::time::sleep(sweep) => {}
+        }
+        let Some(plane) = plane.upgrade() else {
+            return;
+        };
+        plane.on_cq_event(Instant::from_nanos(origin.elapsed().as_nanos() as u64));
+    }
 }
 
 /// Steps `fabric` until idle every `every`, forever (abort the handle to stop): the mock's
@@ -233,6 +289,8 @@ impl<V: Verbs + Send + 'static> Connector for RdmaConnector<V> {
 struct Release<V: Verbs> {
     plane: Arc<Plane<V>>,
     qpn: u32,
+    /// Notified when the channel's completions were handled.
+    wake: Arc<tokio::sync::Notify>,
     origin: tokio::time::Instant,
 }
 
@@ -249,7 +307,7 @@ impl<V: Verbs + Send + 'static> RdmaConnector<V> {
     async fn run_data(self: Arc<Self>, mut stream: TcpStream, io: LinkIo) {
         let why = match self.setup(&mut stream, io.accepted).await {
             // `release` closes the channel however this task ends (aborts included).
-            Ok(release) => self.pump_frames(release.qpn, stream, &io).await,
+            Ok(release) => self.pump_frames(&release, stream, &io).await,
             Err(why) => why,
         };
         io.ended(Class::Data, why).await;
@@ -265,13 +323,14 @@ impl<V: Verbs + Send + 'static> RdmaConnector<V> {
                 .await
                 .map_err(io_err)?;
         }
-        let (qpn, local) = self
+        let (qpn, local, wake) = self
             .plane
             .open()
             .map_err(|_| Ended::Io(io::ErrorKind::Other))?;
         let release = Release {
             plane: self.plane.clone(),
             qpn,
+            wake,
             origin: self.origin,
         };
         let exchange = async {
@@ -305,7 +364,8 @@ impl<V: Verbs + Send + 'static> RdmaConnector<V> {
         }
     }
 
-    async fn pump_frames(&self, qpn: u32, mut stream: TcpStream, io: &LinkIo) -> Ended {
+    async fn pump_frames(&self, release: &Release<V>, mut stream: TcpStream, io: &LinkIo) -> Ended {
+        let qpn = release.qpn;
         let queue = io.queue(Class::Data).clone();
         let mut held: VecDeque<Bytes> = VecDeque::new();
         let mut probe = [0u8; 1];
@@ -323,7 +383,8 @@ impl<V: Verbs + Send + 'static> RdmaConnector<V> {
                 return ended(&cause);
             }
             tokio::select! {
-                _ = tokio::time::sleep(self.cfg.poll_interval) => {}
+                _ = tokio::time::sleep(self.tick) => {}
+                _ = release.wake.notified() => {}
                 _ = queue.notify.notified(), if held.is_empty() => {}
                 r = stream.read(&mut probe) => return match r {
                     Ok(0) => Ended::Eof,

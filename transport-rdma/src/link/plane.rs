@@ -1,11 +1,12 @@
 //! The node's data plane: one [`Verbs`] value (one port, one shared completion queue) and the
 //! [`Channel`] of every data link, behind one mutex that is never held across an `.await`.
 
-use std::collections::{BTreeMap, VecDeque};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use bytes::Bytes;
 use lifeline_core::Instant;
+use tokio::sync::Notify;
 
 use crate::channel::{
     Buffers, Channel, ChannelConfig, DownCause, QpDetails, SendError, SetupError,
@@ -30,12 +31,25 @@ pub struct PlaneStats {
     pub max_held: usize,
     /// Registered buffers reused for a new channel instead of registering new memory.
     pub buffers_reused: u64,
+    /// Completion-channel notifications taken (each after a wait on the channel's descriptor).
+    pub cq_events: u64,
+    /// Arming or reading the completion channel failed (the sweep tick still polls).
+    pub cq_event_errors: u64,
+    /// Completions handled (all channels, all statuses).
+    pub completions: u64,
+    /// Frames handed to a channel (accepted for sending over a queue pair).
+    pub frames_sent: u64,
+    /// Frames received over a queue pair and handed to the driver.
+    pub frames_received: u64,
 }
 
 struct Entry {
     ch: Channel,
     /// False once its link task is gone: reclaimed when drained.
     owned: bool,
+    /// Wakes the link task: notified whenever a completion for this channel is handled (by
+    /// whichever task drained the shared queue).
+    wake: Arc<Notify>,
 }
 
 struct Inner<V> {
@@ -88,12 +102,43 @@ impl<V: Verbs> Plane<V> {
         self.lock().links.len()
     }
 
-    /// Opens a new channel (queue pair in INIT, receives posted) with a fresh PSN; returns its
-    /// `qpn` and the details to send to the peer.
-    pub(crate) fn open(&self) -> Result<(u32, QpDetails), SetupError> {
+    /// A waiter on the completion channel, armed: it becomes readable when the next
+    /// completion arrives. `None`: the verbs have no completion channel (or it failed;
+    /// counted), so the caller polls on its tick.
+    pub(crate) fn waiter(&self) -> Option<super::CompletionWaiter> {
+        let mut g = self.lock();
+        match super::CompletionWaiter::new(&g.verbs) {
+            Ok(Some(w)) if g.verbs.arm_cq().is_ok() => Some(w),
+            Ok(_) => None,
+            Err(_) => {
+                g.stats.cq_event_errors += 1;
+                None
+            }
+        }
+    }
+
+    /// The completion channel's descriptor became readable: takes its events, re-arms it,
+    /// then drains the completion queue into the channels (waking their link tasks). Arming
+    /// before polling means a completion that lands after the poll notifies again.
+    pub(crate) fn on_cq_event(&self, now: Instant) {
         let mut g = self.lock();
         let inner = &mut *g;
-        inner.poll(Instant::ZERO);
+        match inner.verbs.take_cq_events() {
+            Ok(n) => inner.stats.cq_events += u64::from(n),
+            Err(_) => inner.stats.cq_event_errors += 1,
+        }
+        if inner.verbs.arm_cq().is_err() {
+            inner.stats.cq_event_errors += 1;
+        }
+        inner.poll(now, None);
+    }
+
+    /// Opens a new channel (queue pair in INIT, receives posted) with a fresh PSN; returns its
+    /// `qpn`, the details to send to the peer, and the notifier that wakes its link task.
+    pub(crate) fn open(&self) -> Result<(u32, QpDetails, Arc<Notify>), SetupError> {
+        let mut g = self.lock();
+        let inner = &mut *g;
+        inner.poll(Instant::ZERO, None);
         let bufs = match inner.spare.pop() {
             Some(b) => {
                 inner.stats.buffers_reused += 1;
@@ -108,9 +153,17 @@ impl<V: Verbs> Plane<V> {
         let psn = (inner.rng.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 40) as u32;
         let ch = Channel::open(&mut inner.verbs, bufs, psn)?;
         let (qpn, local) = (ch.qpn(), ch.local(&inner.verbs));
-        inner.links.insert(qpn, Entry { ch, owned: true });
+        let wake = Arc::new(Notify::new());
+        inner.links.insert(
+            qpn,
+            Entry {
+                ch,
+                owned: true,
+                wake: wake.clone(),
+            },
+        );
         inner.stats.opened += 1;
-        Ok((qpn, local))
+        Ok((qpn, local, wake))
     }
 
     /// Connects channel `qpn` to the peer's details (RTR, RTS).
@@ -131,7 +184,7 @@ impl<V: Verbs> Plane<V> {
         let mut g = self.lock();
         let inner = &mut *g;
         inner.stats.max_held = inner.stats.max_held.max(held.len());
-        inner.poll(now);
+        inner.poll(now, Some(qpn));
         let mut out = Step::default();
         let Some(e) = inner.links.get_mut(&qpn) else {
             out.down = Some(DownCause::Closed);
@@ -140,7 +193,7 @@ impl<V: Verbs> Plane<V> {
         let ch = &mut e.ch;
         while let Some(f) = held.pop_front() {
             match ch.send(f) {
-                Ok(_) => {}
+                Ok(_) => inner.stats.frames_sent += 1,
                 Err(SendError::TooLarge(_)) => inner.stats.dropped_too_large += 1,
                 Err(SendError::WouldBlock(f)) => {
                     inner.stats.would_block += 1;
@@ -157,6 +210,7 @@ impl<V: Verbs> Plane<V> {
         while let Some(f) = ch.poll_frame(now, &mut inner.verbs) {
             out.frames.push(f);
         }
+        inner.stats.frames_received += out.frames.len() as u64;
         ch.poll_transmit(now, &mut inner.verbs);
         if let Some(crate::channel::ChannelEvent::LinkDown { cause, .. }) = ch.poll_event() {
             out.down = Some(cause);
@@ -173,7 +227,7 @@ impl<V: Verbs> Plane<V> {
             e.ch.close(now, &mut inner.verbs);
             e.owned = false;
         }
-        inner.poll(now);
+        inner.poll(now, None);
     }
 }
 
@@ -181,7 +235,7 @@ impl<V: Verbs> Inner<V> {
     /// Drains the completion queue into the channels (dropping unknown `qpn`s), then reclaims
     /// released channels that have drained: their queue pairs are destroyed and their
     /// registered buffers kept for the next channel.
-    fn poll(&mut self, now: Instant) {
+    fn poll(&mut self, now: Instant, stepping: Option<u32>) {
         let mut buf = [Completion {
             wr_id: 0,
             qpn: 0,
@@ -190,6 +244,7 @@ impl<V: Verbs> Inner<V> {
             byte_len: 0,
             imm: None,
         }; 64];
+        let mut touched = BTreeSet::new();
         loop {
             // A failed poll leaves nothing to dispatch (counted); every channel's next post or
             // the control connection surfaces a dead device.
@@ -197,16 +252,26 @@ impl<V: Verbs> Inner<V> {
                 self.stats.poll_errors += 1;
                 0
             });
+            self.stats.completions += n as u64;
             for c in &buf[..n] {
                 match self.links.get_mut(&c.qpn) {
                     Some(e) => {
                         e.ch.handle_completion(now, &mut self.verbs, c);
+                        touched.insert(c.qpn);
                     }
                     None => self.stats.unknown_completions += 1,
                 }
             }
             if n < buf.len() {
                 break;
+            }
+        }
+        // A completion may free credit, a slot or deliver a frame: its link task must step
+        // (`notify_one` keeps a permit when the task is not waiting yet), except the one
+        // stepping now, which handles its own channel next.
+        for qpn in touched.into_iter().filter(|q| Some(*q) != stepping) {
+            if let Some(e) = self.links.get(&qpn) {
+                e.wake.notify_one();
             }
         }
         let done: Vec<u32> = self
@@ -228,6 +293,7 @@ impl<V: Verbs> Inner<V> {
                         Entry {
                             ch: *ch,
                             owned: false,
+                            wake: e.wake,
                         },
                     );
                 }

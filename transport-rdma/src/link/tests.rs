@@ -153,8 +153,9 @@ fn count(seen: &[(usize, Output)], f: impl Fn(&Output) -> bool) -> usize {
     seen.iter().filter(|(_, o)| f(o)).count()
 }
 
-/// Three nodes: floods (the data class, over the queue pairs), xcasts and RELM (control, over
-/// TCP) each arrive exactly once; the fabric carried the data with no RNR.
+/// Three nodes: floods, xcasts and RELM (their payload frames are all of the data class, over
+/// the queue pairs; their ACKs on TCP) each arrive exactly once; the fabric carried the data
+/// with no RNR.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_nodes_exchange_exactly_once() {
     const N: u64 = 200;
@@ -223,6 +224,78 @@ async fn three_nodes_exchange_exactly_once() {
     for n in &c.nodes {
         assert!(n.connector.plane_stats().opened >= 1);
     }
+    // Rank 2 got its floods and RELM payloads over queue pairs.
+    assert!(c.nodes[2].connector.plane_stats().frames_received >= 2 * N);
+}
+
+/// Xcast and RELM payloads (4 KiB) cross the queue pairs, and nothing but the completion
+/// channel moves them: the polling tick and the safety sweep are an hour, so a lost or missing
+/// notification stalls the test. Receive queues of 16 make the receiver return credit dozens
+/// of times, each only after a notification woke its link.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn completions_alone_move_xcast_and_relm_over_the_queue_pairs() {
+    const N: u64 = 400;
+    let hour = Duration::from_secs(3600);
+    let mut rdma = RdmaConfig {
+        poll_interval: hour,
+        sweep_interval: hour,
+        ..RdmaConfig::default()
+    };
+    rdma.channel.recv_depth = 16;
+    rdma.channel.credit_threshold = 4;
+    let mut c = cluster(3, 21, TcpConfig::default(), rdma).await;
+    let big = |i: u64| {
+        let mut v = vec![0x5a; 4096];
+        v[..8].copy_from_slice(&i.to_be_bytes());
+        Bytes::from(v)
+    };
+    let xcasts = |s: &[(usize, Output)]| {
+        count(s, |o| {
+            matches!(o, Output::Event(Event::Xcast(XcastEvent::Delivered { .. })))
+        })
+    };
+    // Every link up first (one xcast reaches all three), so that no link set-up later polls
+    // the completion queue on the notifications' behalf.
+    let mut seen = Vec::new();
+    retry(&c, 1, move |n, now| n.xcast(now, 100, big(0))).await;
+    let up = watch(&mut c, Duration::from_secs(10), &mut seen, |s| {
+        xcasts(s) == 3
+    })
+    .await;
+    assert!(up, "links not up: {:?}", links(&seen));
+    let before: Vec<_> = c.nodes.iter().map(|n| n.connector.plane_stats()).collect();
+    for i in 1..20 {
+        retry(&c, 1, move |n, now| n.xcast(now, 100, big(i))).await;
+    }
+    for i in 0..N {
+        retry(&c, 0, move |n, now| n.relm_send(now, Rank(2), 100, big(i))).await;
+    }
+    let ok = watch(&mut c, Duration::from_secs(20), &mut seen, |s| {
+        relm_at(s, 2).len() as u64 == N && xcasts(s) == 60
+    })
+    .await;
+    let stats: Vec<_> = c.nodes.iter().map(|n| n.connector.plane_stats()).collect();
+    assert!(
+        ok,
+        "stalled: relm {}, xcasts {}, links {:?}, planes {stats:#?}",
+        relm_at(&seen, 2).len(),
+        xcasts(&seen),
+        links(&seen),
+    );
+    assert_eq!(relm_at(&seen, 2), (0..N).collect::<Vec<_>>());
+    // Rank 2 received every RELM payload and its 19 xcasts over queue pairs, never over TCP.
+    assert!(
+        stats[2].frames_received - before[2].frames_received >= N + 19,
+        "payloads bypassed the queue pairs: {stats:#?}"
+    );
+    for (s, b) in stats.iter().zip(&before) {
+        assert!(
+            s.cq_events > b.cq_events,
+            "no completion notification: {stats:#?}"
+        );
+        assert_eq!(s.cq_event_errors, 0);
+    }
+    assert_eq!(c.fabric.stats().rnr_naks, 0);
 }
 
 /// A seeded run with a queue pair error injected mid-stream: the link goes down with a reset
@@ -231,7 +304,12 @@ async fn three_nodes_exchange_exactly_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn qp_error_mid_stream_relm_exactly_once() {
     const N: u64 = 300;
-    let mut c = cluster(2, 11, TcpConfig::default(), RdmaConfig::default()).await;
+    // The polling tick instead of the completion channel: the fallback path, end to end.
+    let rdma = RdmaConfig {
+        completion_channel: false,
+        ..RdmaConfig::default()
+    };
+    let mut c = cluster(2, 11, TcpConfig::default(), rdma).await;
     c.fabric.inject(Fault::CompletionError {
         n: 120,
         status: WcStatus::RetryExceeded,
@@ -385,15 +463,49 @@ async fn bad_details_record_closed_and_counted() {
     use lifeline_transport_tcp::handshake;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-    let c = cluster(2, 3, TcpConfig::default(), RdmaConfig::default()).await;
-    // Rank 1 stops (its links with 0 end); a raw dialer claims rank 1 on the data slot.
-    c.nodes[1].node.task.abort();
-    let target = c.nodes[0].node.handle.local_addr();
+    // Rank 0 alone; rank 1's address has nothing listening, and a raw dialer plays rank 1.
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let gone = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let mut book = AddressBook::new();
+    book.insert(Rank(0), l.local_addr().unwrap());
+    book.insert(Rank(1), gone.local_addr().unwrap());
+    drop(gone);
     let key = ClusterKey::from_secret(b"rdma composite link test").unwrap();
-    let mut s = tokio::net::TcpStream::connect(target).await.unwrap();
-    handshake::dial(&mut s, &key, Rank(1), Rank(0), Class::Data)
-        .await
-        .unwrap();
+    let fabric = MockFabric::new(3);
+    let node = Node::new(Config::new(2, 2), Rank(0), 3, Instant::ZERO).unwrap();
+    let cfg = RdmaConfig::default();
+    let n0 = spawn(
+        node,
+        book,
+        key.clone(),
+        TcpConfig::default(),
+        cfg,
+        fabric.endpoint(),
+        l,
+    );
+    let c = Cluster {
+        nodes: vec![n0],
+        fabric: fabric.clone(),
+        pump: Some(pump(fabric, Duration::from_micros(200))),
+    };
+    let target = c.nodes[0].node.handle.local_addr();
+    // Rank 0's own dial to rank 1 (refused at once) may be in flight: the tie-break then
+    // closes ours as a duplicate; dial again.
+    let mut s = None;
+    for _ in 0..100 {
+        let mut t = tokio::net::TcpStream::connect(target).await.unwrap();
+        match handshake::dial(&mut t, &key, Rank(1), Rank(0), Class::Data).await {
+            Ok(_) => {
+                s = Some(t);
+                break;
+            }
+            Err(e) => {
+                assert!(format!("{e:?}").contains("Duplicate"), "refused: {e:?}");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    }
+    let mut s = s.expect("always a duplicate");
     // The node's record arrives first: valid.
     let mut theirs = [0u8; crate::wire::DETAILS_LEN];
     s.read_exact(&mut theirs).await.unwrap();

@@ -1,6 +1,8 @@
 //! The mock fabric's state: nodes (regions, a completion queue), queue pairs, the transfer step.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::io::Write;
+use std::os::unix::net::UnixStream;
 
 use crate::verbs::{Completion, QpState, SendWr, Sge, VerbsError, WcOp, WcStatus};
 
@@ -25,6 +27,25 @@ pub enum Fault {
 pub(crate) struct Node {
     pub(crate) regions: Vec<Vec<u8>>,
     pub(crate) cq: VecDeque<Completion>,
+    /// The completion channel: a socket pair whose reading end is the node's `cq_fd` (`None`
+    /// if the pair could not be created: the node then has no completion channel).
+    pub(crate) notify: Option<(UnixStream, UnixStream)>,
+    /// `arm_cq` was called and no completion has notified since.
+    pub(crate) armed: bool,
+}
+
+impl Node {
+    pub(crate) fn new() -> Self {
+        let notify = UnixStream::pair().ok().filter(|(tx, rx)| {
+            tx.set_nonblocking(true).is_ok() && rx.set_nonblocking(true).is_ok()
+        });
+        Self {
+            regions: Vec::new(),
+            cq: VecDeque::new(),
+            notify,
+            armed: false,
+        }
+    }
 }
 
 pub(crate) struct MockQp {
@@ -116,7 +137,16 @@ impl Fabric {
             WcStatus::Flushed => self.stats.flushed += 1,
             _ => self.stats.errors += 1,
         }
-        self.nodes[node].cq.push_back(c);
+        let n = &mut self.nodes[node];
+        n.cq.push_back(c);
+        if n.armed {
+            // One event per arming, as a completion channel delivers; a full socket buffer
+            // (impossible with one byte per arming) would only merge events.
+            n.armed = false;
+            if let Some((tx, _)) = &n.notify {
+                let _ = (&*tx).write(&[1]);
+            }
+        }
     }
 
     /// Moves `qpn` to ERR. The head send (if `head` is given) completes with that status;

@@ -16,12 +16,17 @@
 //! - a send to a queue pair that is gone or not in RTR/RTS completes `RetryExceeded`;
 //! - an error moves the queue pair to ERR and every other outstanding work request completes
 //!   `Flushed` ([`MockFabric::fail_qp`] does the same on demand, like `IBV_EVENT_QP_FATAL`);
-//! - injected [`Fault`]s: the `n`th send processed completes with a chosen error status.
+//! - injected [`Fault`]s: the `n`th send processed completes with a chosen error status;
+//! - a completion channel: each endpoint's `cq_fd` is a real descriptor (one end of a socket
+//!   pair) that becomes readable when a completion arrives after `arm_cq`, once per arming, so
+//!   the composite link's `AsyncFd` driver runs the same code over the mock as over a device.
 
 mod fabric;
 #[cfg(test)]
 mod tests;
 
+use std::io::Read;
+use std::os::fd::OwnedFd;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 pub use fabric::{Fault, MockStats};
@@ -50,10 +55,7 @@ impl MockFabric {
     /// A new endpoint (one "node": its own regions and completion queue) on this fabric.
     pub fn endpoint(&self) -> MockVerbs {
         let mut f = lock(&self.inner);
-        f.nodes.push(Node {
-            regions: Vec::new(),
-            cq: Default::default(),
-        });
+        f.nodes.push(Node::new());
         MockVerbs {
             fabric: self.inner.clone(),
             node: f.nodes.len() - 1,
@@ -274,5 +276,46 @@ impl Verbs for MockVerbs {
         self.own(&mut f, qp)?;
         f.qps.remove(&qp.0);
         Ok(())
+    }
+
+    fn cq_fd(&self) -> Result<Option<OwnedFd>, VerbsError> {
+        let f = lock(&self.fabric);
+        let Some((_, rx)) = &f.nodes[self.node].notify else {
+            return Ok(None);
+        };
+        rx.try_clone()
+            .map(|s| Some(OwnedFd::from(s)))
+            .map_err(|e| VerbsError::Os {
+                call: "dup(completion channel)",
+                errno: e.raw_os_error().unwrap_or(0),
+            })
+    }
+
+    fn arm_cq(&mut self) -> Result<(), VerbsError> {
+        lock(&self.fabric).nodes[self.node].armed = true;
+        Ok(())
+    }
+
+    fn take_cq_events(&mut self) -> Result<u32, VerbsError> {
+        let f = lock(&self.fabric);
+        let Some((_, rx)) = &f.nodes[self.node].notify else {
+            return Ok(0);
+        };
+        let mut n = 0u32;
+        let mut buf = [0u8; 64];
+        loop {
+            match (&*rx).read(&mut buf) {
+                Ok(0) => return Ok(n),
+                Ok(k) => n += k as u32,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(n),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    return Err(VerbsError::Os {
+                        call: "read(completion channel)",
+                        errno: e.raw_os_error().unwrap_or(0),
+                    })
+                }
+            }
+        }
     }
 }

@@ -216,3 +216,41 @@ fn delivery_copies_bytes_and_immediate() {
     assert_eq!(&out, b"hello");
     assert!(b.read(MrId(0), 60, &mut out).is_err());
 }
+
+/// The completion channel notifies once per arming, only for completions added after the
+/// arming.
+#[test]
+fn completion_channel_notifies_once_per_arming() {
+    let (f, mut a, qa, mut b, qb) = pair(7);
+    assert!(a.cq_fd().unwrap().is_some() && b.cq_fd().unwrap().is_some());
+    let send = |wr_id| SendWr {
+        wr_id,
+        sge: Some(sge(8)),
+        imm: 5,
+    };
+    // Not armed: a completion arrives, nothing notifies.
+    b.post_recv(qb.id, 1, sge(8)).unwrap();
+    a.post_send(qa.id, send(1)).unwrap();
+    f.run(10);
+    assert_eq!(a.take_cq_events().unwrap(), 0);
+    assert_eq!(drain(&mut a).len(), 1);
+    // Armed: arming alone does not notify; the next completion does, once.
+    a.arm_cq().unwrap();
+    assert_eq!(a.take_cq_events().unwrap(), 0);
+    b.post_recv(qb.id, 2, sge(8)).unwrap();
+    b.post_recv(qb.id, 3, sge(8)).unwrap();
+    a.post_send(qa.id, send(2)).unwrap();
+    a.post_send(qa.id, send(3)).unwrap();
+    f.run(10);
+    assert_eq!(a.take_cq_events().unwrap(), 1);
+    assert_eq!(a.take_cq_events().unwrap(), 0);
+    assert_eq!(drain(&mut a).len(), 2);
+    // A flush after arming notifies too (errors reach the waiter like successes).
+    a.arm_cq().unwrap();
+    f.fail_qp(qa.qpn);
+    a.post_send(qa.id, send(4)).unwrap();
+    assert_eq!(a.take_cq_events().unwrap(), 1);
+    // The receiver was never armed: its receives completed silently.
+    assert_eq!(b.take_cq_events().unwrap(), 0);
+    assert_eq!(drain(&mut b).len(), 3);
+}
