@@ -66,8 +66,10 @@
 //! stdin takes commands, one per line: `xcast TAG TEXT` (answered `xcast_started` with its
 //! `seq`, or `error`), `relm DST TAG TEXT` (a reliable message to rank DST; answered
 //! `relm_started` with its `uid`, or `error`), `flood TEXT`, `stats` (answered `stats` with the adapter's and the core's
-//! counters, and with `--transport quic` the QUIC endpoint's own, `quic`: each refusal reason
-//! apart, where the adapter's `handshakes_refused` is their sum), `quit`. With `--exit-on-stdin-eof` the node also stops when stdin closes, so a
+//! counters, with `--transport quic` the QUIC endpoint's own, `quic`: each refusal reason
+//! apart, where the adapter's `handshakes_refused` is their sum, and with `--transport
+//! tcp+rdma` the data plane's, `rdma`: queue pairs opened, frames over them, back-pressure,
+//! completion-channel events), `quit`. With `--exit-on-stdin-eof` the node also stops when stdin closes, so a
 //! supervisor that dies takes its nodes with it.
 
 use lifeline_core::FloodEvent;
@@ -592,9 +594,14 @@ pub(crate) fn run(args: &NodeArgs) -> Result<(), CliError> {
             json!({"addr": addr.to_string(), "pid": std::process::id(), "span": span,
                    "radix": args.radix}),
         );
-        // QUIC: the endpoint's own counters (each refusal reason apart), for `stats`.
-        let quic_counters = match &start {
-            Start::Quic(ep) => Some(ep.counters()),
+        // The transport's own counters for `stats`: QUIC's endpoint (each refusal reason
+        // apart) here, the RDMA data plane's once its node exists.
+        #[cfg_attr(not(feature = "rdma"), allow(unused_mut))]
+        let mut extra: Option<ExtraStats> = match &start {
+            Start::Quic(ep) => {
+                let c: QuicCounters = ep.counters();
+                Some(("quic", Box::new(move || c.snapshot().fields())))
+            }
             _ => None,
         };
         let mut tcp = match start {
@@ -605,7 +612,11 @@ pub(crate) fn run(args: &NodeArgs) -> Result<(), CliError> {
                     seed,
                     ..Default::default()
                 };
-                lifeline_transport_rdma::spawn(node, book, key, cfg, rdma, verbs, listener).node
+                let n = lifeline_transport_rdma::spawn(node, book, key, cfg, rdma, verbs, listener);
+                // The data plane's counters, for `stats`.
+                let c = n.connector.clone();
+                extra = Some(("rdma", Box::new(move || c.plane_stats().fields())));
+                n.node
             }
             Start::Quic(ep) => {
                 let driver = cfg.driver_config();
@@ -655,7 +666,7 @@ pub(crate) fn run(args: &NodeArgs) -> Result<(), CliError> {
                 }
                 line = stdin.next_line(), if stdin_open => match line {
                     Ok(Some(l)) => {
-                        if !command(&tcp.handle, quic_counters.as_ref(), &p, &l).await {
+                        if !command(&tcp.handle, extra.as_ref(), &p, &l).await {
                             break;
                         }
                     }
@@ -727,9 +738,16 @@ async fn sleep_until_some(at: Option<tokio::time::Instant>) {
     }
 }
 
-/// Runs one stdin command; false for `quit`. `quic`: the QUIC endpoint's counters, added to
-/// the `stats` answer.
-async fn command(h: &Handle, quic: Option<&QuicCounters>, p: &Printer, line: &str) -> bool {
+/// A transport's own counters for the `stats` answer: its key there (`quic`, `rdma`) and a
+/// snapshot of `(name, value)` pairs.
+type ExtraStats = (
+    &'static str,
+    Box<dyn Fn() -> Vec<(&'static str, u64)> + Send + Sync>,
+);
+
+/// Runs one stdin command; false for `quit`. `extra`: the transport's own counters, added to
+/// the `stats` answer under their key.
+async fn command(h: &Handle, extra: Option<&ExtraStats>, p: &Printer, line: &str) -> bool {
     let line = line.trim();
     tracing::trace!(rank = p.rank, command = line, "stdin command");
     let (verb, rest) = line.split_once(' ').unwrap_or((line, ""));
@@ -786,14 +804,12 @@ async fn command(h: &Handle, quic: Option<&QuicCounters>, p: &Printer, line: &st
                 .map(|(k, v)| (k.to_string(), json!(v)))
                 .collect();
             let mut v = json!({"transport": transport, "core": core_stats_json(&core)});
-            if let Some(q) = quic {
-                let fields: serde_json::Map<String, Value> = q
-                    .snapshot()
-                    .fields()
+            if let Some((key, snapshot)) = extra {
+                let fields: serde_json::Map<String, Value> = snapshot()
                     .into_iter()
                     .map(|(k, v)| (k.to_string(), json!(v)))
                     .collect();
-                v["quic"] = Value::Object(fields);
+                v[*key] = Value::Object(fields);
             }
             p.line(now, "stats", v);
         }

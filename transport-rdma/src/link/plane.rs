@@ -43,6 +43,26 @@ pub struct PlaneStats {
     pub frames_received: u64,
 }
 
+impl PlaneStats {
+    /// `(name, value)` pairs, for printing (`lifeline node`'s `stats` answer).
+    pub fn fields(&self) -> Vec<(&'static str, u64)> {
+        vec![
+            ("opened", self.opened),
+            ("frames_sent", self.frames_sent),
+            ("frames_received", self.frames_received),
+            ("would_block", self.would_block),
+            ("max_held", self.max_held as u64),
+            ("completions", self.completions),
+            ("cq_events", self.cq_events),
+            ("cq_event_errors", self.cq_event_errors),
+            ("poll_errors", self.poll_errors),
+            ("unknown_completions", self.unknown_completions),
+            ("dropped_too_large", self.dropped_too_large),
+            ("buffers_reused", self.buffers_reused),
+        ]
+    }
+}
+
 struct Entry {
     ch: Channel,
     /// False once its link task is gone: reclaimed when drained.

@@ -296,6 +296,11 @@ async fn completions_alone_move_xcast_and_relm_over_the_queue_pairs() {
         assert_eq!(s.cq_event_errors, 0);
     }
     assert_eq!(c.fabric.stats().rnr_naks, 0);
+    // What `lifeline node`'s `stats` prints under `rdma`.
+    let f = stats[2].fields();
+    assert!(f.contains(&("frames_received", stats[2].frames_received)));
+    assert!(f.contains(&("cq_events", stats[2].cq_events)));
+    assert_eq!(f.len(), 12);
 }
 
 /// A seeded run with a queue pair error injected mid-stream: the link goes down with a reset
