@@ -4,7 +4,8 @@
 //! [`RdmaConnector`] is a [`Connector`] with TCP's two slots. It delegates dialing, listening,
 //! the cluster-key handshake and the control slot to [`TcpConnector`] (through its public API,
 //! nothing copied). The data slot is also dialed and authenticated as a TCP connection, but
-//! carries no frames: once its handshake succeeded (and the acceptor wrote its verdict), each
+//! carries no frames: once its handshake succeeded (and the acceptor wrote its verdict) and the
+//! control link to the same peer is up (waited for, within `exchange_timeout`), each
 //! side opens a [`Channel`](crate::Channel) (queue pair in INIT, receives posted, a fresh PSN), writes its
 //! [`QpDetails`](crate::QpDetails) record ([`crate::wire`]) on that authenticated connection, reads the peer's,
 //! moves the queue pair to RTR/RTS, and writes one "ready" byte, then waits for the
@@ -116,6 +117,7 @@ impl Default for RdmaConfig {
 pub struct RdmaConnector<V> {
     tcp: Arc<TcpConnector>,
     plane: Arc<Plane<V>>,
+    control: Arc<ControlUp>,
     cfg: RdmaConfig,
     /// How long a link task sleeps when nothing wakes it: `sweep_interval` with a completion
     /// channel, `poll_interval` without.
@@ -176,6 +178,7 @@ pub fn spawn<V: Verbs + Send + 'static>(
     let connector = Arc::new(RdmaConnector {
         tcp: Arc::new(t),
         plane,
+        control: Arc::default(),
         cfg,
         tick,
         origin,
@@ -264,6 +267,7 @@ impl<V: Verbs + Send + 'static> Connector for RdmaConnector<V> {
         let this = self.clone();
         async move {
             if io.slot == Self::slot_of(Class::Control) {
+                let _up = ControlUp::enter(&this.control, io.peer);
                 this.tcp.run(conn, io).await;
             } else {
                 this.run_data(conn, io).await;
@@ -281,6 +285,67 @@ impl<V: Verbs + Send + 'static> Connector for RdmaConnector<V> {
 
     fn fill_stats(&self, stats: &mut TransportStats) {
         self.tcp.fill_stats(stats);
+    }
+}
+
+/// The control links running, per peer: a data link waits here until the control link to
+/// its peer is up.
+#[derive(Default)]
+struct ControlUp {
+    up: std::sync::Mutex<std::collections::BTreeMap<Rank, usize>>,
+    changed: tokio::sync::Notify,
+}
+
+/// One running control link; counted down when dropped (the link ended or was aborted).
+struct ControlGuard {
+    set: Arc<ControlUp>,
+    peer: Rank,
+}
+
+impl ControlUp {
+    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::BTreeMap<Rank, usize>> {
+        self.up
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn enter(set: &Arc<Self>, peer: Rank) -> ControlGuard {
+        *set.lock().entry(peer).or_insert(0) += 1;
+        set.changed.notify_waiters();
+        ControlGuard {
+            set: set.clone(),
+            peer,
+        }
+    }
+
+    fn is_up(&self, peer: Rank) -> bool {
+        self.lock().get(&peer).is_some_and(|&n| n > 0)
+    }
+
+    /// Resolves once a control link to `peer` is running.
+    async fn wait(&self, peer: Rank) {
+        loop {
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            // Registered before the check, so an `enter` between the two is not missed.
+            changed.as_mut().enable();
+            if self.is_up(peer) {
+                return;
+            }
+            changed.await;
+        }
+    }
+}
+
+impl Drop for ControlGuard {
+    fn drop(&mut self) {
+        let mut m = self.set.lock();
+        if let Some(n) = m.get_mut(&self.peer) {
+            *n -= 1;
+            if *n == 0 {
+                m.remove(&self.peer);
+            }
+        }
     }
 }
 
@@ -305,7 +370,7 @@ impl<V: Verbs + Send + 'static> RdmaConnector<V> {
     /// The data slot: exchange QP details on the authenticated connection, then move frames
     /// through the channel until either ends.
     async fn run_data(self: Arc<Self>, mut stream: TcpStream, io: LinkIo) {
-        let why = match self.setup(&mut stream, io.accepted).await {
+        let why = match self.setup(&mut stream, io.peer, io.accepted).await {
             // `release` closes the channel however this task ends (aborts included).
             Ok(release) => self.pump_frames(&release, stream, &io).await,
             Err(why) => why,
@@ -313,7 +378,12 @@ impl<V: Verbs + Send + 'static> RdmaConnector<V> {
         io.ended(Class::Data, why).await;
     }
 
-    async fn setup(&self, stream: &mut TcpStream, accepted: bool) -> Result<Release<V>, Ended> {
+    async fn setup(
+        &self,
+        stream: &mut TcpStream,
+        peer: Rank,
+        accepted: bool,
+    ) -> Result<Release<V>, Ended> {
         let io_err = |e: io::Error| match e.kind() {
             io::ErrorKind::UnexpectedEof => Ended::Eof,
             k => Ended::Io(k),
@@ -323,6 +393,11 @@ impl<V: Verbs + Send + 'static> RdmaConnector<V> {
                 .await
                 .map_err(io_err)?;
         }
+        // The queue pair (a device resource) is created only once the control link to the
+        // same peer is up: a peer that cannot hold a control link gets none.
+        tokio::time::timeout(self.cfg.exchange_timeout, self.control.wait(peer))
+            .await
+            .map_err(|_| Ended::Io(io::ErrorKind::TimedOut))?;
         let (qpn, local, wake) = self
             .plane
             .open()

@@ -460,15 +460,30 @@ fn causes_map_like_tcp() {
     assert_eq!(ended(&DownCause::Malformed("x")), Ended::Malformed);
 }
 
-/// An authenticated peer whose data-slot connection sends a bad QP details record (wrong
-/// version) is closed and counted malformed; no queue pair stays behind, and the node goes on.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn bad_details_record_closed_and_counted() {
-    use lifeline_core::Class;
+/// Dials rank 0 at `target` as rank 1 on `class` with the cluster key. Rank 0's own dial to
+/// rank 1 (refused at once) may be in flight: the tie-break then closes ours as a duplicate;
+/// dial again.
+async fn raw_dial(
+    target: std::net::SocketAddr,
+    key: &ClusterKey,
+    class: lifeline_core::Class,
+) -> tokio::net::TcpStream {
     use lifeline_transport_tcp::handshake;
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    for _ in 0..100 {
+        let mut t = tokio::net::TcpStream::connect(target).await.unwrap();
+        match handshake::dial(&mut t, key, Rank(1), Rank(0), class).await {
+            Ok(_) => return t,
+            Err(e) => {
+                assert!(format!("{e:?}").contains("Duplicate"), "refused: {e:?}");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    }
+    panic!("always a duplicate");
+}
 
-    // Rank 0 alone; rank 1's address has nothing listening, and a raw dialer plays rank 1.
+/// Rank 0 alone, with rank 1's address closed (a raw peer plays rank 1), on a pumped fabric.
+async fn lone_node(cfg: RdmaConfig) -> (Cluster, ClusterKey) {
     let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let gone = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let mut book = AddressBook::new();
@@ -478,39 +493,58 @@ async fn bad_details_record_closed_and_counted() {
     let key = ClusterKey::from_secret(b"rdma composite link test").unwrap();
     let fabric = MockFabric::new(3);
     let node = Node::new(Config::new(2, 2), Rank(0), 3, Instant::ZERO).unwrap();
-    let cfg = RdmaConfig::default();
-    let n0 = spawn(
-        node,
-        book,
-        key.clone(),
-        TcpConfig::default(),
-        cfg,
-        fabric.endpoint(),
-        l,
-    );
+    let v = fabric.endpoint();
+    let n0 = spawn(node, book, key.clone(), TcpConfig::default(), cfg, v, l);
     let c = Cluster {
         nodes: vec![n0],
         fabric: fabric.clone(),
         pump: Some(pump(fabric, Duration::from_micros(200))),
     };
+    (c, key)
+}
+
+/// A data-slot connection with no control link to the same peer gets no queue pair: the node
+/// sends no QP details, holds no channel, and closes the connection after `exchange_timeout`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_queue_pair_without_a_control_link() {
+    use tokio::io::AsyncReadExt;
+
+    let cfg = RdmaConfig {
+        exchange_timeout: Duration::from_millis(400),
+        ..RdmaConfig::default()
+    };
+    let (c, key) = lone_node(cfg).await;
     let target = c.nodes[0].node.handle.local_addr();
-    // Rank 0's own dial to rank 1 (refused at once) may be in flight: the tie-break then
-    // closes ours as a duplicate; dial again.
-    let mut s = None;
-    for _ in 0..100 {
-        let mut t = tokio::net::TcpStream::connect(target).await.unwrap();
-        match handshake::dial(&mut t, &key, Rank(1), Rank(0), Class::Data).await {
-            Ok(_) => {
-                s = Some(t);
-                break;
-            }
-            Err(e) => {
-                assert!(format!("{e:?}").contains("Duplicate"), "refused: {e:?}");
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-        }
-    }
-    let mut s = s.expect("always a duplicate");
+    let mut s = raw_dial(target, &key, lifeline_core::Class::Data).await;
+    let started = tokio::time::Instant::now();
+    let mut got = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut got)).await;
+    assert!(
+        matches!(read, Ok(Ok(0)) | Ok(Err(_))),
+        "not closed: {read:?}"
+    );
+    assert!(
+        got.is_empty(),
+        "QP details sent without a control link: {got:?}"
+    );
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    assert_eq!(c.nodes[0].connector.plane_stats().opened, 0);
+    assert_eq!(c.nodes[0].connector.channels(), 0);
+}
+
+/// An authenticated peer whose data-slot connection sends a bad QP details record (wrong
+/// version) is closed and counted malformed; no queue pair stays behind, and the node goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_details_record_closed_and_counted() {
+    use lifeline_core::Class;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    // Rank 0 alone; rank 1's address has nothing listening, and a raw dialer plays rank 1.
+    let (c, key) = lone_node(RdmaConfig::default()).await;
+    let target = c.nodes[0].node.handle.local_addr();
+    // The control link first (a data link waits for it), then the data slot.
+    let _control = raw_dial(target, &key, Class::Control).await;
+    let mut s = raw_dial(target, &key, Class::Data).await;
     // The node's record arrives first: valid.
     let mut theirs = [0u8; crate::wire::DETAILS_LEN];
     s.read_exact(&mut theirs).await.unwrap();
