@@ -6,7 +6,8 @@
 //! the cluster key, and runs one QUIC connection per peer on the same driver.
 //!
 //! With `--transport tcp+rdma` the control class runs on TCP exactly as `--transport tcp`
-//! (cluster key, peers file or `--bootstrap env`) and the data class (floods) on one RC queue
+//! (cluster key, peers file or `--bootstrap env`) and the data class (xcast, RELM and flood
+//! payloads) on one RC queue
 //! pair per peer (`lifeline_transport_rdma::spawn`), on the first RDMA device with an ACTIVE
 //! port (`RdmaSysVerbs::open`). That needs a binary built with the cargo feature `rdma`
 //! (`cargo build --release -p lifeline-cli --features rdma`; building needs `libibverbs-dev
@@ -140,8 +141,8 @@ pub(crate) struct NodeArgs {
     )]
     rank: Option<u32>,
     /// The transport: `tcp` (the cluster key), `quic` (certificates: `--cert-dir`,
-    /// `--cluster`) or `tcp+rdma` (the cluster key; floods over RDMA on the first device with an
-    /// active port; only in a binary built with `--features rdma`).
+    /// `--cluster`) or `tcp+rdma` (the cluster key; payloads over RDMA on the first device with
+    /// an active port; only in a binary built with `--features rdma`).
     #[arg(long, value_enum, default_value_t = NodeTransport::Tcp)]
     transport: NodeTransport,
     /// QUIC: the certificate directory (`ca.pem` and `rank-R/{cert,key}.pem`, as `lifeline
