@@ -219,6 +219,19 @@ pub struct Completion {
     pub imm: Option<u32>,
 }
 
+impl Completion {
+    /// A placeholder to fill the buffer [`Verbs::poll_cq`] writes into (it describes no work
+    /// request; only the entries `poll_cq` reports are meaningful).
+    pub const EMPTY: Self = Self {
+        wr_id: 0,
+        qpn: 0,
+        op: WcOp::Send,
+        status: WcStatus::Success,
+        byte_len: 0,
+        imm: None,
+    };
+}
+
 /// Errors from the verbs layer. Returning one never changes queue pair state unless the
 /// variant says so.
 #[derive(Clone, Debug, Error, PartialEq, Eq)]

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant as Wall};
 use bytes::Bytes;
 use lifeline_core::Instant;
 use lifeline_transport_rdma::channel::{Buffers, Channel, ChannelConfig, ChannelEvent, SendError};
-use lifeline_transport_rdma::verbs::{Completion, Verbs, VerbsError, WcOp, WcStatus};
+use lifeline_transport_rdma::verbs::{Completion, Verbs, VerbsError};
 use lifeline_transport_rdma::RdmaSysVerbs;
 
 fn require() -> bool {
@@ -51,14 +51,7 @@ fn rc_loopback_ping_pong() {
     let now = Instant::ZERO;
     let (mut next, mut got_b, mut got_a) = (0u32, 0u32, 0u32);
     let mut echo = std::collections::VecDeque::new();
-    let mut cqes = [Completion {
-        wr_id: 0,
-        qpn: 0,
-        op: WcOp::Send,
-        status: WcStatus::Success,
-        byte_len: 0,
-        imm: None,
-    }; 64];
+    let mut cqes = [Completion::EMPTY; 64];
     // a sends i, b echoes it, a checks the echo: every frame arrives whole and in order.
     while got_a < N {
         assert!(

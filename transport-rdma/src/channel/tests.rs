@@ -42,14 +42,7 @@ fn connect(a: &mut Side, b: &mut Side) {
 impl Side {
     /// Completions in, frames and events out, then transmit. Returns whether anything moved.
     pub(super) fn pump(&mut self, now: Instant, take_frames: bool) -> bool {
-        let mut buf = [Completion {
-            wr_id: 0,
-            qpn: 0,
-            op: crate::verbs::WcOp::Send,
-            status: crate::verbs::WcStatus::Success,
-            byte_len: 0,
-            imm: None,
-        }; 16];
+        let mut buf = [Completion::EMPTY; 16];
         let mut moved = false;
         loop {
             let n = self.verbs.poll_cq(&mut buf).unwrap();

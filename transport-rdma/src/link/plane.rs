@@ -11,7 +11,7 @@ use tokio::sync::Notify;
 use crate::channel::{
     Buffers, Channel, ChannelConfig, DownCause, QpDetails, SendError, SetupError,
 };
-use crate::verbs::{Completion, Verbs, WcOp, WcStatus};
+use crate::verbs::{Completion, Verbs};
 
 /// Counters of the data plane (for tests and diagnostics).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -256,14 +256,7 @@ impl<V: Verbs> Inner<V> {
     /// released channels that have drained: their queue pairs are destroyed and their
     /// registered buffers kept for the next channel.
     fn poll(&mut self, now: Instant, stepping: Option<u32>) {
-        let mut buf = [Completion {
-            wr_id: 0,
-            qpn: 0,
-            op: WcOp::Send,
-            status: WcStatus::Success,
-            byte_len: 0,
-            imm: None,
-        }; 64];
+        let mut buf = [Completion::EMPTY; 64];
         let mut touched = BTreeSet::new();
         loop {
             // A failed poll leaves nothing to dispatch (counted); every channel's next post or

@@ -55,7 +55,7 @@ fn sge(len: u32) -> Sge {
 }
 
 fn drain(v: &mut MockVerbs) -> Vec<Completion> {
-    let mut out = [crate::mock::fabric::completion(0, 0, WcOp::Send, WcStatus::Success); 16];
+    let mut out = [Completion::EMPTY; 16];
     let n = v.poll_cq(&mut out).unwrap();
     out[..n].to_vec()
 }

@@ -43,7 +43,7 @@ use lifeline_core::tree::Rank;
 use lifeline_core::{Config, Event, FloodEvent, Instant, Node};
 use lifeline_transport_common::AddressBook;
 use lifeline_transport_rdma::channel::{Buffers, Channel, ChannelEvent, SendError};
-use lifeline_transport_rdma::verbs::{Completion, VerbsError, WcOp, WcStatus};
+use lifeline_transport_rdma::verbs::{Completion, VerbsError};
 use lifeline_transport_rdma::{spawn, CompletionWaiter, MockFabric, RdmaConfig, Verbs};
 use lifeline_transport_tcp::{ClusterKey, TcpConfig};
 use tokio::net::TcpListener;
@@ -200,14 +200,7 @@ impl<V: Verbs> End<V> {
     /// Drains the completion queue into the channel; the completions handled. A link-down
     /// ends the bench (nothing here injects faults).
     fn poll(&mut self) -> usize {
-        let mut buf = [Completion {
-            wr_id: 0,
-            qpn: 0,
-            op: WcOp::Send,
-            status: WcStatus::Success,
-            byte_len: 0,
-            imm: None,
-        }; 64];
+        let mut buf = [Completion::EMPTY; 64];
         let now = self.now();
         let mut total = 0;
         loop {
