@@ -372,13 +372,20 @@ async fn qp_errors_under_backpressure_relm_exactly_once() {
         ..TcpConfig::default()
     };
     let hard = tcp.queue_hard_bytes as u64;
-    let mut c = cluster(2, 29, tcp, RdmaConfig::default()).await;
-    // A slow "NIC": 16 messages per millisecond at most.
+    let mut rdma = RdmaConfig::default();
+    rdma.channel.max_queued = 64;
+    let mut c = cluster(2, 29, tcp, rdma).await;
+    // A slow "NIC": 16 messages per millisecond at most, stalled from the 100th message until
+    // the application is refused (so back-pressure happens whatever the timing).
     c.pump.take().unwrap().abort();
     let fabric = c.fabric.clone();
+    let stalled = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stall = stalled.clone();
     c.pump = Some(tokio::spawn(async move {
         loop {
-            fabric.run(16);
+            if !stall.load(std::sync::atomic::Ordering::Relaxed) {
+                fabric.run(16);
+            }
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
     }));
@@ -396,6 +403,9 @@ async fn qp_errors_under_backpressure_relm_exactly_once() {
     let (mut backpressure, mut window_full) = (0u64, 0u64);
     let mut seen = Vec::new();
     for i in 0..N {
+        if i == 100 {
+            stalled.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
         loop {
             let p = payload(i);
             match c.nodes[0]
@@ -406,7 +416,10 @@ async fn qp_errors_under_backpressure_relm_exactly_once() {
             {
                 Ok(Ok(_)) => break,
                 Ok(Err(_)) => window_full += 1,
-                Err(TransportError::Backpressure { .. }) => backpressure += 1,
+                Err(TransportError::Backpressure { .. }) => {
+                    backpressure += 1;
+                    stalled.store(false, std::sync::atomic::Ordering::Relaxed);
+                }
                 Err(e) => panic!("relm {i}: {e}"),
             }
             // Drain outputs while waiting, as an application would.
