@@ -13,7 +13,7 @@ use lifeline_core::Node;
 use serde_json::Value;
 
 use crate::args::{CliError, Flags};
-use crate::report::{json_line, peak_rss_bytes};
+use crate::report::{bytes_per_node, json_line, peak_rss_bytes};
 
 /// Usage text of the subcommand.
 pub const USAGE: &str = "\
@@ -28,7 +28,7 @@ peak RSS of the whole process.
   --seed S     the simulation's seed (default 1)
 
 The last stdout line is JSON: {\"ranks\",\"frames\",\"events\",\"sim_events_per_s\",
-\"peak_rss_bytes\",\"wall_ms\"}.";
+\"peak_rss_bytes\",\"bytes_per_node\",\"wall_ms\"}.";
 
 /// The experiment's parameters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -113,6 +113,10 @@ impl Report {
                 "peak_rss_bytes",
                 self.peak_rss_bytes.map_or(Value::Null, Value::from),
             ),
+            (
+                "bytes_per_node",
+                bytes_per_node(self.peak_rss_bytes, self.config.ranks),
+            ),
             ("wall_ms", (self.wall.as_millis() as u64).into()),
         ])
     }
@@ -168,7 +172,7 @@ mod tests {
         let line = r.json();
         let v: Value = serde_json::from_str(&line).unwrap();
         let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
-        assert_eq!(keys.len(), 6, "{line}");
+        assert_eq!(keys.len(), 7, "{line}");
         assert!(
             line.starts_with(r#"{"ranks":1000,"frames":999,"events":"#),
             "{line}"
@@ -179,6 +183,7 @@ mod tests {
             "\"events\"",
             "\"sim_events_per_s\"",
             "\"peak_rss_bytes\"",
+            "\"bytes_per_node\"",
             "\"wall_ms\"",
         ];
         let at: Vec<usize> = order.iter().map(|k| line.find(k).unwrap()).collect();

@@ -18,6 +18,12 @@ pub fn json_line(fields: &[(&str, Value)]) -> String {
     out
 }
 
+/// Peak RSS divided by the number of simulated nodes (the whole process's memory, simulator
+/// queues included, charged to the nodes): `null` when the peak is unknown.
+pub fn bytes_per_node(peak_rss: Option<u64>, ranks: u32) -> Value {
+    peak_rss.map_or(Value::Null, |b| Value::from(b / u64::from(ranks.max(1))))
+}
+
 /// Peak resident set size of this process (`VmHWM` in `/proc/self/status`), if readable.
 pub fn peak_rss_bytes() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;

@@ -16,7 +16,7 @@ use lifeline_core::Node;
 use serde_json::Value;
 
 use crate::args::{CliError, Flags};
-use crate::report::{json_line, peak_rss_bytes};
+use crate::report::{bytes_per_node, json_line, peak_rss_bytes};
 
 /// Usage text of the subcommand.
 pub const USAGE: &str = "\
@@ -33,7 +33,7 @@ the peak RSS of the whole process.
   --seed S     the simulation's seed (default 1)
 
 The last stdout line is JSON: {\"ranks\",\"ops\",\"crashed\",\"frames\",\"delivered_exactly_once\",
-\"in_order\",\"completions\",\"completion_reported_to_origin\",\"virtual_ms\",\"peak_rss_bytes\",
+\"in_order\",\"completions\",\"completion_reported_to_origin\",\"virtual_ms\",\"peak_rss_bytes\",\"bytes_per_node\",
 \"wall_ms\"}.";
 
 /// The experiment's parameters.
@@ -144,6 +144,10 @@ impl Report {
                 "peak_rss_bytes",
                 self.peak_rss_bytes.map_or(Value::Null, Value::from),
             ),
+            (
+                "bytes_per_node",
+                bytes_per_node(self.peak_rss_bytes, self.config.ranks),
+            ),
             ("wall_ms", (self.wall.as_millis() as u64).into()),
         ])
     }
@@ -207,6 +211,7 @@ mod tests {
             "completion_reported_to_origin",
             "virtual_ms",
             "peak_rss_bytes",
+            "bytes_per_node",
             "wall_ms",
         ];
         assert_eq!(v.as_object().unwrap().len(), order.len(), "{line}");

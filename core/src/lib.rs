@@ -149,6 +149,7 @@ mod stats;
 pub mod time;
 mod timer;
 pub mod tree;
+mod vecmap;
 pub mod wire;
 pub mod xcast;
 

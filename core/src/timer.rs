@@ -34,19 +34,38 @@ pub enum TimerKey {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct TimerToken(u64);
 
-/// Deadlines ordered by `(deadline, key)`; re-arming or cancelling a key is O(log n).
+/// Up to this many armed timers live in one sorted vector (a few dozen bytes a node: most
+/// nodes of a large simulated cluster arm one or two); past it they move to two ordered maps
+/// (O(log n) per operation for a rank with many per-peer timers).
+const SMALL: usize = 32;
+/// A large table moves back to the vector once it has shrunk to this many.
+const SHRINK: usize = SMALL / 4;
+
+/// Deadlines ordered by `(deadline, key)`; re-arming or cancelling a key is O(log n) once
+/// the table is large, a short scan while it is small. Which representation holds the
+/// timers is invisible: the order, tokens and results are the same (a property test checks
+/// both against a reference model).
 #[derive(Debug)]
 pub(crate) struct Timers<K = TimerKey> {
-    queue: BTreeMap<(Instant, K), TimerToken>,
-    by_key: BTreeMap<K, (Instant, TimerToken)>,
+    store: Store<K>,
     next_gen: u64,
+}
+
+#[derive(Debug)]
+enum Store<K> {
+    /// Sorted by `(deadline, key)`, latest first: the earliest pops from the end. Freed when
+    /// it empties, so an idle node holds no timer memory.
+    Small(Vec<(Instant, K, TimerToken)>),
+    Large {
+        queue: BTreeMap<(Instant, K), TimerToken>,
+        by_key: BTreeMap<K, (Instant, TimerToken)>,
+    },
 }
 
 impl<K> Default for Timers<K> {
     fn default() -> Self {
         Self {
-            queue: BTreeMap::new(),
-            by_key: BTreeMap::new(),
+            store: Store::Small(Vec::new()),
             next_gen: 0,
         }
     }
@@ -58,38 +77,109 @@ impl<K: Ord + Copy> Timers<K> {
         self.cancel(key);
         self.next_gen += 1;
         let token = TimerToken(self.next_gen);
-        self.queue.insert((at, key), token);
-        self.by_key.insert(key, (at, token));
+        if let Store::Small(v) = &self.store {
+            if v.len() >= SMALL {
+                self.grow();
+            }
+        }
+        match &mut self.store {
+            Store::Small(v) => {
+                if v.capacity() == 0 {
+                    // Most nodes hold one timer at a time: room for one, not Vec's minimum four.
+                    v.reserve_exact(1);
+                }
+                // Latest first: the position after every entry later than (at, key).
+                let i = v.partition_point(|&(a, k, _)| (a, k) > (at, key));
+                v.insert(i, (at, key, token));
+            }
+            Store::Large { queue, by_key } => {
+                queue.insert((at, key), token);
+                by_key.insert(key, (at, token));
+            }
+        }
         token
     }
 
     /// Disarms `key`; returns whether it was armed.
     pub(crate) fn cancel(&mut self, key: K) -> bool {
-        match self.by_key.remove(&key) {
-            Some((at, _)) => self.queue.remove(&(at, key)).is_some(),
-            None => false,
+        let found = match &mut self.store {
+            Store::Small(v) => match v.iter().position(|e| e.1 == key) {
+                Some(i) => {
+                    v.remove(i);
+                    true
+                }
+                None => false,
+            },
+            Store::Large { queue, by_key } => match by_key.remove(&key) {
+                Some((at, _)) => queue.remove(&(at, key)).is_some(),
+                None => false,
+            },
+        };
+        if found {
+            self.settle();
         }
+        found
     }
 
     /// The earliest deadline and its key.
     pub(crate) fn next(&self) -> Option<(Instant, K)> {
-        self.queue.keys().next().copied()
+        match &self.store {
+            Store::Small(v) => v.last().map(|&(at, key, _)| (at, key)),
+            Store::Large { queue, .. } => queue.keys().next().copied(),
+        }
     }
 
     /// Removes and returns one timer due at `now`, earliest first.
     pub(crate) fn pop_due(&mut self, now: Instant) -> Option<(K, TimerToken)> {
-        let (&(at, key), _) = self.queue.iter().next()?;
+        let (at, key) = self.next()?;
         if at > now {
             return None;
         }
-        let token = self.queue.remove(&(at, key))?;
-        self.by_key.remove(&key);
-        Some((key, token))
+        let popped = match &mut self.store {
+            Store::Small(v) => v.pop().map(|(_, key, token)| (key, token)),
+            Store::Large { queue, by_key } => {
+                by_key.remove(&key);
+                queue.remove(&(at, key)).map(|token| (key, token))
+            }
+        };
+        self.settle();
+        popped
     }
 
     /// Number of armed timers.
     pub(crate) fn len(&self) -> usize {
-        self.by_key.len()
+        match &self.store {
+            Store::Small(v) => v.len(),
+            Store::Large { by_key, .. } => by_key.len(),
+        }
+    }
+
+    /// Moves a full vector into the maps.
+    fn grow(&mut self) {
+        if let Store::Small(v) = &mut self.store {
+            let v = std::mem::take(v);
+            let by_key = v.iter().map(|&(at, k, t)| (k, (at, t))).collect();
+            let queue = v.into_iter().map(|(at, k, t)| ((at, k), t)).collect();
+            self.store = Store::Large { queue, by_key };
+        }
+    }
+
+    /// After a removal: an empty vector gives its memory back, a shrunken table goes back to
+    /// the vector.
+    fn settle(&mut self) {
+        match &mut self.store {
+            Store::Small(v) if v.is_empty() => *v = Vec::new(),
+            Store::Small(_) => {}
+            Store::Large { queue, .. } if queue.len() <= SHRINK => {
+                let v = std::mem::take(queue)
+                    .into_iter()
+                    .rev()
+                    .map(|((at, k), t)| (at, k, t))
+                    .collect();
+                self.store = Store::Small(v);
+            }
+            Store::Large { .. } => {}
+        }
     }
 }
 
@@ -112,5 +202,65 @@ mod tests {
         assert!(!t.cancel(2));
         assert_eq!(t.pop_due(Instant::MAX), None);
         assert_eq!(t.len(), 0);
+    }
+
+    /// Both representations against a reference model: same tokens, same order, same
+    /// results, across the vector/map switch in both directions.
+    mod model {
+        use std::collections::BTreeMap;
+
+        use proptest::prelude::*;
+
+        use super::*;
+
+        #[derive(Clone, Debug)]
+        enum Op {
+            Set(u8, u16),
+            Cancel(u8),
+            Pop(u16),
+        }
+
+        fn op() -> impl Strategy<Value = Op> {
+            prop_oneof![
+                3 => (any::<u8>(), 0u16..500).prop_map(|(k, at)| Op::Set(k % 80, at)),
+                1 => any::<u8>().prop_map(|k| Op::Cancel(k % 80)),
+                1 => (0u16..500).prop_map(Op::Pop),
+            ]
+        }
+
+        proptest! {
+            #[test]
+            fn matches_ordered_maps(ops in proptest::collection::vec(op(), 1..400)) {
+                let mut t: Timers<u8> = Timers::default();
+                let mut by_key: BTreeMap<u8, (Instant, TimerToken)> = BTreeMap::new();
+                for o in ops {
+                    match o {
+                        Op::Set(k, at) => {
+                            let at = Instant::from_nanos(u64::from(at));
+                            let tok = t.set(k, at);
+                            by_key.insert(k, (at, tok));
+                        }
+                        Op::Cancel(k) => {
+                            prop_assert_eq!(t.cancel(k), by_key.remove(&k).is_some());
+                        }
+                        Op::Pop(now) => {
+                            let now = Instant::from_nanos(u64::from(now));
+                            let want = by_key
+                                .iter()
+                                .map(|(&k, &(at, tok))| (at, k, tok))
+                                .min()
+                                .filter(|&(at, _, _)| at <= now);
+                            if let Some((_, k, _)) = want {
+                                by_key.remove(&k);
+                            }
+                            prop_assert_eq!(t.pop_due(now), want.map(|(_, k, tok)| (k, tok)));
+                        }
+                    }
+                    prop_assert_eq!(t.len(), by_key.len());
+                    let next = by_key.iter().map(|(&k, &(at, _))| (at, k)).min();
+                    prop_assert_eq!(t.next(), next);
+                }
+            }
+        }
     }
 }

@@ -40,6 +40,7 @@ mod config;
 mod event;
 pub(crate) mod rings;
 mod stats;
+mod switch;
 #[cfg(test)]
 mod tests;
 mod timer;
@@ -52,6 +53,7 @@ pub use timer::DetectTimer;
 pub use wire::{DetectMsg, HeartbeatMsg, SuspectMsg};
 
 use rings::LiveRings;
+pub(crate) use switch::Detector;
 
 /// What an observer knows of one subject.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

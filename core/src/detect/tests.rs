@@ -177,7 +177,7 @@ fn lone_node(enabled: bool) -> (crate::Node, Vec<Rank>) {
     cfg.detect.enabled = enabled;
     let mut n = crate::Node::new(cfg, Rank(0), 1, Instant::ZERO).unwrap();
     while n.poll_transmit().is_some() {}
-    let subjects: Vec<Rank> = n.m.detect.watching.keys().copied().collect();
+    let subjects: Vec<Rank> = n.m.detect.running().watching.keys().copied().collect();
     (n, subjects)
 }
 
@@ -285,7 +285,7 @@ fn a_suspicion_of_this_rank_raises_its_incarnation_and_heartbeats_at_once() {
         to.push(t.to);
     }
     assert_eq!(to, observers, "one refuting heartbeat to each observer");
-    assert_eq!(n.m.detect.incarnation, 1);
+    assert_eq!(n.m.detect.running().incarnation, 1);
     // About another rank: stale, ignored.
     let f = crate::wire::Message::from(SuspectMsg {
         subject: Rank(3),
@@ -293,7 +293,7 @@ fn a_suspicion_of_this_rank_raises_its_incarnation_and_heartbeats_at_once() {
     })
     .encode();
     n.handle_frame(ms(11), observers[0], f);
-    assert_eq!(n.m.detect.incarnation, 1);
+    assert_eq!(n.m.detect.running().incarnation, 1);
     assert_eq!(n.stats().detect.stale, 1);
 }
 
@@ -339,34 +339,42 @@ fn two_observers_suspecting_this_rank_raise_its_health_score_once_per_round() {
     let obs: Vec<Rank> = n.detect_observers().collect();
     suspect_me(&mut n, obs[0], ms(10), 0);
     assert_eq!(
-        n.m.detect.health_score(),
+        n.m.detect.running().health_score(),
         0,
         "one observer alone is no evidence"
     );
     suspect_me(&mut n, obs[0], ms(15), 1);
-    assert_eq!(n.m.detect.health_score(), 0, "nor is the same one again");
+    assert_eq!(
+        n.m.detect.running().health_score(),
+        0,
+        "nor is the same one again"
+    );
     suspect_me(&mut n, obs[1], ms(20), 1);
     assert_eq!(
-        n.m.detect.health_score(),
+        n.m.detect.running().health_score(),
         1,
         "a second observer corroborates"
     );
     suspect_me(&mut n, obs[2], ms(30), 2);
-    assert_eq!(n.m.detect.health_score(), 1, "one point per round");
+    assert_eq!(
+        n.m.detect.running().health_score(),
+        1,
+        "one point per round"
+    );
     // The next round (beat at 100 ms), again corroborated: another point.
     n.handle_timeout(ms(100));
     suspect_me(&mut n, obs[3], ms(110), 3);
-    assert_eq!(n.m.detect.health_score(), 2);
+    assert_eq!(n.m.detect.running().health_score(), 2);
     // Suspicions further apart than the timeout corroborate nothing.
     let (mut n, _) = lone_node(true);
     suspect_me(&mut n, obs[0], ms(10), 0);
     suspect_me(&mut n, obs[1], ms(400), 1);
-    assert_eq!(n.m.detect.health_score(), 0);
+    assert_eq!(n.m.detect.running().health_score(), 0);
     // Nor does a rank that does not watch this one.
     let stranger = (1..8).map(Rank).find(|r| !obs.contains(r));
     if let Some(x) = stranger {
         suspect_me(&mut n, x, ms(410), 2);
-        assert_eq!(n.m.detect.health_score(), 0);
+        assert_eq!(n.m.detect.running().health_score(), 0);
     }
 }
 
@@ -379,7 +387,7 @@ fn a_sick_observer_waits_longer_before_suspecting_even_a_timer_already_armed() {
     let _ = drive(&mut n, &subjects, None, 0, 10);
     suspect_me(&mut n, obs[0], ms(15), 0);
     suspect_me(&mut n, obs[1], ms(16), 1);
-    assert_eq!(n.m.detect.health_score(), 1);
+    assert_eq!(n.m.detect.running().health_score(), 1);
     // s goes silent: with the multiplier 2 it is suspected 600 ms after it was last heard.
     let ev = drive(&mut n, &subjects, Some(s), 10, 590);
     assert_eq!(first_suspicion(&ev), None, "{ev:?}");
@@ -412,7 +420,7 @@ fn the_health_score_recovers_after_healthy_rounds_and_is_capped() {
     cfg.detect.health_max = 3;
     let mut n = crate::Node::new(cfg, Rank(0), 1, Instant::ZERO).unwrap();
     while n.poll_transmit().is_some() {}
-    let subjects: Vec<Rank> = n.m.detect.watching.keys().copied().collect();
+    let subjects: Vec<Rank> = n.m.detect.running().watching.keys().copied().collect();
     let obs: Vec<Rank> = n.detect_observers().collect();
     // Five rounds of corroborated suspicion: capped at health_max - 1.
     for round in 0..5u64 {
@@ -421,15 +429,15 @@ fn the_health_score_recovers_after_healthy_rounds_and_is_capped() {
         suspect_me(&mut n, obs[0], ms(t), 2 * round);
         suspect_me(&mut n, obs[1], ms(t + 1), 2 * round + 1);
     }
-    assert_eq!(n.m.detect.health_score(), 2);
+    assert_eq!(n.m.detect.running().health_score(), 2);
     assert_eq!(n.stats().detect.health_raised, 2);
     // Ten healthy rounds (beats at 610..=1510 ms) lower it by one; ten more bring it to zero.
     let _ = drive(&mut n, &subjects, None, 450, 1_500);
-    assert_eq!(n.m.detect.health_score(), 2);
+    assert_eq!(n.m.detect.running().health_score(), 2);
     let _ = drive(&mut n, &subjects, None, 1_500, 1_520);
-    assert_eq!(n.m.detect.health_score(), 1);
+    assert_eq!(n.m.detect.running().health_score(), 1);
     let _ = drive(&mut n, &subjects, None, 1_520, 2_520);
-    assert_eq!(n.m.detect.health_score(), 0);
+    assert_eq!(n.m.detect.running().health_score(), 0);
     assert_eq!(n.stats().detect.health_lowered, 2);
 }
 
@@ -438,10 +446,10 @@ fn heartbeat_rounds_late_twice_in_a_row_raise_the_health_score() {
     let (mut n, _) = lone_node(true);
     // The first round is due at 100 ms: 70 ms late (a blip, not a freeze)...
     n.handle_timeout(ms(170));
-    assert_eq!(n.m.detect.health_score(), 0);
+    assert_eq!(n.m.detect.running().health_score(), 0);
     // ... and the next one (due at 270 ms) late again.
     n.handle_timeout(ms(340));
-    assert_eq!(n.m.detect.health_score(), 1);
+    assert_eq!(n.m.detect.running().health_score(), 1);
     assert_eq!(n.stats().detect.health_raised, 1);
 }
 

@@ -6,7 +6,7 @@
 //! broadcast is xcast's job) but it exercises the whole driving contract: a command, frames in
 //! and out, events, a timer with a generation token, and a bound with a counted drop.
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::VecDeque;
 
 use bytes::Bytes;
 use smallvec::SmallVec;
@@ -17,6 +17,7 @@ use crate::outbox::Class;
 use crate::time::Instant;
 use crate::timer::{TimerKey, TimerToken};
 use crate::tree::Rank;
+use crate::vecmap::VecSet;
 use crate::wire::Message;
 
 mod config;
@@ -39,7 +40,7 @@ pub(crate) struct Flood {
     seen: VecDeque<(Rank, u64, Instant)>,
     /// The same (origin, id) pairs as `seen` (each at most once there), so the duplicate check
     /// is a lookup instead of a scan of up to `max_floods` entries. Ordered, so deterministic.
-    index: BTreeSet<(Rank, u64)>,
+    index: VecSet<(Rank, u64)>,
     sweep: Option<TimerToken>,
 }
 
@@ -75,6 +76,10 @@ impl Flood {
             ctx.stats.flood.forgotten += 1;
         }
         let forget_at = ctx.now + ctx.cfg.flood.linger;
+        if self.seen.capacity() == 0 {
+            // Room for one (most nodes of a large cluster remember one flood at a time).
+            self.seen.reserve_exact(1);
+        }
         self.seen.push_back((msg.origin, msg.id, forget_at));
         debug_assert_eq!(self.index.len(), self.seen.len());
         if self.sweep.is_none() {

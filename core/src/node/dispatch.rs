@@ -87,7 +87,7 @@ machines! {
     /// Reliable messaging.
     Relm => relm: crate::relm::Relm,
     /// Heartbeat failure detector.
-    Detect => detect: crate::detect::Detect,
+    Detect => detect: crate::detect::Detector,
 }
 
 impl Node {

@@ -7,6 +7,7 @@
 //! machines' inputs in one place and one order ([`route`]).
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use bytes::Bytes;
 
@@ -28,6 +29,8 @@ use crate::wire::{Limits, Message};
 use crate::xcast::{self, XcastError};
 
 mod dispatch;
+#[cfg(test)]
+mod footprint;
 mod route;
 
 /// Builds a [`Ctx`] from the node's shared parts, leaving the machines free to borrow mutably.
@@ -66,7 +69,8 @@ const MAX_TIMERS_PER_CALL: usize = 4096;
 /// timer at [`Node::poll_timeout`]. See the crate documentation for the full contract.
 #[derive(Debug)]
 pub struct Node {
-    cfg: Config,
+    /// Shared with other nodes of the process where the caller shares it; never mutated.
+    cfg: Arc<Config>,
     limits: Limits,
     now: Instant,
     rng: Rng,
@@ -87,7 +91,20 @@ impl Node {
     /// current time. An invalid configuration, or a rank outside the span or listed dead, is an
     /// error. A joiner (`config.joiner`) starts with adoption notices to its children queued:
     /// drain the outputs once after construction, as after any input.
-    pub fn new(mut config: Config, me: Rank, seed: u64, now: Instant) -> Result<Self, ConfigError> {
+    pub fn new(config: Config, me: Rank, seed: u64, now: Instant) -> Result<Self, ConfigError> {
+        Self::with_shared_config(Arc::new(config), me, seed, now)
+    }
+
+    /// [`Self::new`] with a configuration shared by many nodes of one process (a simulator's
+    /// or a test's): the node keeps a reference instead of its own copy (~300 bytes a node).
+    /// A configuration listing dead ranks is copied once, without them (the dead set lives in
+    /// the node's [`Tree`]); one without is never copied.
+    pub fn with_shared_config(
+        mut config: Arc<Config>,
+        me: Rank,
+        seed: u64,
+        now: Instant,
+    ) -> Result<Self, ConfigError> {
         let layout = config.validate()?;
         if !layout.contains(me) {
             return Err(ConfigError::MeOutOfRange {
@@ -98,7 +115,11 @@ impl Node {
         if config.dead.contains(me) {
             return Err(ConfigError::MeDead(me));
         }
-        let dead = std::mem::take(&mut config.dead);
+        let dead = if config.dead.is_empty() {
+            RankSet::default()
+        } else {
+            std::mem::take(&mut Arc::make_mut(&mut config).dead)
+        };
         let tree = Tree::with_dead(layout, dead, me).map_err(|_| ConfigError::MeDead(me))?;
         let mut node = Self {
             m: dispatch::Machines::new(&config, me),

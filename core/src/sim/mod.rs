@@ -44,6 +44,7 @@ mod trace;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::fmt;
+use std::sync::Arc;
 
 use bytes::Bytes;
 
@@ -382,13 +383,15 @@ impl<O: Observer> Sim<O> {
     pub fn new(cfg: SimConfig, obs: O) -> Result<Self, crate::ConfigError> {
         cfg.node.validate()?;
         let span = cfg.node.span;
+        // One configuration for every node (a copy each would cost ~300 bytes a node).
+        let shared = Arc::new(cfg.node.clone());
         let mut slots = Vec::with_capacity(span as usize);
         for r in 0..span {
             let node = if cfg.node.dead.contains(Rank(r)) {
                 None
             } else {
-                Some(Node::new(
-                    cfg.node.clone(),
+                Some(Node::with_shared_config(
+                    Arc::clone(&shared),
                     Rank(r),
                     node_seed(cfg.seed, r),
                     Instant::ZERO,
@@ -561,10 +564,11 @@ impl<O: Observer> Sim<O> {
         cfg.dead = dead;
         cfg.joiner = true;
         let now = self.world.now;
+        let cfg = Arc::new(cfg);
         let mut new_nodes = Vec::new();
         for r in old..new_span {
-            new_nodes.push(Node::new(
-                cfg.clone(),
+            new_nodes.push(Node::with_shared_config(
+                Arc::clone(&cfg),
                 Rank(r),
                 node_seed(self.world.cfg.seed, r),
                 now,

@@ -68,6 +68,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
 
 use bytes::Bytes;
 
@@ -250,8 +251,9 @@ impl Net {
     /// One node per rank in `ranks`, each seeded with its rank, constructed at time zero; ranks
     /// left out (and ranks outside the span) have no node: frames to them are lost.
     pub fn new(config: &Config, ranks: impl IntoIterator<Item = u32>) -> Self {
+        let shared = Arc::new(config.clone());
         Self::from_nodes(ranks.into_iter().map(|r| {
-            Node::new(config.clone(), Rank(r), u64::from(r), Instant::ZERO)
+            Node::with_shared_config(Arc::clone(&shared), Rank(r), u64::from(r), Instant::ZERO)
                 .unwrap_or_else(|e| panic!("Net::new: rank {r}: {e}"))
         }))
     }

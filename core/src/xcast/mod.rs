@@ -55,12 +55,12 @@ use crate::event::Event;
 use crate::machine::Ctx;
 use crate::timer::{TimerKey, TimerToken};
 use crate::tree::{Rank, Route, ViewDelta};
+use crate::vecmap::VecMap;
 use crate::wire::Message;
 
 mod config;
 mod error;
 mod event;
-mod opmap;
 mod recovery;
 mod stats;
 mod timer;
@@ -161,13 +161,13 @@ pub(crate) struct Xcast {
     global_done: u64,
     /// Highest op id seen (the next root resumes after it).
     max_seen: u64,
-    ops: opmap::OpMap,
+    ops: VecMap<u64, Op>,
     /// Per origin: highest seq delivered here (exactly-once across re-issue).
-    delivered_seq: BTreeMap<Rank, u64>,
+    delivered_seq: VecMap<Rank, u64>,
     /// Per origin: highest seq seen in any op (the root's duplicate filter).
-    assigned_seq: BTreeMap<Rank, u64>,
+    assigned_seq: VecMap<Rank, u64>,
     /// Per origin: highest seq known complete everywhere (answers completion queries).
-    completed_seq: BTreeMap<Rank, u64>,
+    completed_seq: VecMap<Rank, u64>,
     my_seq: u64,
     pending: BTreeMap<u64, Pending>,
     pending_bytes: usize,
@@ -685,7 +685,7 @@ impl Xcast {
         if seq == 0 {
             return;
         }
-        let e = self.assigned_seq.entry(origin).or_insert(0);
+        let e = self.assigned_seq.or_insert(origin, 0);
         *e = (*e).max(seq);
     }
 
@@ -781,7 +781,7 @@ impl Xcast {
                 break;
             }
             if let Some(op) = self.ops.remove(&id) {
-                let c = self.completed_seq.entry(op.origin).or_insert(0);
+                let c = self.completed_seq.or_insert(op.origin, 0);
                 *c = (*c).max(op.seq);
             }
         }
@@ -789,7 +789,7 @@ impl Xcast {
 
     /// Root: op `id` is complete everywhere.
     fn on_globally_done(&mut self, ctx: &mut Ctx<'_>, id: u64, origin: Rank, seq: u64) {
-        let c = self.completed_seq.entry(origin).or_insert(0);
+        let c = self.completed_seq.or_insert(origin, 0);
         *c = (*c).max(seq);
         let tag = self.ops.get(&id).map_or(TAG_FAILURE_NOTICE, |o| o.tag);
         if tag >= FIRST_APP_TAG || tag == TAG_WIREUP {
