@@ -586,6 +586,9 @@ typedef struct lifeline_stats {
   // (detect) Heartbeats or suspicion notices from ranks this rank does not watch or is not
   // watched by, or about another rank (dropped).
   uint64_t detect_stale;
+  // (detect) Silence timers held because the subject was never heard from and the start-up
+  // grace (`detect_startup_grace_ns`) was not over.
+  uint64_t detect_startup_holds;
 } lifeline_stats;
 
 #ifdef __cplusplus
@@ -670,7 +673,9 @@ void lifeline_config_free(struct lifeline_config *config);
 // - `detect_enabled`: 1 runs the heartbeat failure detector (off by default);
 //   `detect_period_ns` (heartbeat period), `detect_timeout_ns` (silence before suspicion),
 //   `detect_refute_ns`, `detect_observers` (K), `detect_ring_seed` (every rank must agree),
-//   `detect_health_max`, `detect_health_recover`.
+//   `detect_health_max`, `detect_health_recover`; `detect_startup_grace_ns` (a peer never
+//   heard from is not suspected within this long after start; 0, the default, watches from
+//   the start).
 //
 // # Safety
 // `config` is NULL or a live config from `lifeline_config_new`, not used by another thread

@@ -98,6 +98,7 @@ fn field<'a>(c: &'a mut lifeline_core::Config, key: &str) -> Option<Field<'a>> {
         "detect_ring_seed" => U64(&mut c.detect.ring_seed),
         "detect_health_max" => U32(&mut c.detect.health_max),
         "detect_health_recover" => U32(&mut c.detect.health_recover),
+        "detect_startup_grace_ns" => Nanos(&mut c.detect.startup_grace),
         _ => return None,
     })
 }
@@ -185,7 +186,9 @@ unsafe fn with_field(
 /// - `detect_enabled`: 1 runs the heartbeat failure detector (off by default);
 ///   `detect_period_ns` (heartbeat period), `detect_timeout_ns` (silence before suspicion),
 ///   `detect_refute_ns`, `detect_observers` (K), `detect_ring_seed` (every rank must agree),
-///   `detect_health_max`, `detect_health_recover`.
+///   `detect_health_max`, `detect_health_recover`; `detect_startup_grace_ns` (a peer never
+///   heard from is not suspected within this long after start; 0, the default, watches from
+///   the start).
 ///
 /// # Safety
 /// `config` is NULL or a live config from `lifeline_config_new`, not used by another thread

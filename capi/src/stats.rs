@@ -184,6 +184,9 @@ pub struct Stats {
     /// (detect) Heartbeats or suspicion notices from ranks this rank does not watch or is not
     /// watched by, or about another rank (dropped).
     pub detect_stale: u64,
+    /// (detect) Silence timers held because the subject was never heard from and the start-up
+    /// grace (`detect_startup_grace_ns`) was not over.
+    pub detect_startup_holds: u64,
 }
 
 impl From<&CoreStats> for Stats {
@@ -266,6 +269,7 @@ impl From<&CoreStats> for Stats {
             detect_health_lowered: s.detect.health_lowered,
             detect_health_held: s.detect.health_held,
             detect_stale: s.detect.stale,
+            detect_startup_holds: s.detect.startup_holds,
         }
     }
 }

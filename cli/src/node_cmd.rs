@@ -199,7 +199,8 @@ pub(crate) struct NodeArgs {
     dial_attempts: u32,
     /// For this long after start, a refused dial is retried like any failure (peers may still
     /// be starting); later, nothing listening means the process is gone: given up after 3
-    /// tries (about 150 ms).
+    /// tries (about 150 ms). The detector likewise suspects no peer it has never heard from
+    /// within this grace (a peer that never starts is suspected when it ends).
     #[arg(long, value_name = "MS", default_value_t = 10_000)]
     startup_grace_ms: u64,
     /// Stop when stdin closes.
@@ -587,6 +588,9 @@ pub(crate) fn run(args: &NodeArgs) -> Result<(), CliError> {
         let span = book.span();
         let mut config = Config::new(span, args.radix);
         config.detect.enabled = !args.no_detect;
+        // The same start-up grace as the links': a peer never heard from within it has not
+        // started yet (a launcher spreads starts over seconds), it is not suspected.
+        config.detect.startup_grace = Duration::from_millis(args.startup_grace_ms).into();
         let node = Node::new(config, me, seed, Instant::ZERO)
             .map_err(|e| CliError::Usage(e.to_string()))?;
         p.line(

@@ -36,6 +36,13 @@ pub struct DetectConfig {
     /// Local health awareness: consecutive healthy heartbeat rounds (rounds with no evidence
     /// of this rank's own trouble) that lower the score by one (at least 1).
     pub health_recover: u32,
+    /// Start-up grace: a subject this rank has never heard from is not suspected before this
+    /// long after the node started (its silence counts from then). Processes of one cluster
+    /// start over seconds (a launcher spreads them, an overloaded host runs them late): a
+    /// rank that has not started yet is not dead. Zero (the default) watches every subject
+    /// from the start; a subject heard once is watched normally, and so is every subject
+    /// once the grace is over.
+    pub startup_grace: Duration,
 }
 
 impl Default for DetectConfig {
@@ -49,6 +56,7 @@ impl Default for DetectConfig {
             ring_seed: 0x4c49_4645_4c49_4e45,
             health_max: 8,
             health_recover: 10,
+            startup_grace: Duration::ZERO,
         }
     }
 }

@@ -69,6 +69,9 @@ struct Watch {
     suspected: Option<(u64, Instant)>,
     /// The suspicion outlived the refutation window: an alert stands (re-sent every period).
     alerted: bool,
+    /// A heartbeat from the subject arrived since watching began (before that, the start-up
+    /// grace applies).
+    met: bool,
 }
 
 /// Detector state of one rank.
@@ -88,6 +91,8 @@ pub(crate) struct Detect {
     reported: (u32, u32),
     /// Local health awareness.
     health: Health,
+    /// When the node started (the start-up grace counts from here).
+    started: Instant,
 }
 
 /// Local health awareness (Lifeguard's LHM): how much evidence this rank has of its own
@@ -235,6 +240,7 @@ impl Detect {
                     heard: ctx.now,
                     suspected: None,
                     alerted: false,
+                    met: false,
                 },
             );
             self.rearm(ctx, r);
@@ -253,6 +259,7 @@ impl Detect {
             return;
         };
         ctx.stats.detect.heartbeats_in += 1;
+        w.met = true;
         let (suspected, alerted) = (w.suspected, w.alerted);
         w.incarnation = w.incarnation.max(m.incarnation);
         match suspected {
@@ -311,6 +318,13 @@ impl Detect {
         if Self::was_frozen(ctx, w.deadline) {
             ctx.stats.detect.self_freeze_skips += 1;
             self.rearm(ctx, subject);
+            return;
+        }
+        // Never heard from, within the start-up grace: not started yet is not dead.
+        let grace_end = self.started + ctx.cfg.detect.startup_grace;
+        if !w.met && ctx.now < grace_end {
+            ctx.stats.detect.startup_holds += 1;
+            self.hold(ctx, subject, grace_end, DetectTimer::Silent(subject));
             return;
         }
         // The score rose since the timer was armed: the longer timeout applies.
@@ -458,10 +472,12 @@ impl Machine for Detect {
             beat_due: None,
             reported: (0, 0),
             health: Health::default(),
+            started: Instant::ZERO,
         }
     }
 
     fn on_start(&mut self, ctx: &mut Ctx<'_>) {
+        self.started = ctx.now;
         self.recompute(ctx);
     }
 

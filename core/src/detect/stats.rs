@@ -36,4 +36,7 @@ pub struct DetectStats {
     /// Heartbeats or suspicion notices from ranks this rank does not watch or is not
     /// watched by, or about another rank (dropped).
     pub stale: u64,
+    /// Silence timers held because the subject was never heard from and the start-up grace
+    /// (`detect.startup_grace`) was not over.
+    pub startup_holds: u64,
 }

@@ -540,3 +540,48 @@ fn a_lossy_observer_knows_it_is_sick_and_accuses_far_less() {
         assert!(r == lossy.index() || x == 0, "rank {r}: {raised:?}");
     }
 }
+
+/// A subject never heard from is not suspected within the start-up grace (it may not have
+/// started yet), and is once the grace is over; a subject heard once is watched as usual
+/// even within the grace.
+#[test]
+fn a_subject_never_heard_from_is_not_suspected_within_the_startup_grace() {
+    let mut cfg = crate::Config::new(8, 2);
+    cfg.detect.enabled = true;
+    cfg.detect.startup_grace = crate::Duration::from_millis(2_000);
+    let mut n = crate::Node::new(cfg, Rank(0), 1, Instant::ZERO).unwrap();
+    while n.poll_transmit().is_some() {}
+    let subjects: Vec<Rank> = n.m.detect.running().watching.keys().copied().collect();
+    assert!(subjects.len() >= 2, "{subjects:?}");
+    let (heard, never) = (subjects[0], subjects[1]);
+    let mut suspected_at = BTreeMap::new();
+    let mut t = 0;
+    while t < 3_000 {
+        t += 10;
+        // `heard` beats until 500 ms, then falls silent; `never` is never heard from;
+        // the others beat throughout.
+        for &s in &subjects {
+            if s != never && (s != heard || t <= 500) {
+                beat(&mut n, s, ms(t), 0);
+            }
+        }
+        n.handle_timeout(ms(t));
+        for e in detect_events(&mut n) {
+            if let DetectEvent::Suspect { rank, .. } = e {
+                suspected_at.entry(rank).or_insert(t);
+            }
+        }
+    }
+    let heard_at = suspected_at[&heard];
+    assert!(
+        (800..=900).contains(&heard_at),
+        "heard once: suspected at {heard_at} ms"
+    );
+    let never_at = suspected_at[&never];
+    assert!(
+        (2_000..=2_100).contains(&never_at),
+        "never heard: suspected at {never_at} ms"
+    );
+    assert_eq!(suspected_at.len(), 2, "{suspected_at:?}");
+    assert!(n.stats().detect.startup_holds >= 1);
+}
