@@ -12,7 +12,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant as Tick;
 
 use super::setup::Setup;
-use super::{ClusterArgs, STARTUP_GRACE};
+use super::{ClusterArgs, NODE_STARTUP_GRACE};
 use crate::nft;
 use crate::CliError;
 
@@ -148,7 +148,10 @@ pub(super) fn spawn_nodes(
             .arg(&setup.key_file)
             .args(["--radix", &args.radix.to_string()])
             .args(["--link-timeout-ms", &args.link_timeout_ms.to_string()])
-            .args(["--startup-grace-ms", &STARTUP_GRACE.as_millis().to_string()])
+            .args([
+                "--startup-grace-ms",
+                &NODE_STARTUP_GRACE.as_millis().to_string(),
+            ])
             .arg("--exit-on-stdin-eof");
         if args.no_detect {
             cmd.arg("--no-detect");

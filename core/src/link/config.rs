@@ -12,14 +12,17 @@ pub struct LinkConfig {
     /// Failed dials in a row (per slot) before the peer is given up as unreachable
     /// ([`LinkDownReason::Unreachable`](super::LinkDownReason::Unreachable)). At least 1.
     pub dial_attempts: u32,
-    /// After `startup_grace`, a dial the peer's host refuses outright
+    /// A dial the peer's host refuses outright
     /// ([`DialOutcome::Refused`](super::DialOutcome::Refused): nothing listens, so the process
-    /// is gone) is given up after `min(refused_attempts, dial_attempts)` failures in a row
-    /// instead of `dial_attempts`. At least 1.
+    /// is gone) to a peer whose link was up before, or to any peer after `startup_grace`, is
+    /// given up after `min(refused_attempts, dial_attempts)` failures in a row instead of
+    /// `dial_attempts`. At least 1.
     pub refused_attempts: u32,
-    /// How long after the policy's creation a refused dial is treated like any failure, because
-    /// peers may still be starting. An embedder that publishes addresses only after every
-    /// listener is bound can set it to zero.
+    /// How long after the policy's creation a refused dial to a peer never connected is
+    /// treated like any failure, because peers may still be starting (a launcher spreads
+    /// starts over seconds; an overloaded host starts them late). A peer once connected is not
+    /// starting: its refusal counts at once, grace or not. An embedder that publishes
+    /// addresses only after every listener is bound can set it to zero.
     pub startup_grace: Duration,
     /// Delay before the first re-dial; it doubles per consecutive failure up to `backoff_max`.
     /// It is also the delay after a [`DialOutcome::Duplicate`](super::DialOutcome::Duplicate)
@@ -71,9 +74,10 @@ impl LinkConfig {
     }
 
     /// Failures in a row after which a slot gives up: `dial_attempts`, or
-    /// `min(refused_attempts, dial_attempts)` for a refused dial once `startup_grace` has passed.
-    pub(crate) fn attempts(&self, refused: bool, since_start: Duration) -> u32 {
-        if refused && since_start > self.startup_grace {
+    /// `min(refused_attempts, dial_attempts)` for a refused dial to a peer `met` before (its
+    /// link was up) or once `startup_grace` has passed.
+    pub(crate) fn attempts(&self, refused: bool, met: bool, since_start: Duration) -> u32 {
+        if refused && (met || since_start > self.startup_grace) {
             self.refused_attempts.min(self.dial_attempts)
         } else {
             self.dial_attempts

@@ -26,10 +26,12 @@
 //!   failure up to `backoff_max` ([`LinkConfig::backoff`]); a connection resets the count.
 //! - **Give-up**: after `dial_attempts` consecutive failures of one slot the peer is given up:
 //!   its state is forgotten and [`LinkDownReason::Unreachable`] is reported (which is how the core
-//!   learns of a rank that died with its only neighbour, or never started). Once the policy has
-//!   run for `startup_grace`, a [refused](DialOutcome::Refused) dial gives up after
-//!   `min(refused_attempts, dial_attempts)` instead, so a repair that points at another dead
-//!   rank is not held up.
+//!   learns of a rank that died with its only neighbour, or never started). A
+//!   [refused](DialOutcome::Refused) dial to a peer whose link was up before (a process that
+//!   was running and is gone), or to any peer once the policy has run for `startup_grace`,
+//!   gives up after `min(refused_attempts, dial_attempts)` instead, so a repair that points at
+//!   another dead rank is not held up; a peer never connected may still be starting, and its
+//!   refusals count as ordinary failures within the grace.
 //! - **Tie-break** (simultaneous dials, per slot): the connection dialled by the lower rank
 //!   wins, and the other side is answered [duplicate](AcceptVerdict::Duplicate). A dialer told
 //!   "duplicate" re-dials after `backoff_initial` unless the peer's connection arrives first
@@ -229,6 +231,9 @@ pub struct LinkPolicy {
     start: Instant,
     latest: Instant,
     peers: BTreeMap<Rank, PeerState>,
+    /// Peers whose link was up at least once (kept while they are alive): their refused dial
+    /// is not a peer still starting.
+    met: BTreeSet<Rank>,
     /// Every `Waiting` slot as `(due, peer, slot)`, earliest first.
     redials: BTreeSet<(Instant, Rank, usize)>,
     next_attempt: u64,
@@ -256,6 +261,7 @@ impl LinkPolicy {
             start: now,
             latest: now,
             peers: BTreeMap::new(),
+            met: BTreeSet::new(),
             redials: BTreeSet::new(),
             next_attempt: 0,
             actions: VecDeque::new(),
@@ -407,6 +413,7 @@ impl LinkPolicy {
         };
         let limit = self.cfg.attempts(
             outcome == DialOutcome::Refused,
+            self.met.contains(&peer),
             now.saturating_since(self.start),
         );
         let p = self.peer_mut(peer);
@@ -461,6 +468,7 @@ impl LinkPolicy {
             .copied()
             .filter(|&r| !self.linkable(r, &alive))
             .collect();
+        self.met.retain(|&r| r != self.me && alive(r));
         for peer in dead {
             self.forget(peer);
             self.actions.push_back(LinkAction::LinkDown {
@@ -566,6 +574,7 @@ impl LinkPolicy {
         p.slots[slot].failures = 0;
         if !p.up && p.slots.iter().all(|s| s.conn.is_some()) {
             p.up = true;
+            self.met.insert(peer);
             self.stats.links_up += 1;
             self.actions.push_back(LinkAction::LinkUp { peer });
         }

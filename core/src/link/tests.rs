@@ -285,6 +285,43 @@ fn refused_gives_up_fast_only_after_the_startup_grace() {
     assert!(!p.knows(HIGH));
 }
 
+#[test]
+fn a_peer_once_connected_is_not_starting_its_refusal_counts_within_the_grace() {
+    let cfg = LinkConfig {
+        refused_attempts: 1,
+        ..LinkConfig::default()
+    };
+    let mut p = with(cfg);
+    // HIGH's link comes up at 1 s (both slots), then its connection ends at 2 s.
+    for slot in 0..2 {
+        p.want(ms(1_000), HIGH, slot, all);
+        let a = dialed(&mut p, HIGH, slot);
+        p.handle_dial_result(ms(1_000), HIGH, slot, a, DialOutcome::Connected, all);
+    }
+    assert!(p.is_up(HIGH));
+    assert!(p.handle_closed(ms(2_000), HIGH, 0));
+    drain(&mut p);
+    // Re-dialled and refused at 2 s, well within the 10 s grace: nothing listens where a
+    // process was running, so it is gone: given up at the first refusal.
+    p.want(ms(2_000), HIGH, 0, all);
+    let a = dialed(&mut p, HIGH, 0);
+    fail(&mut p, ms(2_000), HIGH, 0, a, DialOutcome::Refused);
+    assert_eq!(
+        drain(&mut p),
+        [LinkAction::LinkDown {
+            peer: HIGH,
+            reason: LinkDownReason::Unreachable
+        }]
+    );
+    // A peer never connected, refused at the same time, may still be starting: retried.
+    let mut p = with(cfg);
+    p.want(ms(2_000), HIGH, 0, all);
+    let a = dialed(&mut p, HIGH, 0);
+    fail(&mut p, ms(2_000), HIGH, 0, a, DialOutcome::Refused);
+    assert!(p.knows(HIGH) && drain(&mut p).is_empty());
+    check(&p);
+}
+
 /// Refuses `n` more re-dials of HIGH slot 0, each fed at `when(deadline)`.
 fn fail_and_redial_refused(p: &mut LinkPolicy, n: u32, when: impl Fn(Instant) -> Instant) {
     for _ in 0..n {
