@@ -296,7 +296,7 @@ fn a_peer_once_connected_is_not_starting_its_refusal_counts_within_the_grace() {
     for slot in 0..2 {
         p.want(ms(1_000), HIGH, slot, all);
         let a = dialed(&mut p, HIGH, slot);
-        p.handle_dial_result(ms(1_000), HIGH, slot, a, DialOutcome::Connected, all);
+        assert!(p.handle_dial_result(ms(1_000), HIGH, slot, a, DialOutcome::Connected, all));
     }
     assert!(p.is_up(HIGH));
     assert!(p.handle_closed(ms(2_000), HIGH, 0));
