@@ -1,11 +1,11 @@
 //! What the application sees of a running node: [`Handle`] (commands in, counters out),
 //! [`Output`] (events and link changes), [`DownReason`] and [`TransportError`].
 
-use std::io;
 use std::net::SocketAddr;
 use std::sync::{Arc, RwLock};
 
 use bytes::Bytes;
+pub use lifeline_core::link::DownReason;
 use lifeline_core::tree::Rank;
 use lifeline_core::{Class, CommandError, Event, Instant, Node, Transmit};
 use tokio::sync::{mpsc, oneshot, Notify};
@@ -29,9 +29,10 @@ pub enum Output {
         at: Instant,
     },
     /// The link to `peer` is gone. For every reason but [`DownReason::Dead`] the core was told
-    /// ([`Node::handle_link_down`]) with the evidence it is: a give-up after refused dials or
-    /// a missing address is hard ([`LinkCause::Refused`](lifeline_core::LinkCause::Refused)); a reset, timeout, close or overflow
-    /// is not (with the core's detector off, any loss of a tree link still repairs).
+    /// ([`Node::handle_link_down`]) with the evidence it is ([`DownReason::cause`]): a give-up
+    /// after a refused dial or a missing address is hard
+    /// ([`LinkCause::Refused`](lifeline_core::LinkCause::Refused)); a reset, timeout, close or
+    /// overflow is not (with the core's detector off, any loss of a tree link still repairs).
     LinkDown {
         /// The peer.
         peer: Rank,
@@ -40,44 +41,6 @@ pub enum Output {
         /// Why.
         reason: DownReason,
     },
-}
-
-/// Why a link went down.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum DownReason {
-    /// The peer closed a connection (EOF, an orderly QUIC close): a process that exited or was
-    /// killed.
-    Closed,
-    /// A transport error: a reset, or a timeout (`TCP_USER_TIMEOUT` / keepalive giving up, a
-    /// QUIC idle timeout: [`io::ErrorKind::TimedOut`]).
-    Io(io::ErrorKind),
-    /// The peer sent a malformed or oversized frame header; its connection was closed.
-    Malformed,
-    /// The link policy gave the peer up: `dial_attempts` dials in a row failed (see
-    /// [`lifeline_core::link`]).
-    Unreachable,
-    /// The peer has no address book entry.
-    NoAddress,
-    /// A send queue passed `queue_hard_bytes`: the peer is not reading.
-    Overflow,
-    /// The core learned from others that the peer is dead; its connections were closed
-    /// (the core was not told again).
-    Dead,
-}
-
-impl std::fmt::Display for DownReason {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Closed => f.write_str("closed"),
-            Self::Io(k) => write!(f, "io: {k}"),
-            Self::Malformed => f.write_str("malformed"),
-            Self::Unreachable => f.write_str("unreachable"),
-            Self::NoAddress => f.write_str("no address"),
-            Self::Overflow => f.write_str("send queue overflow"),
-            Self::Dead => f.write_str("dead"),
-        }
-    }
 }
 
 /// Why an application request was refused. A refused request changed nothing.

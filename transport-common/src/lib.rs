@@ -1,4 +1,4 @@
-//! Lifeline's transport driver, shared by every adapter (TCP, QUIC): one tokio task owning a
+//! Lifeline's transport driver, shared by every adapter (TCP, QUIC, RDMA): one tokio task owning a
 //! [`lifeline_core::Node`], generic over a [`Connector`] that does the adapter's I/O.
 //!
 //! The driver has no protocol logic and no socket code. It obeys the core's driving contract

@@ -1,6 +1,6 @@
 //! The driver on an in-memory connector (one slot carrying both classes, like QUIC's): links come
 //! up and carry the core's frames, a stopped peer's link goes down as a close, a rank nobody
-//! listens for is given up as unreachable, and the tie-break answer "duplicate" is not a failure.
+//! listens for is given up as refused, and the tie-break answer "duplicate" is not a failure.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -368,7 +368,7 @@ async fn a_rank_nobody_listens_for_is_given_up() {
             down,
             Output::LinkDown {
                 peer: Rank(2),
-                reason: DownReason::Unreachable,
+                reason: DownReason::Refused,
                 ..
             }
         ),

@@ -25,8 +25,11 @@
 //! - **Back-off**: a failed dial is retried after `backoff_initial`, doubling per consecutive
 //!   failure up to `backoff_max` ([`LinkConfig::backoff`]); a connection resets the count.
 //! - **Give-up**: after `dial_attempts` consecutive failures of one slot the peer is given up:
-//!   its state is forgotten and [`LinkDownReason::Unreachable`] is reported (which is how the core
-//!   learns of a rank that died with its only neighbour, or never started). Once the policy has
+//!   its state is forgotten and [`LinkDownReason::Unreachable`] is reported, or
+//!   [`LinkDownReason::Refused`] when the dial that gave up was refused outright (which is how
+//!   the core learns of a rank that died with its only neighbour, or never started; the policy
+//!   is the one keeper of "refused", and [`DownReason::cause`] says what each is worth as
+//!   evidence). Once the policy has
 //!   run for `startup_grace`, a [refused](DialOutcome::Refused) dial gives up after
 //!   `min(refused_attempts, dial_attempts)` instead, so a repair that points at another dead
 //!   rank is not held up.
@@ -50,7 +53,7 @@ mod tests;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt;
 
-pub use cause::LinkCause;
+pub use cause::{DownReason, LinkCause};
 pub use config::{LinkConfig, LinkConfigError};
 
 use crate::time::Instant;
@@ -105,9 +108,15 @@ pub enum AcceptVerdict {
 /// Why the policy reports a link down.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum LinkDownReason {
-    /// A slot's dials failed `dial_attempts` times in a row (or `refused_attempts` refused dials
-    /// after `startup_grace`). The adapter tells the core, which presumes a tree neighbour dead.
+    /// A slot's dials failed `dial_attempts` times in a row, the last one not refused outright
+    /// (a timeout, a failed handshake). The adapter tells the core: soft evidence
+    /// ([`LinkCause::TimedOut`]).
     Unreachable,
+    /// A slot's dials failed `dial_attempts` times in a row (or `refused_attempts` refused dials
+    /// after `startup_grace`), the last one [refused](DialOutcome::Refused) outright: nothing
+    /// listens at the peer's address. The adapter tells the core: hard evidence
+    /// ([`LinkCause::Refused`]).
+    Refused,
     /// The `alive` predicate of [`LinkPolicy::retain_alive`] rejected the peer: the core already
     /// knows it dead, so the adapter need not tell it again.
     Dead,
@@ -117,6 +126,7 @@ impl fmt::Display for LinkDownReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             Self::Unreachable => "unreachable",
+            Self::Refused => "refused",
             Self::Dead => "dead",
         })
     }
@@ -175,7 +185,7 @@ pub struct LinkStats {
     pub stale_results: u64,
     /// Links reported up ([`LinkAction::LinkUp`]).
     pub links_up: u64,
-    /// Peers given up as unreachable.
+    /// Peers given up ([`LinkDownReason::Unreachable`] or [`LinkDownReason::Refused`]).
     pub gave_up: u64,
 }
 
@@ -363,7 +373,8 @@ impl LinkPolicy {
     /// ignored. A failure of a slot that meanwhile got the peer's connection changes nothing.
     /// Otherwise a failure counts: a re-dial is scheduled after [`LinkConfig::backoff`] (after
     /// `backoff_initial` for [`DialOutcome::Duplicate`]), or, at the attempt limit, the peer is
-    /// forgotten and [`LinkDownReason::Unreachable`] queued.
+    /// forgotten and [`LinkDownReason::Refused`] (this dial was refused) or
+    /// [`LinkDownReason::Unreachable`] (it failed otherwise) queued.
     #[must_use = "a connected dial must be run or dropped"]
     pub fn handle_dial_result(
         &mut self,
@@ -415,10 +426,13 @@ impl LinkPolicy {
         if failures >= limit {
             self.forget(peer);
             self.stats.gave_up += 1;
-            self.actions.push_back(LinkAction::LinkDown {
-                peer,
-                reason: LinkDownReason::Unreachable,
-            });
+            let reason = if outcome == DialOutcome::Refused {
+                LinkDownReason::Refused
+            } else {
+                LinkDownReason::Unreachable
+            };
+            self.actions
+                .push_back(LinkAction::LinkDown { peer, reason });
         } else {
             self.set_dial(peer, slot, DialState::Waiting(now + delay));
         }

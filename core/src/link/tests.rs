@@ -213,10 +213,14 @@ fn refused_gives_up_fast_only_after_the_startup_grace() {
         a = dialed(&mut p, HIGH, 0);
     }
     fail(&mut p, now, HIGH, 0, a, DialOutcome::Refused);
-    assert!(matches!(
-        drain(&mut p).as_slice(),
-        [LinkAction::LinkDown { .. }]
-    ));
+    // The give-up says the dial that ended it was refused (hard evidence), within the grace too.
+    assert_eq!(
+        drain(&mut p),
+        [LinkAction::LinkDown {
+            peer: HIGH,
+            reason: LinkDownReason::Refused
+        }]
+    );
 
     // The grace is measured from the policy's creation, and a refusal exactly at its end still
     // counts as any failure: with refused_attempts = 1, only the one after it gives up.
@@ -254,7 +258,7 @@ fn refused_gives_up_fast_only_after_the_startup_grace() {
         drain(&mut p),
         [LinkAction::LinkDown {
             peer: HIGH,
-            reason: LinkDownReason::Unreachable
+            reason: LinkDownReason::Refused
         }]
     );
 
