@@ -14,12 +14,19 @@ use tokio::task::JoinHandle;
 use crate::book::AddressBook;
 use crate::stats::{Counters, TransportStats};
 
-/// What the adapter tells the application, in order: the core's events and link changes.
+/// What the adapter tells the application, in order: the core's events and link changes, each
+/// with the core time of the input that caused it (a frame, a timer, a command, a link change).
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Output {
     /// An event from the core.
-    Event(Event),
+    Event {
+        /// Core time of the input that caused it (a frame's arrival, a timer, a command, a
+        /// link change).
+        at: Instant,
+        /// The event.
+        event: Event,
+    },
     /// Every connection of the link to `peer` is established and the core was told
     /// ([`Node::handle_link_up`]).
     LinkUp {
@@ -41,6 +48,23 @@ pub enum Output {
         /// Why.
         reason: DownReason,
     },
+}
+
+impl Output {
+    /// Core time of the input that caused this output.
+    pub fn at(&self) -> Instant {
+        match self {
+            Self::Event { at, .. } | Self::LinkUp { at, .. } | Self::LinkDown { at, .. } => *at,
+        }
+    }
+
+    /// The core event, if this is one.
+    pub fn event(&self) -> Option<&Event> {
+        match self {
+            Self::Event { event, .. } => Some(event),
+            _ => None,
+        }
+    }
 }
 
 /// Why an application request was refused. A refused request changed nothing.

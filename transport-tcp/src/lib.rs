@@ -21,7 +21,7 @@
 //! let mut tcp = spawn(node, book, key, TcpConfig::default(), listener);
 //! tcp.handle.xcast(16, "hello".into()).await?;
 //! while let Some(out) = tcp.outputs.recv().await {
-//!     if let Output::Event(e) = out { println!("{e:?}"); }
+//!     if let Output::Event { event: e, .. } = out { println!("{e:?}"); }
 //! }
 //! # Ok(()) }
 //! ```

@@ -402,9 +402,10 @@ where
                         "node 1 stopped"
                     );
                     for o in buf.drain(..) {
-                        if let Output::Event(Event::Flood(FloodEvent::Delivered {
-                            payload, ..
-                        })) = o
+                        if let Output::Event {
+                            event: Event::Flood(FloodEvent::Delivered { payload, .. }),
+                            ..
+                        } = o
                         {
                             assert_eq!(payload.len(), size);
                             got += 1;

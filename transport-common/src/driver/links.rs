@@ -49,7 +49,7 @@ impl<C: Connector> Driver<C> {
             LinkAction::LinkUp { peer } => {
                 tracing::debug!(peer = peer.0, "link up");
                 Counters::add(&self.counters.link_ups);
-                let now = self.now();
+                let now = self.input_now();
                 self.node.handle_link_up(now, peer);
                 self.outputs.push(Output::LinkUp { peer, at: now });
             }
@@ -143,7 +143,7 @@ impl<C: Connector> Driver<C> {
     fn report_down(&mut self, peer: Rank, reason: DownReason) {
         tracing::debug!(peer = peer.0, %reason, "link down");
         self.peers.close(peer);
-        let at = self.now();
+        let at = self.input_now();
         if let Some(cause) = reason.cause() {
             Counters::add(&self.counters.link_downs);
             self.node.handle_link_down(at, peer, cause);
@@ -201,7 +201,7 @@ impl<C: Connector> Driver<C> {
                 let removed = if self.stopping {
                     None
                 } else {
-                    let now = self.now();
+                    let now = self.input_now();
                     self.node.fence_verdict(now, peer)
                 };
                 let why = match removed {
@@ -237,7 +237,7 @@ impl<C: Connector> Driver<C> {
                 epoch,
                 "this rank was removed from the cluster"
             );
-            let now = self.now();
+            let now = self.input_now();
             self.node.handle_fenced(now, peer, epoch);
         }
         let now = self.now();

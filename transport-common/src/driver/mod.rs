@@ -25,6 +25,9 @@
 //! every [`Driver::frames_per_drain`] frames and at its end rather than after each frame: a
 //! bound derived from the node's `max_transmits`, `max_events` and radix, so the core's
 //! bounded outbox cannot fill up between two drains.
+//!
+//! Every output carries the core time of the input that caused it (the `at` of
+//! [`Output::Event`], [`Output::LinkUp`] and [`Output::LinkDown`]).
 
 mod links;
 mod outputs;
@@ -146,6 +149,7 @@ pub fn spawn<C: Connector>(node: Node, connector: Arc<C>, setup: Setup) -> Runni
         links,
         frames_per_drain,
         origin: Tick::now(),
+        at: Instant::ZERO,
         connector,
         peers: Peers::new(
             C::SLOTS,
@@ -285,6 +289,9 @@ struct Driver<C: Connector> {
     /// Frames of one batch fed between two drains.
     frames_per_drain: usize,
     origin: Tick,
+    /// The core time of the last input fed to the core: the time of every output its drain
+    /// yields.
+    at: Instant,
     peers: Peers,
     outputs: Outputs,
     /// Links to drop for a reason of the driver's own, once the core is drained.
@@ -306,6 +313,12 @@ impl<C: Connector> Drop for Driver<C> {
 impl<C: Connector> Driver<C> {
     fn now(&self) -> Instant {
         Instant::from_nanos(u64::try_from(self.origin.elapsed().as_nanos()).unwrap_or(u64::MAX))
+    }
+
+    /// `now`, as the time of a core input (and so of the outputs its drain yields).
+    fn input_now(&mut self) -> Instant {
+        self.at = self.now();
+        self.at
     }
 
     fn tick_of(&self, at: Instant) -> Tick {
@@ -416,6 +429,7 @@ impl<C: Connector> Driver<C> {
     fn run_due_timers(&mut self) {
         let now = self.now();
         if self.node.poll_timeout().is_some_and(|(at, _)| at <= now) {
+            let now = self.input_now();
             self.node.handle_timeout(now);
             self.settle();
         }
@@ -426,7 +440,8 @@ impl<C: Connector> Driver<C> {
     }
 
     /// Drains the core after an input: transmits into send queues (asking the link policy for
-    /// each peer sent to), events into the outputs; a view change is told to the link policy.
+    /// each peer sent to), events into the outputs, stamped with the input's time; a view
+    /// change is told to the link policy.
     fn drain_core(&mut self) {
         // Consecutive transmits to one peer and class are queued under one lock.
         let mut run: Option<(Rank, Class)> = None;
@@ -451,7 +466,7 @@ impl<C: Connector> Driver<C> {
                 );
                 view_changed = true;
             }
-            self.outputs.push(Output::Event(event));
+            self.outputs.push(Output::Event { at: self.at, event });
         }
         if view_changed {
             self.on_view_changed();
@@ -476,7 +491,7 @@ impl<C: Connector> Driver<C> {
             FrameIn::Frames { from, frames } => {
                 let n = frames.len();
                 Counters::add_n(&self.counters.frames_in, n);
-                let now = self.now();
+                let now = self.input_now();
                 for (i, frame) in frames.into_iter().enumerate() {
                     if i > 0 && i % self.frames_per_drain == 0 {
                         self.drain_core();
@@ -515,7 +530,7 @@ impl<C: Connector> Driver<C> {
                     f(Err(e));
                     return;
                 }
-                let now = self.now();
+                let now = self.input_now();
                 f(Ok((&mut self.node, now)));
             }
             Cmd::Congested(reply) => {
