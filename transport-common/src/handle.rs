@@ -16,6 +16,10 @@ use crate::stats::{Counters, TransportStats};
 
 /// What the adapter tells the application, in order: the core's events and link changes, each
 /// with the core time of the input that caused it (a frame, a timer, a command, a link change).
+///
+/// None is ever dropped: while the application leaves `output_buffer` outputs unread beyond
+/// the channel, the driver stops reading data-class frames and refuses commands instead (see
+/// the crate docs, "Back-pressure").
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Output {
@@ -84,6 +88,14 @@ pub enum TransportError {
     /// The core refused the command.
     #[error(transparent)]
     Command(#[from] CommandError),
+    /// The application leaves outputs unread: `waiting` of them (at least `output_buffer`)
+    /// wait beyond the output channel, and the driver reads no data-class frames meanwhile.
+    /// Read [`RunningNode::outputs`], then retry.
+    #[error("outputs unread: {waiting} wait beyond the output channel")]
+    OutputsFull {
+        /// Outputs waiting beyond the channel.
+        waiting: usize,
+    },
     /// The rank is this node, known dead, or outside the address book.
     #[error("rank {0} cannot be sent to")]
     Unreachable(Rank),
@@ -212,7 +224,8 @@ impl Handle {
 
     /// Runs an application command (`xcast`, `flood`, `handle_dead`, ...) on the node with
     /// the driver's `now`, then drains its outputs. Refused with
-    /// [`TransportError::Backpressure`] while any send queue is over `queue_soft_bytes`.
+    /// [`TransportError::Backpressure`] while any send queue is over `queue_soft_bytes`, and
+    /// with [`TransportError::OutputsFull`] while the application leaves its outputs unread.
     pub async fn command<R: Send + 'static>(
         &self,
         f: impl FnOnce(&mut Node, Instant) -> R + Send + 'static,
@@ -224,7 +237,9 @@ impl Handle {
     /// for back-pressure (another task may fill a queue again before it runs: a command can
     /// still be refused, and the caller waits again). Returns at once when nothing is
     /// congested; otherwise wakes each time a connection's writer takes its queued frames, and
-    /// re-checks at least every 5 ms. [`TransportError::Stopped`] once the node is gone.
+    /// re-checks at least every 5 ms. [`TransportError::Stopped`] once the node is gone. It does
+    /// not wait for the application's own outputs: a command refused with
+    /// [`TransportError::OutputsFull`] waits for the application to read them.
     pub async fn writable(&self) -> Result<(), TransportError> {
         loop {
             let space = self.space.notified();
@@ -287,8 +302,9 @@ impl Handle {
 pub struct RunningNode {
     /// Commands and counters.
     pub handle: Handle,
-    /// Events and link changes. Read it continuously: while more than `output_buffer` outputs
-    /// wait, the node stops reading data frames.
+    /// Events and link changes. Read it continuously: while `output_buffer` outputs wait beyond
+    /// the channel, the node stops reading data frames and refuses commands (nothing is
+    /// dropped).
     pub outputs: mpsc::Receiver<Output>,
     /// The driver task; it ends after [`Handle::shutdown`] or when every handle is dropped.
     pub task: JoinHandle<()>,

@@ -1,7 +1,8 @@
 //! The driver on an in-memory connector (one slot carrying both classes, like QUIC's): links come
 //! up and carry the core's frames, a stopped peer's link goes down as a close, a rank nobody
-//! listens for is given up as refused, the tie-break answer "duplicate" is not a failure, and
-//! an event carries the time of the input that caused it.
+//! listens for is given up as refused, the tie-break answer "duplicate" is not a failure, an
+//! event carries the time of the input that caused it, and an application that stops reading
+//! loses nothing (the `stall` module).
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -14,6 +15,8 @@ use lifeline_core::link::{DialOutcome, LinkConfig};
 use lifeline_core::tree::Rank;
 use lifeline_core::{Class, Config, Event, Instant, Node, XcastEvent};
 use tokio::sync::{mpsc, oneshot};
+
+mod stall;
 
 use crate::{
     spawn, Accepted, AddressBook, Connector, Counters, DialFailure, DownReason, DriverConfig,
@@ -200,6 +203,16 @@ fn addr(r: u32) -> SocketAddr {
 /// Starts `ranks` of a `span`-rank cluster (radix 2) on one in-memory network; the others are
 /// in the book but nobody listens for them.
 fn cluster(span: u32, ranks: &[u32], cfg: &DriverConfig) -> Vec<RunningNode> {
+    cluster_with(span, ranks, cfg, |_| {})
+}
+
+/// [`cluster`] with every node's core configuration changed by `tune`.
+pub(crate) fn cluster_with(
+    span: u32,
+    ranks: &[u32],
+    cfg: &DriverConfig,
+    tune: impl Fn(&mut Config),
+) -> Vec<RunningNode> {
     let net: Listeners = Arc::default();
     let mut book = AddressBook::new();
     for r in 0..span {
@@ -215,13 +228,9 @@ fn cluster(span: u32, ranks: &[u32], cfg: &DriverConfig) -> Vec<RunningNode> {
             inbound: Mutex::new(Some(rx)),
             addr: addr(r),
         });
-        let node = Node::new(
-            Config::new(span, 2),
-            Rank(r),
-            u64::from(r) + 1,
-            Instant::ZERO,
-        )
-        .expect("config");
+        let mut core = Config::new(span, 2);
+        tune(&mut core);
+        let node = Node::new(core, Rank(r), u64::from(r) + 1, Instant::ZERO).expect("config");
         let setup = Setup {
             book: Arc::new(RwLock::new(book.clone())),
             cfg: cfg.clone(),
@@ -234,7 +243,7 @@ fn cluster(span: u32, ranks: &[u32], cfg: &DriverConfig) -> Vec<RunningNode> {
 }
 
 /// Reads `n`'s outputs until `f` is true for one, at most 5 s.
-async fn until(n: &mut RunningNode, mut f: impl FnMut(&Output) -> bool) -> Output {
+pub(crate) async fn until(n: &mut RunningNode, mut f: impl FnMut(&Output) -> bool) -> Output {
     let found = tokio::time::timeout(Duration::from_secs(5), async {
         while let Some(o) = n.outputs.recv().await {
             if f(&o) {

@@ -71,8 +71,9 @@ pub struct DriverConfig {
     pub queue_hard_bytes: usize,
     /// Inputs handled per wake of the driver before it yields to other tasks.
     pub max_inputs_per_wake: usize,
-    /// Outputs buffered for the application. While more than this wait, the driver stops
-    /// reading data-class frames; past four times this, outputs are dropped and counted.
+    /// Outputs buffered for the application: the channel's capacity, and the count of further
+    /// outputs the driver holds before it stops reading data-class frames and refuses commands
+    /// ([`TransportError::OutputsFull`]) until the application reads. Outputs are never dropped.
     pub output_buffer: usize,
     /// Whole frames buffered from connections to the driver, per traffic class (in batches of
     /// up to [`MAX_BATCH`]; at least one batch).
@@ -512,14 +513,22 @@ impl<C: Connector> Driver<C> {
         }
     }
 
-    /// Why a gated command must wait: a congested send queue.
+    /// Why a gated command must wait: a congested send queue, or outputs the application does
+    /// not read.
     fn refusal(&self) -> Option<TransportError> {
-        let (peer, class, queued) = self.peers.congested(self.cfg.queue_soft_bytes)?;
-        Counters::add(&self.counters.backpressure);
-        Some(TransportError::Backpressure {
-            peer,
-            class,
-            queued,
+        if let Some((peer, class, queued)) = self.peers.congested(self.cfg.queue_soft_bytes) {
+            Counters::add(&self.counters.backpressure);
+            return Some(TransportError::Backpressure {
+                peer,
+                class,
+                queued,
+            });
+        }
+        self.outputs.full().then(|| {
+            Counters::add(&self.counters.backpressure);
+            TransportError::OutputsFull {
+                waiting: self.outputs.len(),
+            }
         })
     }
 

@@ -1,7 +1,11 @@
 //! [`Outputs`]: what the driver hands the application, waiting for room in the output channel.
 //!
-//! While `output_buffer` entries or more wait here ([`Outputs::full`]) the driver reads no
-//! data-class frames; past four times that, outputs are dropped and counted.
+//! Nothing is ever dropped here (only after the application closed its receiver, when nobody
+//! can read it). The buffer is bounded by what feeds it instead: while it holds
+//! `output_buffer` entries or more ([`Outputs::full`]) the driver reads no data-class frames
+//! (the source of every xcast and RELM delivery) and refuses the application's commands, so
+//! what still arrives comes from control frames, timers and link changes, whose events the
+//! core's own bounds limit (see the crate docs, "Back-pressure").
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -33,25 +37,26 @@ impl Outputs {
         }
     }
 
-    /// Appends an output, or drops and counts it past four times the limit.
+    /// Appends an output. Never drops one: the first push that makes the buffer full is
+    /// counted in `output_stalls`, and the longest the buffer grew in `outputs_peak`.
     pub(super) fn push(&mut self, o: Output) {
         if self.closed {
             return;
         }
-        if self.pending.len() >= self.limit.saturating_mul(4) {
-            Counters::add(&self.counters.outputs_dropped);
-            return;
-        }
         self.pending.push_back(o);
+        let n = self.pending.len();
+        if n == self.limit {
+            Counters::add(&self.counters.output_stalls);
+        }
+        Counters::max(&self.counters.outputs_peak, n);
     }
 
-    /// Whether `limit` outputs or more wait: data-class frames wait until not.
+    /// Whether `limit` outputs or more wait: data-class frames and commands wait until not.
     pub(super) fn full(&self) -> bool {
         self.pending.len() >= self.limit
     }
 
     /// Outputs waiting here (beyond the channel).
-    #[cfg(test)]
     pub(super) fn len(&self) -> usize {
         self.pending.len()
     }
@@ -115,26 +120,27 @@ mod tests {
         }
     }
 
-    /// Past the channel's room outputs wait in order, up to four times the limit; past that
-    /// they are dropped and counted; a closed receiver discards.
+    /// Past the channel's room and past the limit, every output is kept, in order; the stall
+    /// and the peak are counted; a closed receiver discards.
     #[tokio::test]
-    async fn keeps_outputs_in_order_up_to_four_times_the_limit() {
+    async fn keeps_every_output_in_order_past_the_limit() {
         let counters = Arc::new(Counters::default());
         let mut o = Outputs::new(3, counters.clone());
         let (tx, mut rx) = mpsc::channel(2);
-        for r in 0..14 {
+        for r in 0..10 {
             o.push(up(r));
             assert_eq!(o.full(), r + 1 >= 3);
         }
-        assert_eq!(counters.snapshot().outputs_dropped, 2);
         o.flush(&tx);
-        assert_eq!((o.len(), o.full()), (10, true));
+        assert_eq!((o.len(), o.full()), (8, true));
+        let s = counters.snapshot();
+        assert_eq!((s.output_stalls, s.outputs_peak), (1, 10));
         let mut got = Vec::new();
-        while got.len() < 12 {
+        while got.len() < 10 {
             got.push(rx.recv().await.expect("open"));
             o.flush(&tx);
         }
-        assert_eq!(got, (0..12).map(up).collect::<Vec<_>>());
+        assert_eq!(got, (0..10).map(up).collect::<Vec<_>>());
         assert!(!o.waiting());
         drop(rx);
         o.push(up(11));
