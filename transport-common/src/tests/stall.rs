@@ -214,13 +214,18 @@ async fn stalled_application(stall: Duration) {
     // Rank 2's own xcasts completed, each once.
     assert_eq!(got.completed, mine.xcasts, "rank {own}'s completions");
 
-    // Nobody was removed and no link went down, anywhere.
+    // Nobody was removed and no link went down, anywhere; nobody even suspected anyone: the
+    // stalled rank went on reading heartbeats (control frames) too.
     for h in &handles {
-        let alive = h
-            .inspect(|n| (0..3).all(|r| n.tree().is_alive(Rank(r))))
+        let (alive, suspicions) = h
+            .inspect(|n| {
+                let alive = (0..3).all(|r| n.tree().is_alive(Rank(r)));
+                (alive, n.stats().detect.suspicions)
+            })
             .await
             .expect("running");
         assert!(alive, "rank {} presumes someone dead", h.rank());
+        assert_eq!(suspicions, 0, "rank {} suspected someone", h.rank());
     }
     let s = handles[2].stats();
     assert!(seen.iter().all(|o| !trouble(o)), "{s:?}");
