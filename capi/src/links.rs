@@ -496,7 +496,10 @@ pub unsafe extern "C" fn lifeline_links_poll_action(
                 kind: LIFELINE_LINK_ACTION_DOWN,
                 peer: peer.0,
                 reason: match reason {
-                    LinkDownReason::Unreachable => LIFELINE_LINK_DOWN_UNREACHABLE,
+                    // The C caller still tracks "refused" itself (see the constant's doc).
+                    LinkDownReason::Unreachable | LinkDownReason::Refused => {
+                        LIFELINE_LINK_DOWN_UNREACHABLE
+                    }
                     LinkDownReason::Dead => LIFELINE_LINK_DOWN_DEAD,
                 },
                 ..LinkAction::default()

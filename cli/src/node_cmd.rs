@@ -641,9 +641,12 @@ pub(crate) fn run(args: &NodeArgs) -> Result<(), CliError> {
                 out = tcp.outputs.recv() => {
                     let Some(out) = out else { break };
                     match out {
-                        Output::Event(e) => {
+                        Output::Event { at, event: e } => {
+                            // `now_ms`: the time of the input (frame, timer, command, link
+                            // change) that caused the event.
+                            last_now = at;
                             let (name, v) = event_json(&e);
-                            p.line(last_now, name, v);
+                            p.line(at, name, v);
                             if matches!(&e, Event::Membership(MembershipEvent::Evicted { .. })) {
                                 // The cluster removed this rank; a departed rank never comes
                                 // back, so it stops.

@@ -1,11 +1,11 @@
 //! What the application sees of a running node: [`Handle`] (commands in, counters out),
 //! [`Output`] (events and link changes), [`DownReason`] and [`TransportError`].
 
-use std::io;
 use std::net::SocketAddr;
 use std::sync::{Arc, RwLock};
 
 use bytes::Bytes;
+pub use lifeline_core::link::DownReason;
 use lifeline_core::tree::Rank;
 use lifeline_core::{Class, CommandError, Event, Instant, Node, Transmit};
 use tokio::sync::{mpsc, oneshot, Notify};
@@ -14,12 +14,23 @@ use tokio::task::JoinHandle;
 use crate::book::AddressBook;
 use crate::stats::{Counters, TransportStats};
 
-/// What the adapter tells the application, in order: the core's events and link changes.
+/// What the adapter tells the application, in order: the core's events and link changes, each
+/// with the core time of the input that caused it (a frame, a timer, a command, a link change).
+///
+/// None is ever dropped: while the application leaves `output_buffer` outputs unread beyond
+/// the channel, the driver stops reading data-class frames and refuses commands instead (see
+/// the crate docs, "Back-pressure").
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Output {
     /// An event from the core.
-    Event(Event),
+    Event {
+        /// Core time of the input that caused it (a frame's arrival, a timer, a command, a
+        /// link change).
+        at: Instant,
+        /// The event.
+        event: Event,
+    },
     /// Every connection of the link to `peer` is established and the core was told
     /// ([`Node::handle_link_up`]).
     LinkUp {
@@ -29,9 +40,10 @@ pub enum Output {
         at: Instant,
     },
     /// The link to `peer` is gone. For every reason but [`DownReason::Dead`] the core was told
-    /// ([`Node::handle_link_down`]) with the evidence it is: a give-up after refused dials or
-    /// a missing address is hard ([`LinkCause::Refused`](lifeline_core::LinkCause::Refused)); a reset, timeout, close or overflow
-    /// is not (with the core's detector off, any loss of a tree link still repairs).
+    /// ([`Node::handle_link_down`]) with the evidence it is ([`DownReason::cause`]): a give-up
+    /// after a refused dial or a missing address is hard
+    /// ([`LinkCause::Refused`](lifeline_core::LinkCause::Refused)); a reset, timeout, close or
+    /// overflow is not (with the core's detector off, any loss of a tree link still repairs).
     LinkDown {
         /// The peer.
         peer: Rank,
@@ -42,40 +54,19 @@ pub enum Output {
     },
 }
 
-/// Why a link went down.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum DownReason {
-    /// The peer closed a connection (EOF, an orderly QUIC close): a process that exited or was
-    /// killed.
-    Closed,
-    /// A transport error: a reset, or a timeout (`TCP_USER_TIMEOUT` / keepalive giving up, a
-    /// QUIC idle timeout: [`io::ErrorKind::TimedOut`]).
-    Io(io::ErrorKind),
-    /// The peer sent a malformed or oversized frame header; its connection was closed.
-    Malformed,
-    /// The link policy gave the peer up: `dial_attempts` dials in a row failed (see
-    /// [`lifeline_core::link`]).
-    Unreachable,
-    /// The peer has no address book entry.
-    NoAddress,
-    /// A send queue passed `queue_hard_bytes`: the peer is not reading.
-    Overflow,
-    /// The core learned from others that the peer is dead; its connections were closed
-    /// (the core was not told again).
-    Dead,
-}
-
-impl std::fmt::Display for DownReason {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl Output {
+    /// Core time of the input that caused this output.
+    pub fn at(&self) -> Instant {
         match self {
-            Self::Closed => f.write_str("closed"),
-            Self::Io(k) => write!(f, "io: {k}"),
-            Self::Malformed => f.write_str("malformed"),
-            Self::Unreachable => f.write_str("unreachable"),
-            Self::NoAddress => f.write_str("no address"),
-            Self::Overflow => f.write_str("send queue overflow"),
-            Self::Dead => f.write_str("dead"),
+            Self::Event { at, .. } | Self::LinkUp { at, .. } | Self::LinkDown { at, .. } => *at,
+        }
+    }
+
+    /// The core event, if this is one.
+    pub fn event(&self) -> Option<&Event> {
+        match self {
+            Self::Event { event, .. } => Some(event),
+            _ => None,
         }
     }
 }
@@ -97,6 +88,14 @@ pub enum TransportError {
     /// The core refused the command.
     #[error(transparent)]
     Command(#[from] CommandError),
+    /// The application leaves outputs unread: `waiting` of them (at least `output_buffer`)
+    /// wait beyond the output channel, and the driver reads no data-class frames meanwhile.
+    /// Read [`RunningNode::outputs`], then retry.
+    #[error("outputs unread: {waiting} wait beyond the output channel")]
+    OutputsFull {
+        /// Outputs waiting beyond the channel.
+        waiting: usize,
+    },
     /// The rank is this node, known dead, or outside the address book.
     #[error("rank {0} cannot be sent to")]
     Unreachable(Rank),
@@ -225,7 +224,8 @@ impl Handle {
 
     /// Runs an application command (`xcast`, `flood`, `handle_dead`, ...) on the node with
     /// the driver's `now`, then drains its outputs. Refused with
-    /// [`TransportError::Backpressure`] while any send queue is over `queue_soft_bytes`.
+    /// [`TransportError::Backpressure`] while any send queue is over `queue_soft_bytes`, and
+    /// with [`TransportError::OutputsFull`] while the application leaves its outputs unread.
     pub async fn command<R: Send + 'static>(
         &self,
         f: impl FnOnce(&mut Node, Instant) -> R + Send + 'static,
@@ -237,7 +237,9 @@ impl Handle {
     /// for back-pressure (another task may fill a queue again before it runs: a command can
     /// still be refused, and the caller waits again). Returns at once when nothing is
     /// congested; otherwise wakes each time a connection's writer takes its queued frames, and
-    /// re-checks at least every 5 ms. [`TransportError::Stopped`] once the node is gone.
+    /// re-checks at least every 5 ms. [`TransportError::Stopped`] once the node is gone. It does
+    /// not wait for the application's own outputs: a command refused with
+    /// [`TransportError::OutputsFull`] waits for the application to read them.
     pub async fn writable(&self) -> Result<(), TransportError> {
         loop {
             let space = self.space.notified();
@@ -300,8 +302,9 @@ impl Handle {
 pub struct RunningNode {
     /// Commands and counters.
     pub handle: Handle,
-    /// Events and link changes. Read it continuously: while more than `output_buffer` outputs
-    /// wait, the node stops reading data frames.
+    /// Events and link changes. Read it continuously: while `output_buffer` outputs wait beyond
+    /// the channel, the node stops reading data frames and refuses commands (nothing is
+    /// dropped).
     pub outputs: mpsc::Receiver<Output>,
     /// The driver task; it ends after [`Handle::shutdown`] or when every handle is dropped.
     pub task: JoinHandle<()>,

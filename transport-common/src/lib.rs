@@ -1,4 +1,4 @@
-//! Lifeline's transport driver, shared by every adapter (TCP, QUIC): one tokio task owning a
+//! Lifeline's transport driver, shared by every adapter (TCP, QUIC, RDMA): one tokio task owning a
 //! [`lifeline_core::Node`], generic over a [`Connector`] that does the adapter's I/O.
 //!
 //! The driver has no protocol logic and no socket code. It obeys the core's driving contract
@@ -29,10 +29,19 @@
 //!   Frames the core produces on its own are still queued; a queue that passes
 //!   [`DriverConfig::queue_hard_bytes`] closes its link ([`DownReason::Overflow`]). Reads are
 //!   never paused for send-queue pressure, so two nodes sending to each other cannot deadlock.
-//! - **Outputs** go through a channel of `output_buffer` entries plus an overflow buffer; while
-//!   more than `output_buffer` wait, the driver stops reading data frames (control frames,
-//!   timers and link changes still run); past four times `output_buffer`, outputs are dropped
-//!   and counted.
+//! - **Outputs** go through a channel of `output_buffer` entries plus a buffer in the driver.
+//!   None is ever dropped: a delivered xcast or RELM message the protocol acknowledged reaches
+//!   the application exactly once. While `output_buffer` outputs or more wait in the driver,
+//!   it back-pressures the **data class** instead: it reads no data-class frames (so RELM
+//!   windows and xcast flow control hold the senders back) and refuses commands with
+//!   [`TransportError::OutputsFull`]; control frames (heartbeats, membership), timers and link
+//!   changes keep running, so a node whose application reads slowly is not evicted. What they
+//!   add meanwhile is bounded by the core, not by the driver: deliveries of messages the core
+//!   already holds (within its RELM and xcast windows), completions and acknowledgements of
+//!   the application's own in-flight messages (within the same windows), membership and view
+//!   events (a few per view change) and link changes (a few per peer per dial back-off). So
+//!   past the bound the buffer grows by at most those, never by the data stream; the peak is
+//!   counted in `outputs_peak`, each stall in `output_stalls`.
 //! - **Frames in** travel from connections to the driver through bounded channels (one per
 //!   class, [`FrameIn`]), so a slow driver slows the readers and the transport's flow control
 //!   pushes back on the peer.

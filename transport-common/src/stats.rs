@@ -1,4 +1,4 @@
-//! The adapter's counters: every refusal, malformed connection and dropped output is counted.
+//! The adapter's counters: every refusal, malformed connection and output stall is counted.
 //! The driver counts links, dials, frames and back-pressure; the connector counts what only it
 //! sees (accepts, refused handshakes, malformed frames).
 
@@ -70,14 +70,18 @@ counters! {
     link_downs,
     /// Links closed because a send queue passed `queue_hard_bytes`.
     overflows,
-    /// Application commands refused for back-pressure.
+    /// Application commands refused for back-pressure (a congested send queue, or unread
+    /// outputs).
     backpressure,
     /// Whole frames read and handed to the core.
     frames_in,
     /// Frames queued for sending.
     frames_out,
-    /// Outputs dropped because the application did not read them (past 4 × `output_buffer`).
-    outputs_dropped,
+    /// Times the application's outputs became full (`output_buffer` waiting beyond the
+    /// channel): the driver then stops reading data-class frames until they are read.
+    output_stalls,
+    /// The most outputs that ever waited beyond the channel (none is ever dropped).
+    outputs_peak,
 }
 
 impl Counters {
@@ -89,6 +93,11 @@ impl Counters {
     /// Adds `n`.
     pub fn add_n(c: &AtomicU64, n: usize) {
         c.fetch_add(n as u64, Ordering::Relaxed);
+    }
+
+    /// Raises a high-water mark to `v`.
+    pub fn max(c: &AtomicU64, v: usize) {
+        c.fetch_max(v as u64, Ordering::Relaxed);
     }
 
     /// Mirrors a counter kept elsewhere (the link policy's).

@@ -1,6 +1,8 @@
 //! The driver on an in-memory connector (one slot carrying both classes, like QUIC's): links come
 //! up and carry the core's frames, a stopped peer's link goes down as a close, a rank nobody
-//! listens for is given up as unreachable, and the tie-break answer "duplicate" is not a failure.
+//! listens for is given up as refused, the tie-break answer "duplicate" is not a failure, an
+//! event carries the time of the input that caused it, and an application that stops reading
+//! loses nothing (the `stall` module).
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -13,6 +15,8 @@ use lifeline_core::link::{DialOutcome, LinkConfig};
 use lifeline_core::tree::Rank;
 use lifeline_core::{Class, Config, Event, Instant, Node, XcastEvent};
 use tokio::sync::{mpsc, oneshot};
+
+mod stall;
 
 use crate::{
     spawn, Accepted, AddressBook, Connector, Counters, DialFailure, DownReason, DriverConfig,
@@ -199,6 +203,16 @@ fn addr(r: u32) -> SocketAddr {
 /// Starts `ranks` of a `span`-rank cluster (radix 2) on one in-memory network; the others are
 /// in the book but nobody listens for them.
 fn cluster(span: u32, ranks: &[u32], cfg: &DriverConfig) -> Vec<RunningNode> {
+    cluster_with(span, ranks, cfg, |_| {})
+}
+
+/// [`cluster`] with every node's core configuration changed by `tune`.
+pub(crate) fn cluster_with(
+    span: u32,
+    ranks: &[u32],
+    cfg: &DriverConfig,
+    tune: impl Fn(&mut Config),
+) -> Vec<RunningNode> {
     let net: Listeners = Arc::default();
     let mut book = AddressBook::new();
     for r in 0..span {
@@ -214,13 +228,9 @@ fn cluster(span: u32, ranks: &[u32], cfg: &DriverConfig) -> Vec<RunningNode> {
             inbound: Mutex::new(Some(rx)),
             addr: addr(r),
         });
-        let node = Node::new(
-            Config::new(span, 2),
-            Rank(r),
-            u64::from(r) + 1,
-            Instant::ZERO,
-        )
-        .expect("config");
+        let mut core = Config::new(span, 2);
+        tune(&mut core);
+        let node = Node::new(core, Rank(r), u64::from(r) + 1, Instant::ZERO).expect("config");
         let setup = Setup {
             book: Arc::new(RwLock::new(book.clone())),
             cfg: cfg.clone(),
@@ -233,7 +243,7 @@ fn cluster(span: u32, ranks: &[u32], cfg: &DriverConfig) -> Vec<RunningNode> {
 }
 
 /// Reads `n`'s outputs until `f` is true for one, at most 5 s.
-async fn until(n: &mut RunningNode, mut f: impl FnMut(&Output) -> bool) -> Output {
+pub(crate) async fn until(n: &mut RunningNode, mut f: impl FnMut(&Output) -> bool) -> Output {
     let found = tokio::time::timeout(Duration::from_secs(5), async {
         while let Some(o) = n.outputs.recv().await {
             if f(&o) {
@@ -254,9 +264,9 @@ async fn links_come_up_and_carry_xcasts() {
         .xcast(16, Bytes::from_static(b"hi"))
         .await
         .expect("xcast");
-    let delivered = |o: &Output| matches!(o, Output::Event(Event::Xcast(XcastEvent::Delivered { payload, .. })) if payload == "hi");
+    let delivered = |o: &Output| matches!(o, Output::Event { event: Event::Xcast(XcastEvent::Delivered { payload, .. }), .. } if payload == "hi");
     until(&mut nodes[0], delivered).await;
-    let completed = |o: &Output| matches!(o, Output::Event(Event::Xcast(XcastEvent::Completed { seq, .. })) if *seq == op);
+    let completed = |o: &Output| matches!(o, Output::Event { event: Event::Xcast(XcastEvent::Completed { seq, .. }), .. } if *seq == op);
     until(&mut nodes[1], completed).await;
     let s = nodes[0].handle.stats();
     assert_eq!((s.link_ups, s.link_downs), (1, 0), "{s:?}");
@@ -305,7 +315,13 @@ async fn writable_waits_for_the_send_queues_to_drain() {
     }
     let got = std::cell::Cell::new(0);
     until(&mut nodes[1], |o| {
-        if matches!(o, Output::Event(Event::Flood(_))) {
+        if matches!(
+            o,
+            Output::Event {
+                event: Event::Flood(_),
+                ..
+            }
+        ) {
             got.set(got.get() + 1);
         }
         got.get() == 200
@@ -368,7 +384,7 @@ async fn a_rank_nobody_listens_for_is_given_up() {
             down,
             Output::LinkDown {
                 peer: Rank(2),
-                reason: DownReason::Unreachable,
+                reason: DownReason::Refused,
                 ..
             }
         ),
@@ -385,5 +401,31 @@ async fn a_rank_nobody_listens_for_is_given_up() {
     assert!(
         dead,
         "a refused give-up is hard evidence: the core presumes rank 2 dead"
+    );
+}
+
+/// An event caused by a frame carries the frame's arrival time, not that of an earlier input:
+/// node 0 idles for 300 ms after its link came up, then an xcast from node 1 reaches it.
+#[tokio::test]
+async fn an_event_carries_the_time_of_its_frame() {
+    let mut nodes = cluster(2, &[0, 1], &DriverConfig::default());
+    let up = until(&mut nodes[0], |o| matches!(o, Output::LinkUp { .. })).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let before = nodes[0].handle.command(|_, now| now).await.expect("now");
+    assert!(before.saturating_since(up.at()) >= Duration::from_millis(300).into());
+    nodes[1]
+        .handle
+        .xcast(16, Bytes::from_static(b"late"))
+        .await
+        .expect("xcast");
+    let delivered = until(&mut nodes[0], |o| {
+        matches!(o.event(), Some(Event::Xcast(XcastEvent::Delivered { .. })))
+    })
+    .await;
+    let after = nodes[0].handle.command(|_, now| now).await.expect("now");
+    let at = delivered.at();
+    assert!(
+        before <= at && at <= after,
+        "delivered at {at}, sent between {before} and {after}"
     );
 }

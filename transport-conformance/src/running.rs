@@ -31,7 +31,7 @@ impl TestNode for RunningNode {
     fn try_next(&mut self) -> Option<Observed> {
         loop {
             return match self.outputs.try_recv().ok()? {
-                Output::Event(e) => Some(Observed::Event(e)),
+                Output::Event { event: e, .. } => Some(Observed::Event(e)),
                 Output::LinkUp { peer, .. } => Some(Observed::LinkUp(peer)),
                 Output::LinkDown { peer, .. } => Some(Observed::LinkDown(peer)),
                 _ => continue,

@@ -48,9 +48,10 @@ pub struct TcpConfig {
     pub queue_hard_bytes: usize,
     /// Inputs handled per wake of the driver before it yields to other tasks.
     pub max_inputs_per_wake: usize,
-    /// Outputs ([`Output`](crate::Output)) buffered for the application. While more than this
-    /// wait, the driver stops reading data-class frames (control frames, timers and link changes
-    /// still run); past four times this, outputs are dropped and counted.
+    /// Outputs ([`Output`](crate::Output)) buffered for the application: the channel's capacity,
+    /// and the count waiting in the driver beyond it at which the driver stops reading
+    /// data-class frames and refuses commands (control frames, timers and link changes still
+    /// run). No output is ever dropped.
     pub output_buffer: usize,
     /// Whole frames buffered from socket readers to the driver, per traffic class (readers hand
     /// them over in batches of up to 64, one read's worth; the bound is kept in whole batches,

@@ -21,7 +21,7 @@
 //! let mut tcp = spawn(node, book, key, TcpConfig::default(), listener);
 //! tcp.handle.xcast(16, "hello".into()).await?;
 //! while let Some(out) = tcp.outputs.recv().await {
-//!     if let Output::Event(e) = out { println!("{e:?}"); }
+//!     if let Output::Event { event: e, .. } = out { println!("{e:?}"); }
 //! }
 //! # Ok(()) }
 //! ```
@@ -93,10 +93,11 @@
 //!   the peer is not reading, and its link is closed and reported down
 //!   ([`DownReason::Overflow`]). Socket reads are never paused for send-queue pressure, so two
 //!   nodes sending to each other cannot deadlock.
-//! - **Outputs** to the application go through a channel of `output_buffer` entries plus an
-//!   overflow buffer. While more than `output_buffer` outputs wait, the driver stops reading data
-//!   frames (TCP flow control then slows the senders); control frames, timers and link changes
-//!   still run. Past four times `output_buffer`, outputs are dropped and counted.
+//! - **Outputs** to the application go through a channel of `output_buffer` entries plus a
+//!   buffer in the driver, and none is ever dropped. While `output_buffer` outputs wait in the
+//!   driver, it stops reading data frames (TCP flow control, the RELM windows and xcast flow
+//!   control then slow the senders) and refuses commands
+//!   ([`TransportError::OutputsFull`]); control frames, timers and link changes still run.
 //! - **Frames in** travel from socket readers to the driver through bounded channels (one per
 //!   class), so a slow driver slows the readers and TCP flow control pushes back on the peer.
 //!

@@ -60,7 +60,7 @@ async fn simultaneous_dials_settle() {
                 Some(o) = n1.outputs.recv() => match o {
                     Output::LinkUp { .. } => ups[1] += 1,
                     Output::LinkDown { .. } => panic!("round {round}: link down at 1: {o:?}"),
-                    Output::Event(Event::Flood(FloodEvent::Delivered { .. })) => delivered += 1,
+                    Output::Event { event: Event::Flood(FloodEvent::Delivered { .. }), .. } => delivered += 1,
                     _ => {}
                 },
                 () = tokio::time::sleep(Duration::from_millis(10)) => {}

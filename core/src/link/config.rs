@@ -73,11 +73,17 @@ impl LinkConfig {
             .min(self.backoff_max)
     }
 
+    /// Whether a refused dial is evidence that the peer is gone: it was connected before
+    /// (`met`), or `startup_grace` is over. Otherwise it may still be starting.
+    pub(crate) fn refusal_counts(&self, met: bool, since_start: Duration) -> bool {
+        met || since_start > self.startup_grace
+    }
+
     /// Failures in a row after which a slot gives up: `dial_attempts`, or
-    /// `min(refused_attempts, dial_attempts)` for a refused dial to a peer `met` before (its
-    /// link was up) or once `startup_grace` has passed.
-    pub(crate) fn attempts(&self, refused: bool, met: bool, since_start: Duration) -> u32 {
-        if refused && (met || since_start > self.startup_grace) {
+    /// `min(refused_attempts, dial_attempts)` for a refusal that counts
+    /// ([`Self::refusal_counts`]).
+    pub(crate) fn attempts(&self, counted_refusal: bool) -> u32 {
+        if counted_refusal {
             self.refused_attempts.min(self.dial_attempts)
         } else {
             self.dial_attempts

@@ -25,13 +25,15 @@
 //! - **Back-off**: a failed dial is retried after `backoff_initial`, doubling per consecutive
 //!   failure up to `backoff_max` ([`LinkConfig::backoff`]); a connection resets the count.
 //! - **Give-up**: after `dial_attempts` consecutive failures of one slot the peer is given up:
-//!   its state is forgotten and [`LinkDownReason::Unreachable`] is reported (which is how the core
-//!   learns of a rank that died with its only neighbour, or never started). A
-//!   [refused](DialOutcome::Refused) dial to a peer whose link was up before (a process that
-//!   was running and is gone), or to any peer once the policy has run for `startup_grace`,
-//!   gives up after `min(refused_attempts, dial_attempts)` instead, so a repair that points at
-//!   another dead rank is not held up; a peer never connected may still be starting, and its
-//!   refusals count as ordinary failures within the grace.
+//!   its state is forgotten and [`LinkDownReason::Unreachable`] is reported, or
+//!   [`LinkDownReason::Refused`] when the dial that gave up was refused outright (which is how
+//!   the core learns of a rank that died with its only neighbour, or never started; the policy
+//!   is the one keeper of "refused", and [`DownReason::cause`] says what each is worth as
+//!   evidence). A [refused](DialOutcome::Refused) dial to a peer whose link was up before (a
+//!   process that was running and is gone), or to any peer once the policy has run for
+//!   `startup_grace`, gives up after `min(refused_attempts, dial_attempts)` instead, so a
+//!   repair that points at another dead rank is not held up; a peer never connected may still
+//!   be starting, and its refusals count as ordinary failures within the grace.
 //! - **Tie-break** (simultaneous dials, per slot): the connection dialled by the lower rank
 //!   wins, and the other side is answered [duplicate](AcceptVerdict::Duplicate). A dialer told
 //!   "duplicate" re-dials after `backoff_initial` unless the peer's connection arrives first
@@ -52,7 +54,7 @@ mod tests;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt;
 
-pub use cause::LinkCause;
+pub use cause::{DownReason, LinkCause};
 pub use config::{LinkConfig, LinkConfigError};
 
 use crate::time::Instant;
@@ -107,9 +109,16 @@ pub enum AcceptVerdict {
 /// Why the policy reports a link down.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum LinkDownReason {
-    /// A slot's dials failed `dial_attempts` times in a row (or `refused_attempts` refused dials
-    /// after `startup_grace`). The adapter tells the core, which presumes a tree neighbour dead.
+    /// A slot's dials failed `dial_attempts` times in a row, the last one not refused outright
+    /// (a timeout, a failed handshake) or refused by a peer that may still be starting (never
+    /// connected, within `startup_grace`). The adapter tells the core: soft evidence
+    /// ([`LinkCause::TimedOut`]).
     Unreachable,
+    /// A slot's dials failed `refused_attempts` (at most `dial_attempts`) times in a row, the
+    /// last one [refused](DialOutcome::Refused) outright by a peer that is not starting (its
+    /// link was up before, or `startup_grace` is over): nothing listens at its address. The
+    /// adapter tells the core: hard evidence ([`LinkCause::Refused`]).
+    Refused,
     /// The `alive` predicate of [`LinkPolicy::retain_alive`] rejected the peer: the core already
     /// knows it dead, so the adapter need not tell it again.
     Dead,
@@ -119,6 +128,7 @@ impl fmt::Display for LinkDownReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             Self::Unreachable => "unreachable",
+            Self::Refused => "refused",
             Self::Dead => "dead",
         })
     }
@@ -177,7 +187,7 @@ pub struct LinkStats {
     pub stale_results: u64,
     /// Links reported up ([`LinkAction::LinkUp`]).
     pub links_up: u64,
-    /// Peers given up as unreachable.
+    /// Peers given up ([`LinkDownReason::Unreachable`] or [`LinkDownReason::Refused`]).
     pub gave_up: u64,
 }
 
@@ -369,7 +379,8 @@ impl LinkPolicy {
     /// ignored. A failure of a slot that meanwhile got the peer's connection changes nothing.
     /// Otherwise a failure counts: a re-dial is scheduled after [`LinkConfig::backoff`] (after
     /// `backoff_initial` for [`DialOutcome::Duplicate`]), or, at the attempt limit, the peer is
-    /// forgotten and [`LinkDownReason::Unreachable`] queued.
+    /// forgotten and [`LinkDownReason::Refused`] (this dial was refused by a peer that is not
+    /// starting) or [`LinkDownReason::Unreachable`] (otherwise) queued.
     #[must_use = "a connected dial must be run or dropped"]
     pub fn handle_dial_result(
         &mut self,
@@ -411,21 +422,26 @@ impl LinkPolicy {
                 self.cfg.backoff(failures.saturating_add(1))
             }
         };
-        let limit = self.cfg.attempts(
-            outcome == DialOutcome::Refused,
-            self.met.contains(&peer),
-            now.saturating_since(self.start),
-        );
+        // A refusal from a peer that may still be starting is an ordinary failure, and a
+        // give-up after it is no proof of death (reported unreachable, soft).
+        let counted_refusal = outcome == DialOutcome::Refused
+            && self
+                .cfg
+                .refusal_counts(self.met.contains(&peer), now.saturating_since(self.start));
+        let limit = self.cfg.attempts(counted_refusal);
         let p = self.peer_mut(peer);
         let failures = p.slots[slot].failures.saturating_add(1);
         p.slots[slot].failures = failures;
         if failures >= limit {
             self.forget(peer);
             self.stats.gave_up += 1;
-            self.actions.push_back(LinkAction::LinkDown {
-                peer,
-                reason: LinkDownReason::Unreachable,
-            });
+            let reason = if counted_refusal {
+                LinkDownReason::Refused
+            } else {
+                LinkDownReason::Unreachable
+            };
+            self.actions
+                .push_back(LinkAction::LinkDown { peer, reason });
         } else {
             self.set_dial(peer, slot, DialState::Waiting(now + delay));
         }

@@ -122,8 +122,13 @@ async fn retry<R: Send + 'static>(
 fn floods_at(seen: &[(usize, Output)], at: usize) -> BTreeMap<u64, usize> {
     let mut m = BTreeMap::new();
     for (i, o) in seen {
-        if let (true, Output::Event(Event::Flood(FloodEvent::Delivered { payload, .. }))) =
-            (*i == at, o)
+        if let (
+            true,
+            Output::Event {
+                event: Event::Flood(FloodEvent::Delivered { payload, .. }),
+                ..
+            },
+        ) = (*i == at, o)
         {
             *m.entry(index(payload)).or_insert(0) += 1;
         }
@@ -134,9 +139,10 @@ fn floods_at(seen: &[(usize, Output)], at: usize) -> BTreeMap<u64, usize> {
 fn relm_at(seen: &[(usize, Output)], at: usize) -> Vec<u64> {
     seen.iter()
         .filter_map(|(i, o)| match o {
-            Output::Event(Event::Relm(RelmEvent::Delivered { payload, .. })) if *i == at => {
-                Some(index(payload))
-            }
+            Output::Event {
+                event: Event::Relm(RelmEvent::Delivered { payload, .. }),
+                ..
+            } if *i == at => Some(index(payload)),
             _ => None,
         })
         .collect()
@@ -178,7 +184,13 @@ async fn three_nodes_exchange_exactly_once() {
             && floods_at(s, 2).len() as u64 == N
             && relm_at(s, 2).len() as u64 == N
             && count(s, |o| {
-                matches!(o, Output::Event(Event::Xcast(XcastEvent::Delivered { .. })))
+                matches!(
+                    o,
+                    Output::Event {
+                        event: Event::Xcast(XcastEvent::Delivered { .. }),
+                        ..
+                    }
+                )
             }) >= 150
     })
     .await;
@@ -205,9 +217,10 @@ async fn three_nodes_exchange_exactly_once() {
         let mut xs: Vec<u64> = seen
             .iter()
             .filter_map(|(i, o)| match o {
-                Output::Event(Event::Xcast(XcastEvent::Delivered { payload, .. })) if *i == r => {
-                    Some(index(payload))
-                }
+                Output::Event {
+                    event: Event::Xcast(XcastEvent::Delivered { payload, .. }),
+                    ..
+                } if *i == r => Some(index(payload)),
                 _ => None,
             })
             .collect();
@@ -251,7 +264,13 @@ async fn completions_alone_move_xcast_and_relm_over_the_queue_pairs() {
     };
     let xcasts = |s: &[(usize, Output)]| {
         count(s, |o| {
-            matches!(o, Output::Event(Event::Xcast(XcastEvent::Delivered { .. })))
+            matches!(
+                o,
+                Output::Event {
+                    event: Event::Xcast(XcastEvent::Delivered { .. }),
+                    ..
+                }
+            )
         })
     };
     // Every link up first (one xcast reaches all three), so that no link set-up later polls
@@ -352,9 +371,13 @@ async fn qp_error_mid_stream_relm_exactly_once() {
     assert!(c.fabric.stats().errors >= 1, "the fault never fired");
     assert!(count(&seen, |o| matches!(o, Output::LinkDown { .. })) >= 1);
     assert!(count(&seen, |o| matches!(o, Output::LinkUp { .. })) >= 3);
-    assert!(!seen
-        .iter()
-        .any(|(_, o)| matches!(o, Output::Event(Event::Relm(RelmEvent::Failed { .. })))));
+    assert!(!seen.iter().any(|(_, o)| matches!(
+        o,
+        Output::Event {
+            event: Event::Relm(RelmEvent::Failed { .. }),
+            ..
+        }
+    )));
     for n in &c.nodes {
         assert!(n.connector.plane_stats().opened >= 2, "no new queue pair");
     }
@@ -459,9 +482,13 @@ async fn qp_errors_under_backpressure_relm_exactly_once() {
     );
     assert!(count(&seen, |o| matches!(o, Output::LinkDown { .. })) >= 2);
     assert!(ps.opened >= 3, "not reconnected twice: {ps:?}");
-    assert!(!seen
-        .iter()
-        .any(|(_, o)| matches!(o, Output::Event(Event::Relm(RelmEvent::Failed { .. })))));
+    assert!(!seen.iter().any(|(_, o)| matches!(
+        o,
+        Output::Event {
+            event: Event::Relm(RelmEvent::Failed { .. }),
+            ..
+        }
+    )));
 }
 
 /// A fabric that stops moving: the channel answers `WouldBlock`, frames stay in the driver's
