@@ -51,7 +51,9 @@
 //! (`op`, `origin`, `seq`, `tag`, `payload`), `xcast_completed`, `xcast_root_completed`,
 //! `failure_confirmed` (`epoch`, `ranks`), `view_changed` (`slot`, `parent`), `flood_delivered`,
 //! `relm_delivered` (`src`, `uid`, `tag`, `payload`), `relm_acked` (`dst`, `upto`),
-//! `relm_failed` (`dst`, `first`, `count`), `relm_source_lost`, and the answers to commands.
+//! `relm_failed` (`dst`, `first`, `count`), `relm_source_lost`, and the answers to commands;
+//! last, `stopped` (`reason`: `quit`, `sigterm`, `sigint`, `stdin_eof`, `transport_closed`)
+//! when the node ends on its own terms (an evicted node's last line is `evicted`).
 //!
 //! A node the cluster removes prints one `evicted` line (`epoch`: the failure epoch of the
 //! member that told it, from the core's `MembershipEvent::Evicted`; `null` when it only found
@@ -130,8 +132,31 @@ pub(crate) enum BootstrapKind {
     Env,
 }
 
+/// What `lifeline node --help` says after the options: the stdin commands, the tags they
+/// allow (checked against the core's constants by a test) and how the node stops.
+const NODE_AFTER_HELP: &str = "\
+stdin commands, one per line, each answered by one JSON line on stdout:
+  xcast TAG TEXT      reliable broadcast to every rank (answered `xcast_started` with its seq).
+                      TAG is 1 (wire-up: processed before it is forwarded) or 16..=65535
+                      (application tags); 0 and 2..=15 are reserved for Lifeline's own
+                      broadcasts and refused.
+  relm DST TAG TEXT   reliable message to rank DST (answered `relm_started` with its uid);
+                      TAG is any of 0..=65535.
+  flood TEXT          best-effort flood to every rank (answered `flood_started`).
+  stats               the transport's and the core's counters (answered `stats`).
+  quit                stop.
+
+Stopping: `quit`, SIGTERM, SIGINT (and stdin closing, with --exit-on-stdin-eof) print a last
+line {\"event\":\"stopped\",\"reason\":\"quit\"|\"sigterm\"|\"sigint\"|\"stdin_eof\",...} and
+exit 0. A node the cluster removed prints `evicted` and exits 3.
+
+Under Open MPI keep mpirun from killing the job when one rank dies:
+  mpirun --enable-recovery -np 8 lifeline node --bootstrap env --rendezvous HOST:PORT
+and under Slurm: srun --no-kill -K0 lifeline node --bootstrap env --rendezvous HOST:PORT";
+
 /// Arguments of `lifeline node`.
 #[derive(Debug, Args)]
+#[command(after_help = NODE_AFTER_HELP)]
 pub(crate) struct NodeArgs {
     /// This node's rank (with --peers; --bootstrap takes it from the launcher).
     #[arg(
@@ -494,15 +519,18 @@ async fn bootstrap(
             Ok((j.book, j.me, listener))
         }
         Err(e) => {
-            let missing = match &e {
-                BootstrapError::Missing { missing, .. } => json!(missing),
-                _ => Value::Null,
+            let (missing, wrong_key) = match &e {
+                BootstrapError::Missing {
+                    missing, wrong_key, ..
+                } => (json!(missing), json!(wrong_key)),
+                _ => (Value::Null, Value::Null),
             };
             p.line(
                 Instant::ZERO,
                 "bootstrap_failed",
                 json!({"launcher": env.launcher.name(), "size": env.size, "rendezvous": rv,
-                       "ms": ms(), "missing": missing, "error": e.to_string()}),
+                       "ms": ms(), "missing": missing, "wrong_key": wrong_key,
+                       "error": e.to_string()}),
             );
             Err(CliError::Failed(format!(
                 "bootstrap ({} rank {} of {}): {e}",
@@ -632,6 +660,10 @@ pub(crate) fn run(args: &NodeArgs) -> Result<(), CliError> {
         // Set when this rank's own slot left its view: the core's `Evicted` event (with the
         // epoch) is awaited until then.
         let mut view_lost: Option<tokio::time::Instant> = None;
+        let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .map_err(|e| CliError::Failed(format!("installing the SIGTERM handler: {e}")))?;
+        // Why the loop ended, for the last line (`stopped`); an eviction prints `evicted`.
+        let mut stop_reason = "transport_closed";
         loop {
             tokio::select! {
                 out = tcp.outputs.recv() => {
@@ -668,12 +700,14 @@ pub(crate) fn run(args: &NodeArgs) -> Result<(), CliError> {
                 line = stdin.next_line(), if stdin_open => match line {
                     Ok(Some(l)) => {
                         if !command(&tcp.handle, extra.as_ref(), &p, &l).await {
+                            stop_reason = "quit";
                             break;
                         }
                     }
                     _ => {
                         stdin_open = false;
                         if args.exit_on_stdin_eof {
+                            stop_reason = "stdin_eof";
                             break;
                         }
                     }
@@ -685,7 +719,14 @@ pub(crate) fn run(args: &NodeArgs) -> Result<(), CliError> {
                     evicted = true;
                     break;
                 }
-                _ = tokio::signal::ctrl_c() => break,
+                _ = tokio::signal::ctrl_c() => {
+                    stop_reason = "sigint";
+                    break;
+                }
+                _ = sigterm.recv() => {
+                    stop_reason = "sigterm";
+                    break;
+                }
             }
         }
         tcp.handle.shutdown().await;
@@ -693,6 +734,7 @@ pub(crate) fn run(args: &NodeArgs) -> Result<(), CliError> {
         if evicted {
             return Err(CliError::Evicted(format!("rank {} was evicted", me.0)));
         }
+        p.line(last_now, "stopped", json!({ "reason": stop_reason }));
         Ok(())
     });
     // Not waiting for the blocking stdin reader: an evicted node exits at once even while
@@ -821,4 +863,22 @@ async fn command(h: &Handle, extra: Option<&ExtraStats>, p: &Printer, line: &str
         ),
     }
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::NODE_AFTER_HELP;
+    use lifeline_core::xcast::{FIRST_APP_TAG, TAG_WIREUP};
+
+    /// `--help` states the core's own tag rule (`Node::xcast` refuses the others).
+    #[test]
+    fn help_states_the_core_tag_rule() {
+        for needle in [
+            format!("TAG is {TAG_WIREUP} (wire-up"),
+            format!("or {FIRST_APP_TAG}..=65535"),
+            format!("0 and 2..={} are reserved", FIRST_APP_TAG - 1),
+        ] {
+            assert!(NODE_AFTER_HELP.contains(&needle), "{needle:?}");
+        }
+    }
 }
