@@ -45,8 +45,11 @@
 //! cluster reads the same file). Without `--key-file`, the secret is taken from the
 //! `LIFELINE_CLUSTER_KEY` environment variable.
 //!
-//! stdout is one JSON object per line, each with `event`, `rank`, `t_ms` (wall clock, ms since
-//! the Unix epoch, for comparing processes) and `now_ms` (the node's protocol clock):
+//! stdout is one JSON object per line, written by a thread of its own through a bounded queue
+//! (`node_out`: a slow or stalled reader never stops the event loop or the heartbeats; when the
+//! queue is full the loop waits, back-pressuring the data class, and no line is ever dropped),
+//! each with `event`, `rank`, `t_ms` (wall clock, ms since the Unix epoch, for comparing
+//! processes) and `now_ms` (the node's protocol clock):
 //! `listening` first, then `link_up`, `link_down` (`peer`, `reason`), `xcast_delivered`
 //! (`op`, `origin`, `seq`, `tag`, `payload`), `xcast_completed`, `xcast_root_completed`,
 //! `failure_confirmed` (`epoch`, `ranks`), `view_changed` (`slot`, `parent`), `flood_delivered`,
@@ -68,18 +71,18 @@
 //!
 //! stdin takes commands, one per line: `xcast TAG TEXT` (answered `xcast_started` with its
 //! `seq`, or `error`), `relm DST TAG TEXT` (a reliable message to rank DST; answered
-//! `relm_started` with its `uid`, or `error`), `flood TEXT`, `stats` (answered `stats` with the adapter's and the core's
-//! counters, with `--transport quic` the QUIC endpoint's own, `quic`: each refusal reason
+//! `relm_started` with its `uid`, or `error`), `flood TEXT`, `stats` (answered `stats` with the
+//! adapter's and the core's counters, `stdout.queue_waits` (lines that waited for room in the
+//! stdout queue), with `--transport quic` the QUIC endpoint's own, `quic`: each refusal reason
 //! apart, where the adapter's `handshakes_refused` is their sum, and with `--transport
 //! tcp+rdma` the data plane's, `rdma`: queue pairs opened, frames over them, back-pressure,
-//! completion-channel events), `quit`. With `--exit-on-stdin-eof` the node also stops when stdin closes, so a
-//! supervisor that dies takes its nodes with it.
+//! completion-channel events), `quit`. With `--exit-on-stdin-eof` the node also stops when
+//! stdin closes, so a supervisor that dies takes its nodes with it.
 
 use lifeline_core::FloodEvent;
 use lifeline_core::MembershipEvent;
 use lifeline_core::RelmEvent;
 use lifeline_core::XcastEvent;
-use std::io::Write;
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -95,6 +98,7 @@ use lifeline_transport_tcp::{spawn, AddressBook, ClusterKey, Handle, Output, Tcp
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
+use crate::node_out::{self, Printer};
 use crate::CliError;
 
 /// The transport of a `lifeline cluster`'s nodes.
@@ -249,30 +253,6 @@ pub(crate) fn wall_ms() -> f64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64() * 1e3)
-}
-
-struct Printer {
-    rank: u32,
-}
-
-impl Printer {
-    /// Prints one JSON line (flushed, so a supervisor sees it at once). A closed stdout ends
-    /// the process quietly.
-    fn line(&self, now: Instant, event: &str, mut fields: Value) {
-        if let Value::Object(m) = &mut fields {
-            m.insert("event".into(), json!(event));
-            m.insert("rank".into(), json!(self.rank));
-            m.insert("t_ms".into(), json!(wall_ms()));
-            m.insert("now_ms".into(), json!(now.as_nanos() as f64 / 1e6));
-        }
-        let mut out = std::io::stdout().lock();
-        if writeln!(out, "{fields}")
-            .and_then(|()| out.flush())
-            .is_err()
-        {
-            std::process::exit(0);
-        }
-    }
 }
 
 fn text(payload: &Bytes) -> Value {
@@ -515,7 +495,8 @@ async fn bootstrap(
                 json!({"launcher": env.launcher.name(), "size": env.size, "rendezvous": rv,
                        "addr": j.me.to_string(), "ms": ms(),
                        "refused": j.refused.map(|r| r.total())}),
-            );
+            )
+            .await;
             Ok((j.book, j.me, listener))
         }
         Err(e) => {
@@ -531,7 +512,8 @@ async fn bootstrap(
                 json!({"launcher": env.launcher.name(), "size": env.size, "rendezvous": rv,
                        "ms": ms(), "missing": missing, "wrong_key": wrong_key,
                        "error": e.to_string()}),
-            );
+            )
+            .await;
             Err(CliError::Failed(format!(
                 "bootstrap ({} rank {} of {}): {e}",
                 env.launcher, env.rank, env.size
@@ -584,8 +566,11 @@ pub(crate) fn run(args: &NodeArgs) -> Result<(), CliError> {
         .enable_all()
         .build()
         .map_err(|e| CliError::Failed(format!("starting the runtime: {e}")))?;
+    // stdout through a bounded queue and a writer thread (see `node_out`).
+    let (p, writer) = node_out::start(me.0)
+        .map_err(|e| CliError::Failed(format!("starting the stdout writer: {e}")))?;
     let result = rt.block_on(async move {
-        let p = Printer { rank: me.0 };
+        let p = p;
         let (book, addr, start) = match (source, secret, identity) {
             (Source::Bootstrap(env, rv), Some(secret), _) => {
                 let (book, addr, listener) = bootstrap(args, &p, &env, &rv, &secret).await?;
@@ -622,7 +607,8 @@ pub(crate) fn run(args: &NodeArgs) -> Result<(), CliError> {
             "listening",
             json!({"addr": addr.to_string(), "pid": std::process::id(), "span": span,
                    "radix": args.radix}),
-        );
+        )
+        .await;
         // The transport's own counters for `stats`: QUIC's endpoint (each refusal reason
         // apart) here, the RDMA data plane's once its node exists.
         #[cfg_attr(not(feature = "rdma"), allow(unused_mut))]
@@ -671,7 +657,7 @@ pub(crate) fn run(args: &NodeArgs) -> Result<(), CliError> {
                     match out {
                         Output::Event(e) => {
                             let (name, v) = event_json(&e);
-                            p.line(last_now, name, v);
+                            p.line(last_now, name, v).await;
                             if matches!(&e, Event::Membership(MembershipEvent::Evicted { .. })) {
                                 // The cluster removed this rank; a departed rank never comes
                                 // back, so it stops.
@@ -687,12 +673,12 @@ pub(crate) fn run(args: &NodeArgs) -> Result<(), CliError> {
                         }
                         Output::LinkUp { peer, at } => {
                             last_now = at;
-                            p.line(at, "link_up", json!({"peer": peer.0}));
+                            p.line(at, "link_up", json!({"peer": peer.0})).await;
                         }
                         Output::LinkDown { peer, at, reason } => {
                             last_now = at;
                             p.line(at, "link_down",
-                                   json!({"peer": peer.0, "reason": reason.to_string()}));
+                                   json!({"peer": peer.0, "reason": reason.to_string()})).await;
                         }
                         _ => {}
                     }
@@ -715,7 +701,7 @@ pub(crate) fn run(args: &NodeArgs) -> Result<(), CliError> {
                 () = sleep_until_some(view_lost) => {
                     // Presumed dead without being told (no `Evicted` event): stops all the same.
                     tracing::debug!(rank = me.0, "own slot left the view: stopping");
-                    p.line(last_now, "evicted", json!({ "epoch": null }));
+                    p.line(last_now, "evicted", json!({ "epoch": null })).await;
                     evicted = true;
                     break;
                 }
@@ -734,12 +720,15 @@ pub(crate) fn run(args: &NodeArgs) -> Result<(), CliError> {
         if evicted {
             return Err(CliError::Evicted(format!("rank {} was evicted", me.0)));
         }
-        p.line(last_now, "stopped", json!({ "reason": stop_reason }));
+        p.line(last_now, "stopped", json!({ "reason": stop_reason }))
+            .await;
         Ok(())
     });
     // Not waiting for the blocking stdin reader: an evicted node exits at once even while
     // its supervisor keeps stdin open (dropping the runtime would wait for the next line).
     rt.shutdown_background();
+    // The printer went with the finished future: every queued line out, the last included.
+    writer.finish();
     result
 }
 
@@ -801,13 +790,13 @@ async fn command(h: &Handle, extra: Option<&ExtraStats>, p: &Printer, line: &str
         "xcast" => {
             let (tag, body) = rest.trim().split_once(' ').unwrap_or((rest.trim(), ""));
             let Ok(tag) = tag.parse::<u16>() else {
-                p.line(now, "error", json!({"command": line, "message": "usage: xcast TAG TEXT"}));
+                p.line(now, "error", json!({"command": line, "message": "usage: xcast TAG TEXT"})).await;
                 return true;
             };
             let payload = Bytes::copy_from_slice(body.as_bytes());
             match h.xcast(tag, payload).await {
-                Ok(seq) => p.line(now, "xcast_started", json!({"seq": seq, "tag": tag, "payload": body})),
-                Err(e) => p.line(now, "error", json!({"command": line, "message": e.to_string()})),
+                Ok(seq) => p.line(now, "xcast_started", json!({"seq": seq, "tag": tag, "payload": body})).await,
+                Err(e) => p.line(now, "error", json!({"command": line, "message": e.to_string()})).await,
             }
         }
         "relm" => {
@@ -816,7 +805,7 @@ async fn command(h: &Handle, extra: Option<&ExtraStats>, p: &Printer, line: &str
             let tag = parts.next().and_then(|t| t.parse::<u16>().ok());
             let body = parts.next().unwrap_or("").to_string();
             let (Some(dst), Some(tag)) = (dst, tag) else {
-                p.line(now, "error", json!({"command": line, "message": "usage: relm DST TAG TEXT"}));
+                p.line(now, "error", json!({"command": line, "message": "usage: relm DST TAG TEXT"})).await;
                 return true;
             };
             let payload = Bytes::copy_from_slice(body.as_bytes());
@@ -825,17 +814,17 @@ async fn command(h: &Handle, extra: Option<&ExtraStats>, p: &Printer, line: &str
                     now,
                     "relm_started",
                     json!({"dst": dst, "uid": uid.get(), "tag": tag, "payload": body}),
-                ),
-                Ok(Err(e)) => p.line(now, "error", json!({"command": line, "message": e.to_string()})),
-                Err(e) => p.line(now, "error", json!({"command": line, "message": e.to_string()})),
+                ).await,
+                Ok(Err(e)) => p.line(now, "error", json!({"command": line, "message": e.to_string()})).await,
+                Err(e) => p.line(now, "error", json!({"command": line, "message": e.to_string()})).await,
             }
         }
         "flood" => {
             let payload = Bytes::copy_from_slice(rest.as_bytes());
             match h.command(move |n, now| n.flood(now, payload)).await {
-                Ok(Ok(id)) => p.line(now, "flood_started", json!({"id": id})),
-                Ok(Err(e)) => p.line(now, "error", json!({"command": line, "message": e.to_string()})),
-                Err(e) => p.line(now, "error", json!({"command": line, "message": e.to_string()})),
+                Ok(Ok(id)) => p.line(now, "flood_started", json!({"id": id})).await,
+                Ok(Err(e)) => p.line(now, "error", json!({"command": line, "message": e.to_string()})).await,
+                Err(e) => p.line(now, "error", json!({"command": line, "message": e.to_string()})).await,
             }
         }
         "stats" => {
@@ -846,7 +835,8 @@ async fn command(h: &Handle, extra: Option<&ExtraStats>, p: &Printer, line: &str
                 .into_iter()
                 .map(|(k, v)| (k.to_string(), json!(v)))
                 .collect();
-            let mut v = json!({"transport": transport, "core": core_stats_json(&core)});
+            let mut v = json!({"transport": transport, "core": core_stats_json(&core),
+                               "stdout": {"queue_waits": p.waits()}});
             if let Some((key, snapshot)) = extra {
                 let fields: serde_json::Map<String, Value> = snapshot()
                     .into_iter()
@@ -854,13 +844,13 @@ async fn command(h: &Handle, extra: Option<&ExtraStats>, p: &Printer, line: &str
                     .collect();
                 v[*key] = Value::Object(fields);
             }
-            p.line(now, "stats", v);
+            p.line(now, "stats", v).await;
         }
         _ => p.line(
             now,
             "error",
             json!({"command": line, "message": "commands: xcast TAG TEXT | relm DST TAG TEXT | flood TEXT | stats | quit"}),
-        ),
+        ).await,
     }
     true
 }
