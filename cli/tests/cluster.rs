@@ -7,6 +7,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+mod common;
+
 fn lifeline() -> Command {
     Command::new(env!("CARGO_BIN_EXE_lifeline"))
 }
@@ -191,12 +193,7 @@ fn cluster_cleans_up_on_ctrl_c() {
 fn node_takes_commands_and_refuses_bad_input() {
     let dir = std::env::temp_dir().join(format!("lifeline-node-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let ports: Vec<u16> = (0..2)
-        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
-        .collect::<Vec<_>>()
-        .iter()
-        .map(|l| l.local_addr().unwrap().port())
-        .collect();
+    let ports = common::free_ports(2);
     let peers = dir.join("peers");
     std::fs::write(
         &peers,

@@ -120,11 +120,7 @@ fn eight_ranks_under_mpirun_form_survive_a_kill_and_keep_delivering() {
     let Some(mpirun) = common::tool(TEST, common::MPIRUN) else {
         return;
     };
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = common::free_ports(1)[0];
     let rendezvous = format!("127.0.0.1:{port}");
     let mut child = Command::new(mpirun)
         .args([

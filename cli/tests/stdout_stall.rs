@@ -18,6 +18,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+mod common;
+
 const XCASTS: usize = 4000;
 const STALL: Duration = Duration::from_secs(10);
 
@@ -132,12 +134,7 @@ fn temp_dir() -> PathBuf {
 #[test]
 fn a_node_whose_stdout_is_unread_for_10s_is_not_removed_and_loses_nothing() {
     let dir = temp_dir();
-    let ports: Vec<u16> = (0..3)
-        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
-        .collect::<Vec<_>>()
-        .iter()
-        .map(|l| l.local_addr().unwrap().port())
-        .collect();
+    let ports = common::free_ports(3);
     let peers = dir.join("peers");
     let book: String = (0..3)
         .map(|r| format!("{r} 127.0.0.1:{}\n", ports[r]))

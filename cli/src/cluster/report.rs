@@ -248,6 +248,24 @@ pub(super) fn report(
         }
         write_stdout(|o| writeln!(o, "{v}"))?;
     } else {
+        // Who noticed death `r` first and when every survivor confirmed it, after `from`.
+        let timing = |r: u32, from: &str, out: &mut dyn std::io::Write| -> std::io::Result<()> {
+            match detect.get(&r).copied().flatten() {
+                Some((d, by)) => writeln!(
+                    out,
+                    "  rank {r}: rank {by} noticed first, {d:.1} ms after {from}"
+                )?,
+                None => writeln!(out, "  rank {r}: NOBODY noticed")?,
+            }
+            match repair.get(&r).copied().flatten() {
+                Some(ms) => writeln!(
+                    out,
+                    "  rank {r}: confirmed dead at all {} survivors {ms:.1} ms after {from}",
+                    survivors.len()
+                ),
+                None => writeln!(out, "  rank {r}: not confirmed dead at every survivor"),
+            }
+        };
         write_stdout(|out| {
             for f in &o.net {
                 match (f.applied, f.removed_ms) {
@@ -276,21 +294,7 @@ pub(super) fn report(
                     "  killed rank {r} with SIGKILL {} ms into the workload",
                     killed_at_ms.get(r).copied().unwrap_or(0)
                 )?;
-                match detect[r] {
-                    Some((d, by)) => writeln!(
-                        out,
-                        "  rank {r}: rank {by} noticed first, {d:.1} ms after the kill"
-                    )?,
-                    None => writeln!(out, "  rank {r}: NOBODY noticed")?,
-                }
-                match repair[r] {
-                    Some(ms) => writeln!(
-                        out,
-                        "  rank {r}: confirmed dead at all {} survivors {ms:.1} ms after the kill",
-                        survivors.len()
-                    )?,
-                    None => writeln!(out, "  rank {r}: not confirmed dead at every survivor")?,
-                }
+                timing(*r, "the kill", out)?;
             }
             for g in deaths.iter().filter(|g| g.cause != "killed") {
                 let r = g.rank;
@@ -301,21 +305,7 @@ pub(super) fn report(
                     g.at_ms,
                     exit_words(g.status)
                 )?;
-                match detect.get(&r).copied().flatten() {
-                    Some((d, by)) => writeln!(
-                        out,
-                        "  rank {r}: rank {by} noticed first, {d:.1} ms after the exit"
-                    )?,
-                    None => writeln!(out, "  rank {r}: NOBODY noticed")?,
-                }
-                match repair.get(&r).copied().flatten() {
-                    Some(ms) => writeln!(
-                        out,
-                        "  rank {r}: confirmed dead at all {} survivors {ms:.1} ms after the exit",
-                        survivors.len()
-                    )?,
-                    None => writeln!(out, "  rank {r}: not confirmed dead at every survivor")?,
-                }
+                timing(r, "the exit", out)?;
             }
             for g in &evicted {
                 let told = match (g.told_ms, g.epoch) {

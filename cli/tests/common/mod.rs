@@ -1,5 +1,5 @@
-//! What the `lifeline-cli` tests that need a system tool share: whether the tool (and root,
-//! where it needs root) is here.
+//! What the `lifeline-cli` tests share: whether a system tool they need (and root, where it
+//! needs root) is here, and free loopback ports.
 //!
 //! A test that cannot run here prints ONE line to the terminal (not captured by the test
 //! harness, so it shows under a plain `cargo test`), `SKIPPED <test>: needs <what> (Debian
@@ -100,4 +100,14 @@ pub(crate) fn skip(test: &str, tool: Tool, why: &str) {
         tool.require_var
     );
     let _ = std::io::stderr().lock().write_all(line.as_bytes());
+}
+
+/// `n` loopback ports that were free a moment ago (bound to `127.0.0.1:0`, then released).
+pub(crate) fn free_ports(n: usize) -> Vec<u16> {
+    let held: Vec<std::net::TcpListener> = (0..n)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0"))
+        .collect();
+    held.iter()
+        .map(|l| l.local_addr().expect("local address").port())
+        .collect()
 }
