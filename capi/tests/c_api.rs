@@ -40,6 +40,18 @@ fn header_is_current() {
     );
 }
 
+/// Skips `test` for `why` with one line to the terminal (not captured by the harness), or fails
+/// it when `var` is `1` (`.ci/run` sets it once it has installed the package).
+fn skip(test: &str, why: &str, var: &str) {
+    use std::io::Write;
+    if std::env::var(var).is_ok_and(|v| v == "1") {
+        panic!("{test}: {why}, and {var}=1 forbids skipping");
+    }
+    // In one write, straight to the terminal: the harness captures only the print macros.
+    let line = format!("SKIPPED {test}: {why} (set {var}=1 to make this a failure)\n");
+    let _ = std::io::stderr().lock().write_all(line.as_bytes());
+}
+
 fn compiler(cpp: bool) -> Command {
     common::compiler(cpp, 0)
 }
@@ -116,7 +128,12 @@ fn c_programs_run_under_sanitizers() {
     let dir = out_dir("sanitized");
     let flags = ["-fsanitize=address,undefined", "-fno-omit-frame-pointer"];
     if !can_link(&flags, &dir) {
-        println!("note: the C compiler cannot link -fsanitize=address,undefined: skipped");
+        skip(
+            "c_programs_run_under_sanitizers",
+            "the C compiler cannot link -fsanitize=address,undefined: install the Debian \
+             packages libasan8 and libubsan1 (gcc's, `.ci/run` does, as root)",
+            "LIFELINE_REQUIRE_SANITIZERS",
+        );
         return;
     }
     for p in PROGRAMS {
@@ -143,7 +160,11 @@ fn header_compiles_as_cpp17() {
         .output()
         .is_err()
     {
-        println!("note: no C++ compiler found: the C++17 header check is skipped");
+        skip(
+            "header_compiles_as_cpp17",
+            "needs a C++ compiler (`c++`): install the Debian package g++ (`.ci/run` does, as root)",
+            "LIFELINE_REQUIRE_CXX",
+        );
         return;
     }
     let out = cmd

@@ -45,13 +45,18 @@
 //! cluster reads the same file). Without `--key-file`, the secret is taken from the
 //! `LIFELINE_CLUSTER_KEY` environment variable.
 //!
-//! stdout is one JSON object per line, each with `event`, `rank`, `t_ms` (wall clock, ms since
-//! the Unix epoch, for comparing processes) and `now_ms` (the node's protocol clock):
+//! stdout is one JSON object per line, written by a thread of its own through a bounded queue
+//! (`node_out`: a slow or stalled reader never stops the event loop or the heartbeats; when the
+//! queue is full the loop waits, back-pressuring the data class, and no line is ever dropped),
+//! each with `event`, `rank`, `t_ms` (wall clock, ms since the Unix epoch, for comparing
+//! processes) and `now_ms` (the node's protocol clock):
 //! `listening` first, then `link_up`, `link_down` (`peer`, `reason`), `xcast_delivered`
 //! (`op`, `origin`, `seq`, `tag`, `payload`), `xcast_completed`, `xcast_root_completed`,
 //! `failure_confirmed` (`epoch`, `ranks`), `view_changed` (`slot`, `parent`), `flood_delivered`,
 //! `relm_delivered` (`src`, `uid`, `tag`, `payload`), `relm_acked` (`dst`, `upto`),
-//! `relm_failed` (`dst`, `first`, `count`), `relm_source_lost`, and the answers to commands.
+//! `relm_failed` (`dst`, `first`, `count`), `relm_source_lost`, and the answers to commands;
+//! last, `stopped` (`reason`: `quit`, `sigterm`, `sigint`, `stdin_eof`, `transport_closed`)
+//! when the node ends on its own terms (an evicted node's last line is `evicted`).
 //!
 //! A node the cluster removes prints one `evicted` line (`epoch`: the failure epoch of the
 //! member that told it, from the core's `MembershipEvent::Evicted`; `null` when it only found
@@ -66,18 +71,18 @@
 //!
 //! stdin takes commands, one per line: `xcast TAG TEXT` (answered `xcast_started` with its
 //! `seq`, or `error`), `relm DST TAG TEXT` (a reliable message to rank DST; answered
-//! `relm_started` with its `uid`, or `error`), `flood TEXT`, `stats` (answered `stats` with the adapter's and the core's
-//! counters, with `--transport quic` the QUIC endpoint's own, `quic`: each refusal reason
+//! `relm_started` with its `uid`, or `error`), `flood TEXT`, `stats` (answered `stats` with the
+//! adapter's and the core's counters, `stdout.queue_waits` (lines that waited for room in the
+//! stdout queue), with `--transport quic` the QUIC endpoint's own, `quic`: each refusal reason
 //! apart, where the adapter's `handshakes_refused` is their sum, and with `--transport
 //! tcp+rdma` the data plane's, `rdma`: queue pairs opened, frames over them, back-pressure,
-//! completion-channel events), `quit`. With `--exit-on-stdin-eof` the node also stops when stdin closes, so a
-//! supervisor that dies takes its nodes with it.
+//! completion-channel events), `quit`. With `--exit-on-stdin-eof` the node also stops when
+//! stdin closes, so a supervisor that dies takes its nodes with it.
 
 use lifeline_core::FloodEvent;
 use lifeline_core::MembershipEvent;
 use lifeline_core::RelmEvent;
 use lifeline_core::XcastEvent;
-use std::io::Write;
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -93,6 +98,7 @@ use lifeline_transport_tcp::{spawn, AddressBook, ClusterKey, Handle, Output, Tcp
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
+use crate::node_out::{self, Printer};
 use crate::CliError;
 
 /// The transport of a `lifeline cluster`'s nodes.
@@ -130,8 +136,31 @@ pub(crate) enum BootstrapKind {
     Env,
 }
 
+/// What `lifeline node --help` says after the options: the stdin commands, the tags they
+/// allow (checked against the core's constants by a test) and how the node stops.
+const NODE_AFTER_HELP: &str = "\
+stdin commands, one per line, each answered by one JSON line on stdout:
+  xcast TAG TEXT      reliable broadcast to every rank (answered `xcast_started` with its seq).
+                      TAG is 1 (wire-up: processed before it is forwarded) or 16..=65535
+                      (application tags); 0 and 2..=15 are reserved for Lifeline's own
+                      broadcasts and refused.
+  relm DST TAG TEXT   reliable message to rank DST (answered `relm_started` with its uid);
+                      TAG is any of 0..=65535.
+  flood TEXT          best-effort flood to every rank (answered `flood_started`).
+  stats               the transport's and the core's counters (answered `stats`).
+  quit                stop.
+
+Stopping: `quit`, SIGTERM, SIGINT (and stdin closing, with --exit-on-stdin-eof) print a last
+line {\"event\":\"stopped\",\"reason\":\"quit\"|\"sigterm\"|\"sigint\"|\"stdin_eof\",...} and
+exit 0. A node the cluster removed prints `evicted` and exits 3.
+
+Under Open MPI keep mpirun from killing the job when one rank dies:
+  mpirun --enable-recovery -np 8 lifeline node --bootstrap env --rendezvous HOST:PORT
+and under Slurm: srun --no-kill -K0 lifeline node --bootstrap env --rendezvous HOST:PORT";
+
 /// Arguments of `lifeline node`.
 #[derive(Debug, Args)]
+#[command(after_help = NODE_AFTER_HELP)]
 pub(crate) struct NodeArgs {
     /// This node's rank (with --peers; --bootstrap takes it from the launcher).
     #[arg(
@@ -225,30 +254,6 @@ pub(crate) fn wall_ms() -> f64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64() * 1e3)
-}
-
-struct Printer {
-    rank: u32,
-}
-
-impl Printer {
-    /// Prints one JSON line (flushed, so a supervisor sees it at once). A closed stdout ends
-    /// the process quietly.
-    fn line(&self, now: Instant, event: &str, mut fields: Value) {
-        if let Value::Object(m) = &mut fields {
-            m.insert("event".into(), json!(event));
-            m.insert("rank".into(), json!(self.rank));
-            m.insert("t_ms".into(), json!(wall_ms()));
-            m.insert("now_ms".into(), json!(now.as_nanos() as f64 / 1e6));
-        }
-        let mut out = std::io::stdout().lock();
-        if writeln!(out, "{fields}")
-            .and_then(|()| out.flush())
-            .is_err()
-        {
-            std::process::exit(0);
-        }
-    }
 }
 
 fn text(payload: &Bytes) -> Value {
@@ -491,20 +496,25 @@ async fn bootstrap(
                 json!({"launcher": env.launcher.name(), "size": env.size, "rendezvous": rv,
                        "addr": j.me.to_string(), "ms": ms(),
                        "refused": j.refused.map(|r| r.total())}),
-            );
+            )
+            .await;
             Ok((j.book, j.me, listener))
         }
         Err(e) => {
-            let missing = match &e {
-                BootstrapError::Missing { missing, .. } => json!(missing),
-                _ => Value::Null,
+            let (missing, wrong_key) = match &e {
+                BootstrapError::Missing {
+                    missing, wrong_key, ..
+                } => (json!(missing), json!(wrong_key)),
+                _ => (Value::Null, Value::Null),
             };
             p.line(
                 Instant::ZERO,
                 "bootstrap_failed",
                 json!({"launcher": env.launcher.name(), "size": env.size, "rendezvous": rv,
-                       "ms": ms(), "missing": missing, "error": e.to_string()}),
-            );
+                       "ms": ms(), "missing": missing, "wrong_key": wrong_key,
+                       "error": e.to_string()}),
+            )
+            .await;
             Err(CliError::Failed(format!(
                 "bootstrap ({} rank {} of {}): {e}",
                 env.launcher, env.rank, env.size
@@ -557,8 +567,11 @@ pub(crate) fn run(args: &NodeArgs) -> Result<(), CliError> {
         .enable_all()
         .build()
         .map_err(|e| CliError::Failed(format!("starting the runtime: {e}")))?;
+    // stdout through a bounded queue and a writer thread (see `node_out`).
+    let (p, writer) = node_out::start(me.0)
+        .map_err(|e| CliError::Failed(format!("starting the stdout writer: {e}")))?;
     let result = rt.block_on(async move {
-        let p = Printer { rank: me.0 };
+        let p = p;
         let (book, addr, start) = match (source, secret, identity) {
             (Source::Bootstrap(env, rv), Some(secret), _) => {
                 let (book, addr, listener) = bootstrap(args, &p, &env, &rv, &secret).await?;
@@ -598,7 +611,8 @@ pub(crate) fn run(args: &NodeArgs) -> Result<(), CliError> {
             "listening",
             json!({"addr": addr.to_string(), "pid": std::process::id(), "span": span,
                    "radix": args.radix}),
-        );
+        )
+        .await;
         // The transport's own counters for `stats`: QUIC's endpoint (each refusal reason
         // apart) here, the RDMA data plane's once its node exists.
         #[cfg_attr(not(feature = "rdma"), allow(unused_mut))]
@@ -636,6 +650,10 @@ pub(crate) fn run(args: &NodeArgs) -> Result<(), CliError> {
         // Set when this rank's own slot left its view: the core's `Evicted` event (with the
         // epoch) is awaited until then.
         let mut view_lost: Option<tokio::time::Instant> = None;
+        let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .map_err(|e| CliError::Failed(format!("installing the SIGTERM handler: {e}")))?;
+        // Why the loop ended, for the last line (`stopped`); an eviction prints `evicted`.
+        let mut stop_reason = "transport_closed";
         loop {
             tokio::select! {
                 out = tcp.outputs.recv() => {
@@ -646,7 +664,7 @@ pub(crate) fn run(args: &NodeArgs) -> Result<(), CliError> {
                             // change) that caused the event.
                             last_now = at;
                             let (name, v) = event_json(&e);
-                            p.line(at, name, v);
+                            p.line(at, name, v).await;
                             if matches!(&e, Event::Membership(MembershipEvent::Evicted { .. })) {
                                 // The cluster removed this rank; a departed rank never comes
                                 // back, so it stops.
@@ -662,12 +680,12 @@ pub(crate) fn run(args: &NodeArgs) -> Result<(), CliError> {
                         }
                         Output::LinkUp { peer, at } => {
                             last_now = at;
-                            p.line(at, "link_up", json!({"peer": peer.0}));
+                            p.line(at, "link_up", json!({"peer": peer.0})).await;
                         }
                         Output::LinkDown { peer, at, reason } => {
                             last_now = at;
                             p.line(at, "link_down",
-                                   json!({"peer": peer.0, "reason": reason.to_string()}));
+                                   json!({"peer": peer.0, "reason": reason.to_string()})).await;
                         }
                         _ => {}
                     }
@@ -675,12 +693,14 @@ pub(crate) fn run(args: &NodeArgs) -> Result<(), CliError> {
                 line = stdin.next_line(), if stdin_open => match line {
                     Ok(Some(l)) => {
                         if !command(&tcp.handle, extra.as_ref(), &p, &l).await {
+                            stop_reason = "quit";
                             break;
                         }
                     }
                     _ => {
                         stdin_open = false;
                         if args.exit_on_stdin_eof {
+                            stop_reason = "stdin_eof";
                             break;
                         }
                     }
@@ -688,11 +708,18 @@ pub(crate) fn run(args: &NodeArgs) -> Result<(), CliError> {
                 () = sleep_until_some(view_lost) => {
                     // Presumed dead without being told (no `Evicted` event): stops all the same.
                     tracing::debug!(rank = me.0, "own slot left the view: stopping");
-                    p.line(last_now, "evicted", json!({ "epoch": null }));
+                    p.line(last_now, "evicted", json!({ "epoch": null })).await;
                     evicted = true;
                     break;
                 }
-                _ = tokio::signal::ctrl_c() => break,
+                _ = tokio::signal::ctrl_c() => {
+                    stop_reason = "sigint";
+                    break;
+                }
+                _ = sigterm.recv() => {
+                    stop_reason = "sigterm";
+                    break;
+                }
             }
         }
         tcp.handle.shutdown().await;
@@ -700,11 +727,15 @@ pub(crate) fn run(args: &NodeArgs) -> Result<(), CliError> {
         if evicted {
             return Err(CliError::Evicted(format!("rank {} was evicted", me.0)));
         }
+        p.line(last_now, "stopped", json!({ "reason": stop_reason }))
+            .await;
         Ok(())
     });
     // Not waiting for the blocking stdin reader: an evicted node exits at once even while
     // its supervisor keeps stdin open (dropping the runtime would wait for the next line).
     rt.shutdown_background();
+    // The printer went with the finished future: every queued line out, the last included.
+    writer.finish();
     result
 }
 
@@ -766,13 +797,13 @@ async fn command(h: &Handle, extra: Option<&ExtraStats>, p: &Printer, line: &str
         "xcast" => {
             let (tag, body) = rest.trim().split_once(' ').unwrap_or((rest.trim(), ""));
             let Ok(tag) = tag.parse::<u16>() else {
-                p.line(now, "error", json!({"command": line, "message": "usage: xcast TAG TEXT"}));
+                p.line(now, "error", json!({"command": line, "message": "usage: xcast TAG TEXT"})).await;
                 return true;
             };
             let payload = Bytes::copy_from_slice(body.as_bytes());
             match h.xcast(tag, payload).await {
-                Ok(seq) => p.line(now, "xcast_started", json!({"seq": seq, "tag": tag, "payload": body})),
-                Err(e) => p.line(now, "error", json!({"command": line, "message": e.to_string()})),
+                Ok(seq) => p.line(now, "xcast_started", json!({"seq": seq, "tag": tag, "payload": body})).await,
+                Err(e) => p.line(now, "error", json!({"command": line, "message": e.to_string()})).await,
             }
         }
         "relm" => {
@@ -781,7 +812,7 @@ async fn command(h: &Handle, extra: Option<&ExtraStats>, p: &Printer, line: &str
             let tag = parts.next().and_then(|t| t.parse::<u16>().ok());
             let body = parts.next().unwrap_or("").to_string();
             let (Some(dst), Some(tag)) = (dst, tag) else {
-                p.line(now, "error", json!({"command": line, "message": "usage: relm DST TAG TEXT"}));
+                p.line(now, "error", json!({"command": line, "message": "usage: relm DST TAG TEXT"})).await;
                 return true;
             };
             let payload = Bytes::copy_from_slice(body.as_bytes());
@@ -790,17 +821,17 @@ async fn command(h: &Handle, extra: Option<&ExtraStats>, p: &Printer, line: &str
                     now,
                     "relm_started",
                     json!({"dst": dst, "uid": uid.get(), "tag": tag, "payload": body}),
-                ),
-                Ok(Err(e)) => p.line(now, "error", json!({"command": line, "message": e.to_string()})),
-                Err(e) => p.line(now, "error", json!({"command": line, "message": e.to_string()})),
+                ).await,
+                Ok(Err(e)) => p.line(now, "error", json!({"command": line, "message": e.to_string()})).await,
+                Err(e) => p.line(now, "error", json!({"command": line, "message": e.to_string()})).await,
             }
         }
         "flood" => {
             let payload = Bytes::copy_from_slice(rest.as_bytes());
             match h.command(move |n, now| n.flood(now, payload)).await {
-                Ok(Ok(id)) => p.line(now, "flood_started", json!({"id": id})),
-                Ok(Err(e)) => p.line(now, "error", json!({"command": line, "message": e.to_string()})),
-                Err(e) => p.line(now, "error", json!({"command": line, "message": e.to_string()})),
+                Ok(Ok(id)) => p.line(now, "flood_started", json!({"id": id})).await,
+                Ok(Err(e)) => p.line(now, "error", json!({"command": line, "message": e.to_string()})).await,
+                Err(e) => p.line(now, "error", json!({"command": line, "message": e.to_string()})).await,
             }
         }
         "stats" => {
@@ -811,7 +842,8 @@ async fn command(h: &Handle, extra: Option<&ExtraStats>, p: &Printer, line: &str
                 .into_iter()
                 .map(|(k, v)| (k.to_string(), json!(v)))
                 .collect();
-            let mut v = json!({"transport": transport, "core": core_stats_json(&core)});
+            let mut v = json!({"transport": transport, "core": core_stats_json(&core),
+                               "stdout": {"queue_waits": p.waits()}});
             if let Some((key, snapshot)) = extra {
                 let fields: serde_json::Map<String, Value> = snapshot()
                     .into_iter()
@@ -819,13 +851,31 @@ async fn command(h: &Handle, extra: Option<&ExtraStats>, p: &Printer, line: &str
                     .collect();
                 v[*key] = Value::Object(fields);
             }
-            p.line(now, "stats", v);
+            p.line(now, "stats", v).await;
         }
         _ => p.line(
             now,
             "error",
             json!({"command": line, "message": "commands: xcast TAG TEXT | relm DST TAG TEXT | flood TEXT | stats | quit"}),
-        ),
+        ).await,
     }
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::NODE_AFTER_HELP;
+    use lifeline_core::xcast::{FIRST_APP_TAG, TAG_WIREUP};
+
+    /// `--help` states the core's own tag rule (`Node::xcast` refuses the others).
+    #[test]
+    fn help_states_the_core_tag_rule() {
+        for needle in [
+            format!("TAG is {TAG_WIREUP} (wire-up"),
+            format!("or {FIRST_APP_TAG}..=65535"),
+            format!("0 and 2..={} are reserved", FIRST_APP_TAG - 1),
+        ] {
+            assert!(NODE_AFTER_HELP.contains(&needle), "{needle:?}");
+        }
+    }
 }

@@ -4,7 +4,8 @@
 //! The nodes must find each other through rank 0's rendezvous and form one cluster; a missing
 //! rank must be named by every started process within the bootstrap timeout.
 //!
-//! Needs root and `ip` (iproute2): skipped with a printed reason otherwise. Every namespace
+//! Needs root and `ip` (Debian's iproute2): otherwise skipped with one loud line, or a failure
+//! under `LIFELINE_REQUIRE_NETNS=1` (set by `.ci/run`; see `common`). Every namespace
 //! (and the veth pairs and bridge inside them) is created by the test, uses 10.233.N.0/24
 //! addresses that exist only inside them, and is deleted on every path, as are the child
 //! processes (Drop guards).
@@ -18,17 +19,12 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+mod common;
+
 /// One namespace cluster at a time: the machine may have two cores.
 static SERIAL: Mutex<()> = Mutex::new(());
 
 const KEY: &str = "bootstrap test secret";
-
-/// The effective uid, from `/proc/self/status` (`Uid: real effective saved fs`).
-fn euid() -> Option<u32> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("Uid:"))?;
-    line.split_whitespace().nth(2)?.parse().ok()
-}
 
 fn ip(args: &[&str]) -> bool {
     Command::new("ip")
@@ -49,18 +45,12 @@ struct Hosts {
 impl Hosts {
     /// `None` (with the reason printed) when the test cannot run here.
     fn new(test: &str, n: usize, id: u32) -> Option<Self> {
-        match euid() {
-            Some(0) => {}
-            uid => {
-                eprintln!("{test}: SKIPPED: network namespaces need root (effective uid {uid:?})");
-                return None;
-            }
-        }
+        common::tool(test, common::NETNS)?;
         let tag = std::process::id() % 10_000;
         let prefix = format!("llb{tag}t{id}");
         let bridge = format!("{prefix}br");
         if !ip(&["netns", "add", &bridge]) {
-            eprintln!("{test}: SKIPPED: cannot create a network namespace (is `ip` installed?)");
+            common::skip(test, common::NETNS, "cannot create a network namespace");
             return None;
         }
         let mut hosts = Self {

@@ -7,6 +7,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+mod common;
+
 fn lifeline() -> Command {
     Command::new(env!("CARGO_BIN_EXE_lifeline"))
 }
@@ -191,12 +193,7 @@ fn cluster_cleans_up_on_ctrl_c() {
 fn node_takes_commands_and_refuses_bad_input() {
     let dir = std::env::temp_dir().join(format!("lifeline-node-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let ports: Vec<u16> = (0..2)
-        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
-        .collect::<Vec<_>>()
-        .iter()
-        .map(|l| l.local_addr().unwrap().port())
-        .collect();
+    let ports = common::free_ports(2);
     let peers = dir.join("peers");
     std::fs::write(
         &peers,
@@ -283,7 +280,9 @@ fn node_takes_commands_and_refuses_bad_input() {
 }
 
 /// A rank killed by someone else than the launcher (an outside tester's SIGKILL) is attributed
-/// as a death by itself, with its signal; it is no false positive and the survivors go on.
+/// as a death by itself, with its signal; it is no false positive and the survivors go on. It
+/// is timed like the launcher's own kills, from the exit the launcher observed: rank 1 is
+/// interior (radix 2: 0-{1,2}, 1-{3}), and `detect_ms_max` and `repair_ms_max` are numbers.
 #[test]
 fn cluster_attributes_an_outside_kill() {
     let child = lifeline()
@@ -304,7 +303,7 @@ fn cluster_attributes_an_outside_kill() {
     let mut g = Guard(child);
     let mut lines = BufReader::new(g.0.stdout.take().unwrap()).lines();
     let first: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
-    let pid = first["nodes"][2]["pid"].as_u64().unwrap();
+    let pid = first["nodes"][1]["pid"].as_u64().unwrap();
     // The workload starts 1.5 s after the nodes (their start-up grace); kill halfway through.
     std::thread::sleep(Duration::from_millis(2500));
     let sent = Command::new("kill")
@@ -317,9 +316,16 @@ fn cluster_attributes_an_outside_kill() {
     assert_eq!(r["killed"], serde_json::json!([]), "{r}");
     let deaths = r["deaths"].as_array().unwrap();
     assert_eq!(deaths.len(), 1, "{r}");
-    assert_eq!(deaths[0]["rank"], 2, "{r}");
+    assert_eq!(deaths[0]["rank"], 1, "{r}");
     assert_eq!(deaths[0]["cause"], "exited", "{r}");
     assert_eq!(deaths[0]["signal"], "SIGKILL", "{r}");
+    assert_eq!(deaths[0]["timed_from"], "exit_observed", "{r}");
+    let (detect, repair) = (&deaths[0]["detect_ms"], &deaths[0]["repair_ms"]);
+    assert!(detect.is_f64() && repair.is_f64(), "{r}");
+    assert_eq!(r["detect_ms_max"], *detect, "{r}");
+    assert_eq!(r["repair_ms_max"], *repair, "{r}");
+    // The survivors confirm a SIGKILL (a refused re-dial) in milliseconds.
+    assert!(repair.as_f64().unwrap() < 1000.0, "{r}");
     assert_eq!(r["evicted"], serde_json::json!([]), "{r}");
     assert_eq!(r["false_positives"], 0, "{r}");
     assert_eq!(r["survivors"], 3, "{r}");
@@ -327,6 +333,7 @@ fn cluster_attributes_an_outside_kill() {
     assert_eq!(r["xcast_delivered_exactly_once"], true, "{r}");
     assert_eq!(r["relm_lost"], 0, "{r}");
     assert_eq!(r["relm_duplicates"], 0, "{r}");
+    assert_eq!(r["pass"], true, "{r}");
     assert!(g.0.wait().unwrap().success(), "{r}");
 }
 

@@ -1,7 +1,7 @@
 //! Real fault runs with the heartbeat detector on (the default of `lifeline cluster`): the
 //! process faults (`--stop`, `--kill`) anywhere, the network faults (`--cut`, `--cut-oneway`,
-//! `--blackhole`, `--loss`) where nftables can be used (root and `nft`: skipped, saying so,
-//! when not root; a failure when `nft` is missing, since CI installs it; see `faults.rs`).
+//! `--blackhole`, `--loss`) where nftables can be used (root and `nft`; otherwise skipped with
+//! one loud line, a failure under `LIFELINE_REQUIRE_NFT=1`, which `.ci/run` sets; see `common`).
 //!
 //! Sized for CI (issue #11, Membership I, "Done when"): 8 ranks, radix 2, so the tree is
 //! 0-{1,2}, 1-{3,5}, 2-{4,6}, 3-{7}; workloads of a few seconds; one cluster at a time. The
@@ -22,36 +22,16 @@ use std::time::Instant;
 
 use serde_json::{json, Value};
 
+mod common;
+
 /// One cluster at a time: the machine may have two cores.
 static SERIAL: Mutex<()> = Mutex::new(());
 
 const NODES: u64 = 8;
 
-/// The effective uid, from `/proc/self/status` (`Uid: real effective saved fs`).
-fn euid() -> Option<u32> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("Uid:"))?;
-    line.split_whitespace().nth(2)?.parse().ok()
-}
-
-/// Whether the nftables tests can run: skipped (with the reason printed) when not root; a
-/// failure when `nft` is missing.
+/// Whether the nftables tests can run: root and `nft` (see `common`).
 fn can_use_nft(test: &str) -> bool {
-    match euid() {
-        Some(0) => {}
-        uid => {
-            eprintln!("{test}: SKIPPED: nftables rules need root (effective uid {uid:?})");
-            return false;
-        }
-    }
-    let nft = ["/usr/sbin/nft", "/sbin/nft", "/usr/bin/nft", "/bin/nft"]
-        .into_iter()
-        .any(|p| std::path::Path::new(p).is_file());
-    assert!(
-        nft,
-        "{test}: the `nft` binary is missing: install nftables (`.ci/run` does, as root)"
-    );
-    true
+    common::tool(test, common::NFT).is_some()
 }
 
 /// Runs `lifeline cluster` on 8 nodes (radix 2) with `faults`, the detector on (the default);

@@ -3,8 +3,9 @@
 //! (`--no-detect`: TCP's link timeout is the only failure detector). The same faults with the
 //! detector on (the default) are in `detector_faults.rs`.
 //!
-//! These need the `nft` binary and root. Without `nft` they fail (CI installs nftables, see
-//! `.ci/run`); when not root they are skipped, saying so. They run one at a time (a 6-node
+//! These need the `nft` binary (Debian's nftables) and root; otherwise each is skipped with one
+//! loud line, or fails under `LIFELINE_REQUIRE_NFT=1` (set by `.ci/run`, which installs
+//! nftables; see `common`). They run one at a time (a 6-node
 //! cluster each, on loopback).
 //!
 //! The cluster: 6 ranks, radix 2, so the tree is 0-{1,2}, 1-{3,5}, 2-{4}; nodes give a silent
@@ -18,43 +19,26 @@
 //! gone), not the verdict.
 #![cfg(target_os = "linux")]
 
+use std::path::PathBuf;
 use std::process::Command;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+mod common;
+
 /// One cluster at a time: the machine may have two cores.
 static SERIAL: Mutex<()> = Mutex::new(());
 
-/// The effective uid, from `/proc/self/status` (`Uid: real effective saved fs`).
-fn euid() -> Option<u32> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("Uid:"))?;
-    line.split_whitespace().nth(2)?.parse().ok()
+/// The `nft` binary, found by `can_run`.
+fn nft() -> PathBuf {
+    common::find("nft").expect("nft (checked by can_run)")
 }
 
-fn nft() -> Option<&'static str> {
-    ["/usr/sbin/nft", "/sbin/nft", "/usr/bin/nft", "/bin/nft"]
-        .into_iter()
-        .find(|p| std::path::Path::new(p).is_file())
-}
-
-/// Whether these tests can run: skipped (with the reason printed) when not root; a failure
-/// when `nft` is missing, since CI installs it.
+/// Whether these tests can run: root and `nft` (see `common`).
 fn can_run(test: &str) -> bool {
-    match euid() {
-        Some(0) => {}
-        uid => {
-            eprintln!("{test}: SKIPPED: nftables rules need root (effective uid {uid:?})");
-            return false;
-        }
-    }
-    assert!(
-        nft().is_some(),
-        "{test}: the `nft` binary is missing: install nftables (`.ci/run` does, as root)"
-    );
-    true
+    common::tool(test, common::NFT).is_some()
 }
 
 struct Run {
@@ -262,7 +246,7 @@ fn loss() {
 }
 
 fn tables() -> String {
-    let out = Command::new(nft().unwrap())
+    let out = Command::new(nft())
         .args(["list", "tables"])
         .output()
         .unwrap();
@@ -300,7 +284,7 @@ fn sigterm_deletes_the_table() {
     // The workload (and the blackhole) starts after the nodes' 1.5 s start-up grace.
     let end = Instant::now() + Duration::from_secs(10);
     let rule = loop {
-        let out = Command::new(nft().unwrap())
+        let out = Command::new(nft())
             .args(["list", "table", "inet", &table["table inet ".len()..]])
             .output()
             .unwrap();

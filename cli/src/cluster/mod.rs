@@ -48,7 +48,7 @@
 //!
 //! `pass` holds when: every op between survivors was delivered exactly once and settled
 //! (`settled_ms`: no hang), every RELM message between survivors exactly once, every survivor
-//! continued, no false positive, every kill was noticed, every required eviction is `ok`, no
+//! continued, no false positive, every death was noticed, every required eviction is `ok`, no
 //! forbidden eviction and never both ends of a cut, no rank confirmed twice by one survivor
 //! (`confirmed_more_than_once`) and, with the detector, every survivor went on within 1 s of
 //! each pause's start (`resume_ms`); with `--garbage`, every intruder was refused.
@@ -58,10 +58,14 @@
 //! with `--transport quic --cert-dir DIR --cluster ID`; the report's `transport` says which.
 //!
 //! Measures:
-//! - `detect_ms_max`: per killed rank, the wall time from the SIGKILL to the first survivor's
-//!   `link_down` for it; the maximum over kills.
-//! - `repair_ms_max`: per killed rank, the time until every survivor got the root's
-//!   `failure_confirmed` naming it; the maximum over kills.
+//! - `detect_ms_max`: per death, the wall time from the death to the first survivor's
+//!   `link_down` for it; the maximum over deaths. A death is timed from the launcher's SIGKILL
+//!   (`--kill`) or, for a death the launcher did not cause (an outside signal, a crash), from
+//!   the exit it observed: the node's stdout closing (the kernel closes it at the death), or
+//!   the exit status if that was seen first. Each entry of `deaths` says which
+//!   (`timed_from`: `sigkill` or `exit_observed`) with its own `detect_ms` and `repair_ms`.
+//! - `repair_ms_max`: per death, the time until every survivor got the root's
+//!   `failure_confirmed` naming it; the maximum over deaths.
 //! - `xcast_delivered_exactly_once`: no survivor delivered any op twice; every op started by a
 //!   survivor reached every survivor; an op started by a killed rank reached all survivors or
 //!   none.
@@ -82,8 +86,8 @@
 //!   (`strangers`, `handshakes_failed`, `malformed_hellos`, `wrong_rank`, `wrong_address`;
 //!   their sum is `refused_connections`), and `refused_at`: rank -> its nonzero ones.
 //! - `deaths`: every rank that died before the end other than by eviction, with its cause
-//!   (`killed` by `--kill`, or `exited` by itself), `at_ms` into the workload, and its exit
-//!   `status` or `signal`; `evicted`: the live ranks the cluster evicted (named by some rank's
+//!   (`killed` by `--kill`, or `exited` by itself), `at_ms` into the workload, its exit
+//!   `status` or `signal`, and its timing (`timed_from`, `detect_ms`, `repair_ms`); `evicted`: the live ranks the cluster evicted (named by some rank's
 //!   `failure_confirmed`, or told `evicted`), with `at_ms`, `confirmed_by` (whose
 //!   `failure_confirmed` named it: after a partition each side may confirm the other), when
 //!   it was told (`told_ms`, `epoch`), and how it exited (`status`, `signal`; `null` while it

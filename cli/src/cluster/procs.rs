@@ -14,6 +14,7 @@ use tokio::time::Instant as Tick;
 use super::setup::Setup;
 use super::{ClusterArgs, NODE_STARTUP_GRACE};
 use crate::nft;
+use crate::node_cmd::wall_ms;
 use crate::CliError;
 
 /// Sends `sig` (`-STOP`, `-CONT`) to `pid` with the system's `kill`.
@@ -120,6 +121,9 @@ pub(super) fn reap(procs: &mut Procs, exits: &mut BTreeMap<u32, Exit>, start: Ti
     }
 }
 
+/// The event the launcher adds to a node's lines when its stdout closes (`t_ms`: when).
+pub(super) const STDOUT_CLOSED: &str = "launcher_stdout_closed";
+
 /// The nodes' output: (rank, one JSON line it printed).
 pub(super) type Lines = mpsc::Receiver<(u32, Value)>;
 
@@ -180,10 +184,14 @@ pub(super) fn spawn_nodes(
                 while let Ok(Some(l)) = lines.next_line().await {
                     if let Ok(v) = serde_json::from_str::<Value>(&l) {
                         if tx.send((r, v)).await.is_err() {
-                            break;
+                            return;
                         }
                     }
                 }
+                // The pipe closes when the process ends (however it ends): the moment the
+                // launcher observes a death it did not cause, timed like its own kills.
+                let closed = serde_json::json!({"event": STDOUT_CLOSED, "t_ms": wall_ms()});
+                let _ = tx.send((r, closed)).await;
             });
         }
     }

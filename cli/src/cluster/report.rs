@@ -24,18 +24,36 @@ pub(super) fn report(
     o: &Outcome,
 ) -> Result<(), CliError> {
     let pauses = &o.pauses;
-    let detect: BTreeMap<u32, Option<(f64, u32)>> = killed
+    let (deaths, evicted) = attribute(t, killed_at_ms, o);
+    // Every death is timed: the launcher's own kills from the SIGKILL, the others (an outside
+    // signal, a crash) from the exit the launcher observed (its stdout closing, or the exit
+    // status if that was seen first).
+    let timed: BTreeMap<u32, (f64, &str)> = deaths
         .iter()
-        .map(|(r, at)| {
+        .map(|g| match killed.get(&g.rank) {
+            Some(at) => (g.rank, (*at, "sigkill")),
+            None => {
+                let reaped = o.start_wall + g.at_ms as f64;
+                let at = t
+                    .stdout_closed
+                    .get(&g.rank)
+                    .map_or(reaped, |c| c.min(reaped));
+                (g.rank, (at, "exit_observed"))
+            }
+        })
+        .collect();
+    let detect: BTreeMap<u32, Option<(f64, u32)>> = timed
+        .iter()
+        .map(|(r, (at, _))| {
             (
                 *r,
                 t.link_down.get(r).map(|(d, by)| ((d - at).max(0.0), *by)),
             )
         })
         .collect();
-    let repair: BTreeMap<u32, Option<f64>> = killed
+    let repair: BTreeMap<u32, Option<f64>> = timed
         .iter()
-        .map(|(r, at)| {
+        .map(|(r, (at, _))| {
             let m = t.confirmed.get(r);
             let all = m.is_some_and(|m| survivors.iter().all(|s| m.contains_key(s)));
             let worst = m.and_then(|m| m.values().copied().reduce(f64::max));
@@ -45,12 +63,12 @@ pub(super) fn report(
     let max_of = |v: Vec<Option<f64>>| -> Option<f64> {
         v.iter().try_fold(0.0f64, |m, x| x.map(|x| m.max(x)))
     };
-    let detect_max = if killed.is_empty() {
+    let detect_max = if timed.is_empty() {
         None
     } else {
         max_of(detect.values().map(|d| d.map(|x| x.0)).collect())
     };
-    let repair_max = if killed.is_empty() {
+    let repair_max = if timed.is_empty() {
         None
     } else {
         max_of(repair.values().copied().collect())
@@ -99,7 +117,6 @@ pub(super) fn report(
             })
         })
         .count();
-    let (deaths, evicted) = attribute(t, killed_at_ms, o);
     let dead: BTreeSet<u32> = deaths.iter().map(|g| g.rank).collect();
     let e = &o.expect;
     let ev = evictions(t, killed, survivors, &evicted, o);
@@ -163,7 +180,7 @@ pub(super) fn report(
         && relm_lost == 0
         && continued == survivors.len()
         && false_pos.is_empty()
-        && detect_max.is_some() != killed.is_empty()
+        && detect_max.is_some() != timed.is_empty()
         && ev.ok()
         && confirmed_twice == 0
         && o.settled.is_some();
@@ -196,7 +213,14 @@ pub(super) fn report(
             "refused_connections": refused,
             "relm_refused": t.relm_refused,
             "relm_failed_reported": relm_failed,
-            "deaths": deaths.iter().map(Gone::json).collect::<Vec<_>>(),
+            "deaths": deaths.iter().map(|g| {
+                let mut v = g.json();
+                let r = g.rank;
+                v["timed_from"] = json!(timed.get(&r).map(|x| x.1));
+                v["detect_ms"] = json!(round(detect.get(&r).copied().flatten().map(|d| d.0)));
+                v["repair_ms"] = json!(round(repair.get(&r).copied().flatten()));
+                v
+            }).collect::<Vec<_>>(),
             "evicted": evicted.iter().map(Gone::json).collect::<Vec<_>>(),
             "net_faults": o.net.iter().map(|f| json!({
                 "flag": f.flag, "at_ms": f.applied.map(|a| a.1), "removed_ms": f.removed_ms,
@@ -224,6 +248,24 @@ pub(super) fn report(
         }
         write_stdout(|o| writeln!(o, "{v}"))?;
     } else {
+        // Who noticed death `r` first and when every survivor confirmed it, after `from`.
+        let timing = |r: u32, from: &str, out: &mut dyn std::io::Write| -> std::io::Result<()> {
+            match detect.get(&r).copied().flatten() {
+                Some((d, by)) => writeln!(
+                    out,
+                    "  rank {r}: rank {by} noticed first, {d:.1} ms after {from}"
+                )?,
+                None => writeln!(out, "  rank {r}: NOBODY noticed")?,
+            }
+            match repair.get(&r).copied().flatten() {
+                Some(ms) => writeln!(
+                    out,
+                    "  rank {r}: confirmed dead at all {} survivors {ms:.1} ms after {from}",
+                    survivors.len()
+                ),
+                None => writeln!(out, "  rank {r}: not confirmed dead at every survivor"),
+            }
+        };
         write_stdout(|out| {
             for f in &o.net {
                 match (f.applied, f.removed_ms) {
@@ -252,30 +294,18 @@ pub(super) fn report(
                     "  killed rank {r} with SIGKILL {} ms into the workload",
                     killed_at_ms.get(r).copied().unwrap_or(0)
                 )?;
-                match detect[r] {
-                    Some((d, by)) => writeln!(
-                        out,
-                        "  rank {r}: rank {by} noticed first, {d:.1} ms after the kill"
-                    )?,
-                    None => writeln!(out, "  rank {r}: NOBODY noticed")?,
-                }
-                match repair[r] {
-                    Some(ms) => writeln!(
-                        out,
-                        "  rank {r}: confirmed dead at all {} survivors {ms:.1} ms after the kill",
-                        survivors.len()
-                    )?,
-                    None => writeln!(out, "  rank {r}: not confirmed dead at every survivor")?,
-                }
+                timing(*r, "the kill", out)?;
             }
             for g in deaths.iter().filter(|g| g.cause != "killed") {
+                let r = g.rank;
                 writeln!(
                     out,
-                    "  rank {} died {} ms into the workload, not by this launcher: {}",
-                    g.rank,
+                    "  rank {r} died {} ms into the workload, not by this launcher: {}; timed \
+                     from the exit the launcher observed:",
                     g.at_ms,
                     exit_words(g.status)
                 )?;
+                timing(r, "the exit", out)?;
             }
             for g in &evicted {
                 let told = match (g.told_ms, g.epoch) {

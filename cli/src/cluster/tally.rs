@@ -45,6 +45,8 @@ pub(super) struct Tally {
     pub(super) refused_quic: BTreeMap<u32, BTreeMap<&'static str, u64>>,
     /// The run is over and nodes are quitting: their links going down is no finding.
     pub(super) closing: bool,
+    /// rank -> wall time its stdout closed (it exited), as the launcher observed it.
+    pub(super) stdout_closed: BTreeMap<u32, f64>,
     /// rank -> wall time of its `evicted` line and the epoch it names.
     pub(super) evicted: BTreeMap<u32, (f64, Option<u64>)>,
     /// Every link down before closing: (wall time, rank, peer, reason).
@@ -69,6 +71,9 @@ impl Tally {
                 self.listening.insert(rank);
             }
             "link_up" => self.link_ups += 1,
+            super::procs::STDOUT_CLOSED => {
+                self.stdout_closed.entry(rank).or_insert(t);
+            }
             "evicted" => {
                 self.evicted.entry(rank).or_insert((t, v["epoch"].as_u64()));
             }

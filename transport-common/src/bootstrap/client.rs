@@ -155,8 +155,14 @@ pub async fn register(
     };
     match tokio::time::timeout_at(answer_by, exchange(&mut stream, key, reg, rendezvous)).await {
         Ok(r) => r.map(|book| (book, me)).map_err(|e| match e {
-            BootstrapError::Missing { missing, size, .. } => BootstrapError::Missing {
+            BootstrapError::Missing {
                 missing,
+                wrong_key,
+                size,
+                ..
+            } => BootstrapError::Missing {
+                missing,
+                wrong_key,
                 size,
                 timeout: cfg.timeout,
             },
@@ -210,7 +216,7 @@ pub(crate) async fn exchange(
         _ => BootstrapError::Io(e),
     };
     let nonce_c = wire::nonce()?;
-    s.write_all(&wire::hello(&nonce_c)).await?;
+    s.write_all(&wire::hello(reg.rank, &nonce_c)).await?;
     let mut ch = [0u8; wire::CHALLENGE_LEN];
     s.read_exact(&mut ch).await.map_err(closed)?;
     let nonce_s = wire::check_challenge(key, &nonce_c, &ch, rendezvous)?;
@@ -243,6 +249,8 @@ pub(crate) async fn exchange(
                 .chunks_exact(4)
                 .map(|c| u32::from_be_bytes([c[0], c[1], c[2], c[3]]))
                 .collect(),
+            // Only rank 0, the server's host, knows whose key failed.
+            wrong_key: Vec::new(),
             size: reg.size,
             timeout: Duration::ZERO,
         }),

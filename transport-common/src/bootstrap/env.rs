@@ -1,4 +1,30 @@
 //! [`LauncherEnv`]: this process's rank and the job size, read from the launcher's environment.
+//!
+//! What each launcher really sets (a launcher often sets another's variables too, partially):
+//!
+//! | launcher | rank, size | also sets (partial entries of others) |
+//! |---|---|---|
+//! | Slurm `srun` | `SLURM_PROCID`, `SLURM_NTASKS` (and `SLURM_NPROCS`) | with `--mpi=pmix`: `PMIX_RANK`, `PMIX_NAMESPACE`, `PMIX_SERVER_URI*`, no PMIx size |
+//! | Open MPI 4.x `mpirun` | `OMPI_COMM_WORLD_RANK`, `OMPI_COMM_WORLD_SIZE` | `PMIX_RANK`, `PMIX_NAMESPACE`, `PMIX_SERVER_URI*`, no PMIx size |
+//! | Open MPI 5 `mpirun` / PRRTE `prterun` | PRRTE: `PMIX_RANK` only; Open MPI's personality adds `OMPI_COMM_WORLD_RANK`, `OMPI_COMM_WORLD_SIZE` | `PMIX_NAMESPACE`, `PMIX_SERVER_URI*`; the job size is PMIx job data (`PMIX_JOB_SIZE`, `PMIX_UNIV_SIZE` through `PMIx_Get`), not an environment variable |
+//! | MPICH / Hydra `mpiexec` | `PMI_RANK`, `PMI_SIZE` | `PMI_FD`, `MPI_LOCALRANKID`, `MPI_LOCALNRANKS` |
+//! | `torchrun` | `RANK`, `WORLD_SIZE` | `LOCAL_RANK`, `LOCAL_WORLD_SIZE`, `GROUP_RANK`, `MASTER_ADDR`, `MASTER_PORT` |
+//!
+//! Sources: Open MPI's "Environment variables set for MPI applications"
+//! (<https://docs.open-mpi.org/en/v5.0.x/tuning-apps/environment-var.html>); `srun --mpi=pmix
+//! env` as shown in <https://github.com/open-mpi/ompi/issues/10286>; the PMIx reference
+//! server's "RM-provided information" (<https://openpmix.github.io/support/faq/rm-provided-information>:
+//! the sizes are job-level PMIx data); torchrun's "Environment Variables"
+//! (<https://pytorch.org/docs/stable/elastic/run.html>); MPICH's Hydra `mpiexec` (`PMI_RANK`,
+//! `PMI_SIZE`). Open MPI 4.1.4 (Debian 12's `openmpi-bin`) checked by hand: `mpirun -np 2 env`
+//! shows `OMPI_COMM_WORLD_*`, `PMIX_RANK`, `PMIX_NAMESPACE`, `PMIX_SERVER_URI*` and no
+//! `PMIX_SIZE`; `cli/tests/mpirun.rs` runs it.
+//!
+//! Hence the rule ([`LauncherEnv::from_map`]): `LIFELINE_LAUNCHER`, when set, decides before
+//! anything else is looked at; otherwise a complete, well-formed entry wins over an incomplete
+//! or malformed one (Open MPI's over the `PMIX_RANK` it also sets), and only when there is no
+//! complete entry at all does the first incomplete one's error, naming its launcher and what
+//! is missing, come back.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -99,47 +125,66 @@ impl LauncherEnv {
 
     /// Reads rank and size from `vars` (an environment, for tests or embedders that carry one).
     ///
-    /// Launchers are tried in [`Launcher::ORDER`]: Slurm (`SLURM_PROCID`, `SLURM_NTASKS`), Open
-    /// MPI / PRRTE (`OMPI_COMM_WORLD_RANK`, `OMPI_COMM_WORLD_SIZE`), PMIx (`PMIX_RANK`,
-    /// `PMIX_SIZE` or `PMIX_UNIV_SIZE`), MPICH / Hydra (`PMI_RANK`, `PMI_SIZE`), torchrun
-    /// (`RANK`, `WORLD_SIZE`). A launcher counts as present when its rank variable is set; a
-    /// present launcher's values must be well formed (decimal, size ≥ 1, rank < size, a size
-    /// variable set) or the call fails naming the variable. When several are present and
-    /// disagree on (rank, size), the call fails ([`EnvError::Conflict`]) rather than guess,
-    /// unless `LIFELINE_LAUNCHER` (`slurm`, `ompi`, `pmix`, `mpich`, `torchrun`) names the one to
-    /// use; when they agree, the first in the order is reported.
+    /// A launcher's *entry* is its rank variable and its size variable(s): Slurm
+    /// (`SLURM_PROCID`, `SLURM_NTASKS`), Open MPI / PRRTE (`OMPI_COMM_WORLD_RANK`,
+    /// `OMPI_COMM_WORLD_SIZE`), PMIx (`PMIX_RANK`, `PMIX_SIZE` or `PMIX_UNIV_SIZE`), MPICH /
+    /// Hydra (`PMI_RANK`, `PMI_SIZE`), torchrun (`RANK`, `WORLD_SIZE`). An entry is present when
+    /// its rank variable is set, and complete when its values are well formed (decimal, a size
+    /// variable set, size ≥ 1, rank < size).
+    ///
+    /// 1. `LIFELINE_LAUNCHER` (`slurm`, `ompi`, `pmix`, `mpich`, `torchrun`), when set, decides
+    ///    before anything else is checked: that launcher's entry is used, and any other
+    ///    launcher's variables are ignored; an error names that launcher and what is wrong.
+    /// 2. Otherwise the complete entries count, in [`Launcher::ORDER`]; incomplete or malformed
+    ///    ones are ignored when there is a complete one (Open MPI 4.x and Slurm `--mpi=pmix`
+    ///    set `PMIX_RANK` without a PMIx size). Complete entries that disagree on (rank, size)
+    ///    are an error ([`EnvError::Conflict`]) rather than a guess; when they agree, the first
+    ///    in the order is reported.
+    /// 3. With no complete entry, the first present one's error comes back, naming the
+    ///    launcher it thinks it is under and what is missing; with none present,
+    ///    [`EnvError::NoLauncher`].
     pub fn from_map(vars: &HashMap<String, String>) -> Result<Self, EnvError> {
         let rendezvous = rendezvous(vars)?;
-        let mut found = Vec::new();
+        if let Some(name) = vars.get("LIFELINE_LAUNCHER") {
+            let launcher = Launcher::ORDER
+                .into_iter()
+                .find(|l| l.name() == name.trim())
+                .ok_or_else(|| EnvError::BadOverride(name.clone()))?;
+            let (rank, size) = read(launcher, vars)?.ok_or(EnvError::OverrideUnset {
+                launcher,
+                rank_var: launcher.rank_var(),
+            })?;
+            return Ok(Self {
+                launcher,
+                rank,
+                size,
+                rendezvous,
+            });
+        }
+        let mut complete = Vec::new();
+        let mut first_error = None;
         for l in Launcher::ORDER {
-            if let Some(rs) = read(l, vars)? {
-                found.push((l, rs));
+            match read(l, vars) {
+                Ok(Some(rs)) => complete.push((l, rs)),
+                Ok(None) => {}
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
             }
         }
-        let pick = match vars.get("LIFELINE_LAUNCHER") {
-            Some(name) => *found
-                .iter()
-                .find(|(l, _)| l.name() == name.trim())
-                .ok_or_else(|| EnvError::BadOverride(name.clone()))?,
-            None => {
-                let Some(&first) = found.first() else {
-                    return Err(EnvError::NoLauncher);
-                };
-                if let Some(&(b, (rb, sb))) = found.iter().find(|(_, rs)| *rs != first.1) {
-                    let (a, (ra, sa)) = first;
-                    return Err(EnvError::Conflict {
-                        a,
-                        ra,
-                        sa,
-                        b,
-                        rb,
-                        sb,
-                    });
-                }
-                first
-            }
+        let Some(&(launcher, (rank, size))) = complete.first() else {
+            return Err(first_error.unwrap_or(EnvError::NoLauncher));
         };
-        let (launcher, (rank, size)) = pick;
+        if let Some(&(b, (rb, sb))) = complete.iter().find(|(_, rs)| *rs != (rank, size)) {
+            return Err(EnvError::Conflict {
+                a: launcher,
+                ra: rank,
+                sa: size,
+                b,
+                rb,
+                sb,
+            });
+        }
         Ok(Self {
             launcher,
             rank,
@@ -149,7 +194,11 @@ impl LauncherEnv {
     }
 }
 
-fn number(vars: &HashMap<String, String>, var: &'static str) -> Result<Option<u32>, EnvError> {
+fn number(
+    launcher: Launcher,
+    vars: &HashMap<String, String>,
+    var: &'static str,
+) -> Result<Option<u32>, EnvError> {
     match vars.get(var) {
         None => Ok(None),
         Some(v) => v
@@ -157,6 +206,7 @@ fn number(vars: &HashMap<String, String>, var: &'static str) -> Result<Option<u3
             .parse::<u32>()
             .map(Some)
             .map_err(|_| EnvError::NotANumber {
+                launcher,
                 var,
                 value: v.clone(),
             }),
@@ -168,12 +218,12 @@ fn read(
     launcher: Launcher,
     vars: &HashMap<String, String>,
 ) -> Result<Option<(u32, u32)>, EnvError> {
-    let Some(rank) = number(vars, launcher.rank_var())? else {
+    let Some(rank) = number(launcher, vars, launcher.rank_var())? else {
         return Ok(None);
     };
     let mut size = None;
     for &var in launcher.size_vars() {
-        if let Some(s) = number(vars, var)? {
+        if let Some(s) = number(launcher, vars, var)? {
             size = Some((var, s));
             break;
         }
@@ -326,7 +376,25 @@ mod tests {
                     ("WORLD_SIZE", "4"),
                     ("LIFELINE_LAUNCHER", "slurm"),
                 ],
-                "LIFELINE_LAUNCHER=\"slurm\"",
+                "LIFELINE_LAUNCHER=slurm but SLURM_PROCID is not set",
+            ),
+            (
+                &[
+                    ("RANK", "2"),
+                    ("WORLD_SIZE", "4"),
+                    ("LIFELINE_LAUNCHER", "lsf"),
+                ],
+                "LIFELINE_LAUNCHER=\"lsf\": not a launcher",
+            ),
+            // The override decides before any check: its own entry must be complete.
+            (
+                &[
+                    ("OMPI_COMM_WORLD_RANK", "1"),
+                    ("OMPI_COMM_WORLD_SIZE", "2"),
+                    ("PMIX_RANK", "1"),
+                    ("LIFELINE_LAUNCHER", "pmix"),
+                ],
+                "under pmix (PMIX_RANK is set) but none of PMIX_SIZE or PMIX_UNIV_SIZE",
             ),
             (
                 &[
@@ -351,6 +419,176 @@ mod tests {
             let e = env(vars).expect_err(needle).to_string();
             assert!(e.contains(needle), "{vars:?}: {e:?} lacks {needle:?}");
         }
+    }
+
+    /// Each launcher's real variable set (see the module docs for the sources), as a rank of
+    /// an 8-process job sees it: the launcher the entry belongs to wins, whatever partial
+    /// entries of other launchers come with it.
+    #[test]
+    fn real_launcher_environments() {
+        use Launcher::*;
+        let cases: &[(&str, Vars, Launcher, u32, u32)] = &[
+            (
+                // Debian 12's openmpi-bin 4.1.4: `mpirun -np 8 env` (no PMIx size).
+                "Open MPI 4.1 mpirun",
+                &[
+                    ("OMPI_COMM_WORLD_RANK", "5"),
+                    ("OMPI_COMM_WORLD_SIZE", "8"),
+                    ("OMPI_COMM_WORLD_LOCAL_RANK", "5"),
+                    ("OMPI_COMM_WORLD_LOCAL_SIZE", "8"),
+                    ("OMPI_COMM_WORLD_NODE_RANK", "5"),
+                    ("OMPI_UNIVERSE_SIZE", "2"),
+                    ("OMPI_MCA_orte_launch", "1"),
+                    ("PMIX_RANK", "5"),
+                    ("PMIX_NAMESPACE", "2197487617"),
+                    ("PMIX_SERVER_URI3", "2197487616.0;tcp4://127.0.0.1:44139"),
+                    ("PMIX_SERVER_URI2", "2197487616.0;tcp4://127.0.0.1:44139"),
+                    ("PMIX_SERVER_URI41", "2197487616.0;tcp4://127.0.0.1:44139"),
+                    ("PMIX_ID", "2197487617.5"),
+                    ("PMIX_VERSION", "4.2.2rc2"),
+                    ("PMIX_SECURITY_MODE", "native"),
+                ],
+                OpenMpi,
+                5,
+                8,
+            ),
+            (
+                "Slurm srun --mpi=pmix",
+                &[
+                    ("SLURM_PROCID", "3"),
+                    ("SLURM_NTASKS", "8"),
+                    ("SLURM_NPROCS", "8"),
+                    ("SLURM_LOCALID", "1"),
+                    ("SLURM_STEP_NUM_TASKS", "8"),
+                    ("PMIX_RANK", "3"),
+                    ("PMIX_NAMESPACE", "slurm.pmix.134.0"),
+                    (
+                        "PMIX_SERVER_URI3",
+                        "pmix-server.29227;tcp4://127.0.0.1:40141",
+                    ),
+                    (
+                        "PMIX_SERVER_URI2",
+                        "pmix-server.29227;tcp4://127.0.0.1:40141",
+                    ),
+                ],
+                Slurm,
+                3,
+                8,
+            ),
+            (
+                // Open MPI 5's mpirun is PRRTE's prterun with Open MPI's personality.
+                "PRRTE prterun (Open MPI 5 mpirun)",
+                &[
+                    ("PMIX_RANK", "6"),
+                    ("PMIX_NAMESPACE", "prterun-host-1234@1"),
+                    (
+                        "PMIX_SERVER_URI41",
+                        "prterun-host-1234@0.0;tcp4://127.0.0.1:41021",
+                    ),
+                    ("PRTE_MCA_prte_launch", "1"),
+                    ("OMPI_COMM_WORLD_RANK", "6"),
+                    ("OMPI_COMM_WORLD_SIZE", "8"),
+                    ("OMPI_COMM_WORLD_LOCAL_RANK", "6"),
+                ],
+                OpenMpi,
+                6,
+                8,
+            ),
+            (
+                "torchrun",
+                &[
+                    ("RANK", "7"),
+                    ("WORLD_SIZE", "8"),
+                    ("LOCAL_RANK", "3"),
+                    ("LOCAL_WORLD_SIZE", "4"),
+                    ("GROUP_RANK", "1"),
+                    ("ROLE_RANK", "7"),
+                    ("ROLE_WORLD_SIZE", "8"),
+                    ("MASTER_ADDR", "head"),
+                    ("MASTER_PORT", "29500"),
+                    ("TORCHELASTIC_RESTART_COUNT", "0"),
+                ],
+                Torchrun,
+                7,
+                8,
+            ),
+            (
+                "MPICH / Hydra mpiexec",
+                &[
+                    ("PMI_RANK", "2"),
+                    ("PMI_SIZE", "8"),
+                    ("PMI_FD", "6"),
+                    ("MPI_LOCALRANKID", "2"),
+                    ("MPI_LOCALNRANKS", "8"),
+                ],
+                Mpich,
+                2,
+                8,
+            ),
+            (
+                // A complete entry also wins over a malformed one.
+                "Open MPI with a garbled PMIX_RANK",
+                &[
+                    ("OMPI_COMM_WORLD_RANK", "1"),
+                    ("OMPI_COMM_WORLD_SIZE", "8"),
+                    ("PMIX_RANK", "4294967294x"),
+                ],
+                OpenMpi,
+                1,
+                8,
+            ),
+        ];
+        for (who, vars, l, r, s) in cases {
+            let e = env(vars).unwrap_or_else(|e| panic!("{who}: {e}"));
+            assert_eq!((e.launcher, e.rank, e.size), (*l, *r, *s), "{who}");
+            // LIFELINE_LAUNCHER naming the same launcher gives the same answer.
+            let mut with = vars.to_vec();
+            with.push(("LIFELINE_LAUNCHER", l.name()));
+            let o = env(&with).unwrap_or_else(|e| panic!("{who} with the override: {e}"));
+            assert_eq!(o, e, "{who}");
+        }
+        // PRRTE without Open MPI's personality sets no size variable at all: the error names
+        // the launcher it thinks it is under and what is missing.
+        let e = env(&[
+            ("PMIX_RANK", "6"),
+            ("PMIX_NAMESPACE", "prterun-host-1234@1"),
+            (
+                "PMIX_SERVER_URI41",
+                "prterun-host-1234@0.0;tcp4://127.0.0.1:41021",
+            ),
+        ])
+        .unwrap_err();
+        assert!(
+            matches!(
+                e,
+                EnvError::MissingSize {
+                    launcher: Launcher::Pmix,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        assert!(
+            e.to_string().contains("under pmix (PMIX_RANK is set)"),
+            "{e}"
+        );
+        // ... and torchrun's variables next to it settle it.
+        let e = env(&[("PMIX_RANK", "6"), ("RANK", "6"), ("WORLD_SIZE", "8")]).unwrap();
+        assert_eq!((e.launcher, e.rank, e.size), (Launcher::Torchrun, 6, 8));
+        // Open MPI inside an sbatch allocation: SLURM_PROCID is the batch step's, complete and
+        // different: a conflict, settled by the override (which ignores Slurm's entry).
+        let sbatch: Vars = &[
+            ("SLURM_PROCID", "0"),
+            ("SLURM_NTASKS", "1"),
+            ("OMPI_COMM_WORLD_RANK", "4"),
+            ("OMPI_COMM_WORLD_SIZE", "8"),
+            ("PMIX_RANK", "4"),
+        ];
+        assert!(matches!(env(sbatch), Err(EnvError::Conflict { .. })));
+        let mut with = sbatch.to_vec();
+        with.push(("LIFELINE_LAUNCHER", "ompi"));
+        let e = env(&with).unwrap();
+        assert_eq!((e.launcher, e.rank, e.size), (Launcher::OpenMpi, 4, 8));
     }
 
     #[test]

@@ -18,15 +18,20 @@ pub enum EnvError {
     )]
     NoLauncher,
     /// A variable is not a decimal number.
-    #[error("{var}={value:?} is not a non-negative integer")]
+    #[error("under {launcher}: {var}={value:?} is not a non-negative integer")]
     NotANumber {
+        /// The launcher whose variable it is.
+        launcher: Launcher,
         /// The variable.
         var: &'static str,
         /// Its value.
         value: String,
     },
     /// The launcher's rank variable is set but no size variable is.
-    #[error("{launcher}: {rank_var} is set but none of {size_vars} is")]
+    #[error(
+        "under {launcher} ({rank_var} is set) but none of {size_vars} is, and no other \
+         launcher's rank and size are"
+    )]
     MissingSize {
         /// The launcher.
         launcher: Launcher,
@@ -36,7 +41,7 @@ pub enum EnvError {
         size_vars: String,
     },
     /// The size is zero.
-    #[error("{launcher}: {var}=0: a job has at least one process")]
+    #[error("under {launcher}: {var}=0: a job has at least one process")]
     ZeroSize {
         /// The launcher.
         launcher: Launcher,
@@ -44,7 +49,7 @@ pub enum EnvError {
         var: &'static str,
     },
     /// The rank is not below the size.
-    #[error("{launcher}: rank {rank} is not below size {size}")]
+    #[error("under {launcher}: rank {rank} is not below size {size}")]
     RankOutOfRange {
         /// The launcher.
         launcher: Launcher,
@@ -73,9 +78,17 @@ pub enum EnvError {
         /// Its size.
         sb: u32,
     },
-    /// `LIFELINE_LAUNCHER` names no known launcher, or one whose variables are not set.
-    #[error("LIFELINE_LAUNCHER={0:?}: not a launcher whose variables are set (slurm, ompi, pmix, mpich, torchrun)")]
+    /// `LIFELINE_LAUNCHER` names no known launcher.
+    #[error("LIFELINE_LAUNCHER={0:?}: not a launcher (slurm, ompi, pmix, mpich, torchrun)")]
     BadOverride(String),
+    /// `LIFELINE_LAUNCHER` names a launcher whose rank variable is not set.
+    #[error("LIFELINE_LAUNCHER={launcher} but {rank_var} is not set")]
+    OverrideUnset {
+        /// The launcher named.
+        launcher: Launcher,
+        /// Its rank variable.
+        rank_var: &'static str,
+    },
     /// `MASTER_PORT` is not a port number, or `MASTER_ADDR` is empty.
     #[error("bad rendezvous variables: {0}")]
     BadRendezvous(String),
@@ -86,14 +99,19 @@ pub enum EnvError {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum BootstrapError {
-    /// The timeout passed before every rank registered: `missing` never did.
+    /// The timeout passed before every rank registered: `missing` never did. At rank 0 (the
+    /// server's host), those of them whose registration failed the key check are named as
+    /// such (`rank R: wrong key`).
     #[error(
-        "rendezvous timed out after {} ms: rank(s) {} never registered ({} of {size} did)",
-        timeout.as_millis(), list(missing), size - missing.len() as u32
+        "rendezvous timed out after {} ms: {} ({} of {size} did)",
+        timeout.as_millis(), missing_text(missing, wrong_key), size - missing.len() as u32
     )]
     Missing {
         /// Ranks that never registered, ascending.
         missing: Vec<u32>,
+        /// The ranks of `missing` that tried with a wrong key (a different cluster secret), as
+        /// their HELLO claimed; known at rank 0 only, empty elsewhere.
+        wrong_key: Vec<u32>,
         /// The job size.
         size: u32,
         /// The rendezvous timeout.
@@ -186,6 +204,24 @@ impl Refusal {
             _ => return None,
         })
     }
+}
+
+/// The missing ranks, those with a wrong key named first: `rank 3: wrong key; rank(s) 1, 4
+/// never registered`.
+fn missing_text(missing: &[u32], wrong_key: &[u32]) -> String {
+    let mut parts: Vec<String> = wrong_key
+        .iter()
+        .map(|r| format!("rank {r}: wrong key"))
+        .collect();
+    let never: Vec<u32> = missing
+        .iter()
+        .copied()
+        .filter(|r| !wrong_key.contains(r))
+        .collect();
+    if !never.is_empty() {
+        parts.push(format!("rank(s) {} never registered", list(&never)));
+    }
+    parts.join("; ")
 }
 
 /// `[1, 4, 7]` as `1, 4, 7`.

@@ -2,10 +2,10 @@
 //! registration per rank and answers every registrant with the whole address book, or, after
 //! the timeout, with the ranks that never registered.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -23,7 +23,8 @@ use lifeline_core::tree::Rank;
 pub struct RefusalCounts {
     /// Not a rendezvous HELLO (bad magic or version), a bad address family, or closed early.
     pub malformed: AtomicU64,
-    /// The registration's MAC was wrong (no key, a different key, or a replay).
+    /// The key check failed: the registration's MAC was wrong (no key, a different key, or a
+    /// replay), or the client closed after our CHALLENGE (it refused our MAC: a different key).
     pub bad_mac: AtomicU64,
     /// Authenticated, but the rank was not below the size or the size differed.
     pub out_of_range: AtomicU64,
@@ -75,7 +76,11 @@ pub struct RendezvousServer {
     timeout: Duration,
     handshake_timeout: Duration,
     refused: Arc<RefusalCounts>,
+    wrong_key: WrongKey,
 }
+
+/// The ranks (as their HELLO claimed, below the size) whose registration failed the key check.
+type WrongKey = Arc<Mutex<BTreeSet<u32>>>;
 
 /// The most handshakes in progress at once (beyond registrants waiting for the book).
 const MAX_HANDSHAKES: usize = 256;
@@ -103,6 +108,7 @@ impl RendezvousServer {
             timeout,
             handshake_timeout: Duration::from_secs(2).min(timeout.max(Duration::from_millis(100))),
             refused: Arc::default(),
+            wrong_key: Arc::default(),
         })
     }
 
@@ -140,7 +146,9 @@ impl RendezvousServer {
                     in_flight.fetch_add(1, Ordering::Relaxed);
                     let conn = Conn {
                         key: key.clone(),
+                        size: self.size,
                         refused: self.refused.clone(),
+                        wrong_key: self.wrong_key.clone(),
                         in_flight: in_flight.clone(),
                         handshake_timeout: self.handshake_timeout,
                         deadline,
@@ -193,12 +201,21 @@ impl RendezvousServer {
             }
             Err(()) => {
                 let missing: Vec<u32> = (0..self.size).filter(|r| !regs.contains_key(r)).collect();
+                let wrong_key: Vec<u32> = {
+                    let tried = self.wrong_key.lock().unwrap_or_else(|e| e.into_inner());
+                    missing
+                        .iter()
+                        .copied()
+                        .filter(|r| tried.contains(r))
+                        .collect()
+                };
                 let body: Vec<u8> = missing.iter().flat_map(|r| r.to_be_bytes()).collect();
                 for (_, (_, reply)) in regs {
                     let _ = reply.send((wire::STATUS_MISSING, body.clone()));
                 }
                 Err(BootstrapError::Missing {
                     missing,
+                    wrong_key,
                     size: self.size,
                     timeout: self.timeout,
                 })
@@ -221,7 +238,9 @@ impl RendezvousServer {
 /// One connection's handler.
 struct Conn {
     key: Arc<BootstrapKey>,
+    size: u32,
     refused: Arc<RefusalCounts>,
+    wrong_key: WrongKey,
     in_flight: Arc<AtomicU64>,
     handshake_timeout: Duration,
     deadline: Instant,
@@ -230,12 +249,20 @@ struct Conn {
 impl Conn {
     async fn serve(self, mut s: TcpStream, reg_tx: mpsc::Sender<(Registration, Reply)>) {
         let _ = s.set_nodelay(true);
-        let hs = tokio::time::timeout(self.handshake_timeout, self.handshake(&mut s)).await;
+        let mut claimed = None;
+        let hs = tokio::time::timeout(self.handshake_timeout, self.handshake(&mut s, &mut claimed))
+            .await;
         self.in_flight.fetch_sub(1, Ordering::Relaxed);
         let (reg, nonce_c, nonce_s) = match hs {
             Ok(Ok(x)) => x,
             Ok(Err(BadRegister::Mac)) => {
                 self.refused.bad_mac.fetch_add(1, Ordering::Relaxed);
+                if let Some(r) = claimed.filter(|r| *r < self.size) {
+                    self.wrong_key
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .insert(r);
+                }
                 return;
             }
             Ok(Err(BadRegister::Malformed)) => {
@@ -264,24 +291,29 @@ impl Conn {
         .await;
     }
 
+    /// HELLO, CHALLENGE, REGISTER; `claimed` gets HELLO's rank once it is read.
     async fn handshake(
         &self,
         s: &mut TcpStream,
+        claimed: &mut Option<u32>,
     ) -> Result<(Registration, [u8; 32], [u8; 32]), BadRegister> {
         let mut hello = [0u8; wire::HELLO_LEN];
         s.read_exact(&mut hello)
             .await
             .map_err(|_| BadRegister::Malformed)?;
-        let nonce_c = wire::parse_hello(&hello).map_err(|_| BadRegister::Malformed)?;
+        let (rank, nonce_c) = wire::parse_hello(&hello).map_err(|_| BadRegister::Malformed)?;
+        *claimed = Some(rank);
         let nonce_s = wire::nonce().map_err(|_| BadRegister::Malformed)?;
         s.write_all(&wire::challenge(&self.key, &nonce_c, &nonce_s))
             .await
             .map_err(|_| BadRegister::Malformed)?;
         let mut reg = [0u8; wire::REGISTER_LEN];
-        // A client that does not hold the key closes here (it checked our MAC): malformed.
-        s.read_exact(&mut reg)
-            .await
-            .map_err(|_| BadRegister::Malformed)?;
+        // A client that does not hold our key closes here, having checked our MAC: a failed
+        // key check, like a wrong REGISTER MAC.
+        s.read_exact(&mut reg).await.map_err(|e| match e.kind() {
+            std::io::ErrorKind::UnexpectedEof => BadRegister::Mac,
+            _ => BadRegister::Malformed,
+        })?;
         let r = wire::parse_register(&self.key, &nonce_c, &nonce_s, &reg)?;
         Ok((r, nonce_c, nonce_s))
     }

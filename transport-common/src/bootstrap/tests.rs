@@ -96,14 +96,50 @@ async fn a_wrong_key_is_refused_and_the_server_goes_on() {
         .unwrap();
     assert_eq!(book.len(), 1);
     run.await.unwrap().unwrap();
-    assert_eq!(refused.malformed.load(Ordering::Relaxed), 1);
+    assert_eq!(refused.bad_mac.load(Ordering::Relaxed), 1);
+}
+
+/// A rank that registers with another key is named as such at rank 0 when the rendezvous
+/// times out ("rank 1: wrong key"), not as "never registered"; a rank that never tried is.
+#[tokio::test]
+async fn a_wrong_key_is_named_at_rank_0() {
+    let at = free_addr().await;
+    let zero = tokio::spawn({
+        let at = at.clone();
+        async move { join(&at, &key("k"), 0, 3, listen(7000), &cfg(600)).await }
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let e = register(&at, &key("other"), 1, 3, listen(7001), &cfg(400))
+        .await
+        .unwrap_err();
+    assert!(matches!(e, BootstrapError::BadServerMac(_)), "{e}");
+    match zero.await.unwrap() {
+        Err(e @ BootstrapError::Missing { .. }) => {
+            let BootstrapError::Missing {
+                missing, wrong_key, ..
+            } = &e
+            else {
+                unreachable!()
+            };
+            assert_eq!(
+                (missing.as_slice(), wrong_key.as_slice()),
+                (&[1, 2][..], &[1][..])
+            );
+            assert_eq!(
+                e.to_string(),
+                "rendezvous timed out after 600 ms: rank 1: wrong key; rank(s) 2 never \
+                 registered (1 of 3 did)"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
 }
 
 /// Connects, runs HELLO and CHALLENGE with `k`, and sends `reg` (MACed with `k`).
 async fn raw_register(at: &str, k: &BootstrapKey, reg: Registration) -> TcpStream {
     let mut s = TcpStream::connect(at).await.unwrap();
     let nonce_c = [7u8; 32];
-    s.write_all(&wire::hello(&nonce_c)).await.unwrap();
+    s.write_all(&wire::hello(reg.rank, &nonce_c)).await.unwrap();
     let mut ch = [0u8; wire::CHALLENGE_LEN];
     s.read_exact(&mut ch).await.unwrap();
     let mut nonce_s = [0u8; 32];
@@ -142,7 +178,7 @@ async fn malformed_and_conflicting_registrations_are_counted() {
     {
         let mut s = TcpStream::connect(&at).await.unwrap();
         let nonce_c = [1u8; 32];
-        s.write_all(&wire::hello(&nonce_c)).await.unwrap();
+        s.write_all(&wire::hello(0, &nonce_c)).await.unwrap();
         let mut ch = [0u8; wire::CHALLENGE_LEN];
         s.read_exact(&mut ch).await.unwrap();
         let mut nonce_s = [0u8; 32];
@@ -239,8 +275,13 @@ async fn the_timeout_names_the_missing_ranks_everywhere() {
     });
     for t in [a, b] {
         match t.await.unwrap() {
-            Err(BootstrapError::Missing { missing, size, .. }) => {
-                assert_eq!((missing, size), (vec![1, 3], 4));
+            Err(BootstrapError::Missing {
+                missing,
+                wrong_key,
+                size,
+                ..
+            }) => {
+                assert_eq!((missing, wrong_key, size), (vec![1, 3], vec![], 4));
             }
             other => panic!("{other:?}"),
         }
@@ -249,6 +290,7 @@ async fn the_timeout_names_the_missing_ranks_everywhere() {
     assert!(took < Duration::from_millis(400 + 500 + 300), "{took:?}");
     let e = BootstrapError::Missing {
         missing: vec![1, 3],
+        wrong_key: vec![],
         size: 4,
         timeout: Duration::from_millis(400),
     };
@@ -279,7 +321,7 @@ async fn fake(tamper: fn(&mut Vec<u8>)) -> String {
         let k = key("k");
         let mut hello = [0u8; wire::HELLO_LEN];
         s.read_exact(&mut hello).await.unwrap();
-        let nonce_c = wire::parse_hello(&hello).unwrap();
+        let (_, nonce_c) = wire::parse_hello(&hello).unwrap();
         let nonce_s = [3u8; 32];
         s.write_all(&wire::challenge(&k, &nonce_c, &nonce_s))
             .await

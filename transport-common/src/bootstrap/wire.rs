@@ -2,7 +2,7 @@
 //! over fresh nonces from both sides, in the style of the TCP handshake.
 //!
 //! ```text
-//! client → server  HELLO      "LLB1" version:u8 nonce_c[32]                          (37 B)
+//! client → server  HELLO      "LLB1" version:u8 rank:u32 nonce_c[32]                 (41 B)
 //! server → client  CHALLENGE  "LLB1" nonce_s[32] mac_s[32]                            (68 B)
 //! client → server  REGISTER   rank:u32 size:u32 family:u8 ip[16] port:u16 mac_c[32]   (59 B)
 //! server → client  ANSWER     status:u8 len:u32 body[len] mac_r[32]
@@ -18,6 +18,11 @@
 //! the client's); the registration's MAC covers the server's fresh nonce (a recorded
 //! registration cannot be replayed) and the answer's covers the client's (a recorded or
 //! forged book is refused). Every message has a fixed length or a bounded length prefix.
+//!
+//! HELLO's rank is a claim, not authenticated: the server uses it only to name the rank whose
+//! registration failed the key check (a client that refuses the server's MAC, or a REGISTER
+//! whose MAC is wrong), so that rank 0 reports "rank R: wrong key" rather than "never
+//! registered". Version 2 added it.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
@@ -26,9 +31,9 @@ use super::error::BootstrapError;
 /// Magic: "Lifeline Bootstrap, format 1".
 pub const MAGIC: [u8; 4] = *b"LLB1";
 /// Wire version.
-pub const VERSION: u8 = 1;
+pub const VERSION: u8 = 2;
 /// Length of HELLO.
-pub const HELLO_LEN: usize = 37;
+pub const HELLO_LEN: usize = 41;
 /// Length of CHALLENGE.
 pub const CHALLENGE_LEN: usize = 68;
 /// Length of REGISTER.
@@ -91,25 +96,27 @@ pub(crate) const L_SERVER: &[u8; 8] = b"server..";
 pub(crate) const L_REGISTER: &[u8; 8] = b"register";
 pub(crate) const L_ANSWER: &[u8; 8] = b"answer..";
 
-/// HELLO bytes.
-pub(crate) fn hello(nonce_c: &[u8; 32]) -> [u8; HELLO_LEN] {
+/// HELLO bytes: the rank the client will register (a claim) and its nonce.
+pub(crate) fn hello(rank: u32, nonce_c: &[u8; 32]) -> [u8; HELLO_LEN] {
     let mut b = [0u8; HELLO_LEN];
     b[..4].copy_from_slice(&MAGIC);
     b[4] = VERSION;
-    b[5..].copy_from_slice(nonce_c);
+    b[5..9].copy_from_slice(&rank.to_be_bytes());
+    b[9..].copy_from_slice(nonce_c);
     b
 }
 
-/// The client's nonce from HELLO.
-pub(crate) fn parse_hello(b: &[u8; HELLO_LEN]) -> Result<[u8; 32], BootstrapError> {
+/// The claimed rank and the client's nonce from HELLO.
+pub(crate) fn parse_hello(b: &[u8; HELLO_LEN]) -> Result<(u32, [u8; 32]), BootstrapError> {
     if b[..4] != MAGIC || b[4] != VERSION {
         return Err(BootstrapError::Malformed(
             "bad HELLO magic or version".into(),
         ));
     }
+    let rank = u32::from_be_bytes([b[5], b[6], b[7], b[8]]);
     let mut n = [0u8; 32];
-    n.copy_from_slice(&b[5..]);
-    Ok(n)
+    n.copy_from_slice(&b[9..]);
+    Ok((rank, n))
 }
 
 /// CHALLENGE bytes.
