@@ -235,6 +235,10 @@ pub(crate) struct NodeArgs {
     /// Stop when stdin closes.
     #[arg(long)]
     exit_on_stdin_eof: bool,
+    /// Sleep this long before anything else (`lifeline cluster --start-skew` plays a launcher
+    /// that spreads process starts with it).
+    #[arg(long, value_name = "MS", default_value_t = 0, hide = true)]
+    start_delay_ms: u64,
     /// Accepted for compatibility: the heartbeat failure detector runs by default.
     #[arg(long, conflicts_with = "no_detect")]
     #[allow(dead_code)] // read by clap only: it changes nothing
@@ -526,6 +530,7 @@ async fn bootstrap(
 /// Runs `lifeline node`.
 pub(crate) fn run(args: &NodeArgs) -> Result<(), CliError> {
     crate::init_tracing();
+    std::thread::sleep(Duration::from_millis(args.start_delay_ms));
     if args.transport == NodeTransport::TcpRdma && !cfg!(feature = "rdma") {
         return Err(CliError::Usage(NO_RDMA_SUPPORT.into()));
     }

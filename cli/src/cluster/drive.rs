@@ -111,7 +111,7 @@ pub(super) async fn drive(
 
     // The workload starts once the nodes' start-up grace is over, so a dial refused by a
     // killed rank is given up quickly.
-    let ready = spawned + STARTUP_GRACE;
+    let ready = spawned + Duration::from_millis(args.start_skew) + STARTUP_GRACE;
     while Tick::now() < ready {
         tokio::select! {
             m = rx.recv() => if let Some((r, v)) = m { t.take(r, &v) },

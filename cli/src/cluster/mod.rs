@@ -140,6 +140,11 @@ pub(crate) struct ClusterArgs {
     /// Tree radix.
     #[arg(long, default_value_t = 8)]
     radix: u32,
+    /// Spread the nodes' starts over this many milliseconds, as a launcher does: each rank
+    /// starts at a pseudo-random offset, uniform over 0..=MS (seeded by the rank, so a rerun
+    /// spreads them alike). The workload begins once the last has started.
+    #[arg(long, value_name = "MS", default_value_t = 0)]
+    start_skew: u64,
     /// Seconds of workload (xcasts), after every node is wired up.
     #[arg(long, value_name = "SECS", default_value_t = 5.0)]
     duration: f64,

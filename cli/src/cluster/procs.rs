@@ -127,6 +127,18 @@ pub(super) const STDOUT_CLOSED: &str = "launcher_stdout_closed";
 /// The nodes' output: (rank, one JSON line it printed).
 pub(super) type Lines = mpsc::Receiver<(u32, Value)>;
 
+/// When rank `r` starts, in milliseconds after the launch, with starts spread uniformly over
+/// `0..=skew` (a splitmix64 hash of the rank: a rerun spreads them alike).
+pub(super) fn start_offset(r: u32, skew: u64) -> u64 {
+    if skew == 0 {
+        return 0;
+    }
+    let mut z = u64::from(r).wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    (z ^ (z >> 31)) % (skew + 1)
+}
+
 /// Starts every node (its stdout read line by line into the returned channel) and returns
 /// their pids, the instant they were started and the channel.
 pub(super) fn spawn_nodes(
@@ -155,6 +167,10 @@ pub(super) fn spawn_nodes(
             .args([
                 "--startup-grace-ms",
                 &NODE_STARTUP_GRACE.as_millis().to_string(),
+            ])
+            .args([
+                "--start-delay-ms",
+                &start_offset(r, args.start_skew).to_string(),
             ])
             .arg("--exit-on-stdin-eof");
         if args.no_detect {
