@@ -214,3 +214,29 @@ pub(super) fn spawn_nodes(
     drop(tx);
     Ok((pids, spawned, rx))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::start_offset;
+
+    #[test]
+    fn start_offsets_spread_over_the_skew_and_repeat() {
+        assert!((0..64).all(|r| start_offset(r, 0) == 0));
+        let v: Vec<u64> = (0..256).map(|r| start_offset(r, 3_000)).collect();
+        assert!(v.iter().all(|&o| o <= 3_000));
+        assert!(
+            *v.iter().min().unwrap() < 300 && *v.iter().max().unwrap() > 2_700,
+            "{v:?}"
+        );
+        // Each tenth of the skew gets some ranks (uniform, not clustered).
+        let mut tenths = [0u32; 10];
+        for &o in &v {
+            tenths[(o * 10 / 3_001) as usize] += 1;
+        }
+        assert!(tenths.iter().all(|&n| n >= 10), "{tenths:?}");
+        assert_eq!(
+            v,
+            (0..256).map(|r| start_offset(r, 3_000)).collect::<Vec<_>>()
+        );
+    }
+}
