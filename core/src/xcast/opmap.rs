@@ -1,6 +1,6 @@
 //! A compact ordered map of op id to op: a sorted vector.
 //!
-//! A rank holds at most a window of ops (`xcast_max_inflight`), usually one or two, so a sorted
+//! A rank holds at most a window of ops (`xcast.max_inflight`), usually one or two, so a sorted
 //! vector beats a B-tree (whose every leaf allocates room for eleven entries): at a million
 //! simulated ranks this is most of an xcast's memory.
 
