@@ -25,12 +25,17 @@
 //! - **Decisions.** The coordinator removes a subject on H of its K expected observers (implicit
 //!   reporters: observers themselves reported by at least L), waits up to `flux_hold` for
 //!   subjects in flux so losses found together share one decision, and refuses decisions that
-//!   would leave it in a minority (the majority guard). A decision floods the tree at once
-//!   (`RemovedMsg`) and is confirmed in xcast order by the global notice.
+//!   would leave it in a minority (the majority guard). A decision floods the tree
+//!   (`RemovedMsg`) as soon as the repair it causes here completes, and is confirmed in xcast
+//!   order by the global notice.
 //! - **Gray links.** A tree link down on soft evidence for `membership.gray_timeout` gets its
 //!   child removed, cause "unreachable".
 //! - **Fencing.** A rank the root confirmed removed that speaks or dials again is told
 //!   ("evicted"); it stops for good.
+//!
+//! **Links** (`links.rs`): what a lost link means is decided here, not by the node: hard
+//! evidence (or any tree link with the detector off) is a death, soft evidence on a tree link
+//! starts its gray timeout and, on the parent's link, sends a hello that asks for it back.
 //!
 //! A rank that dies together with its only tree neighbour is discovered when its new parent's
 //! adoption notice cannot be delivered: the driver's bounded dial fails and reports link-down.
