@@ -7,7 +7,8 @@
 
 use std::time::{Duration, Instant};
 
-use lifeline_core::sim::scenario::{run_flood, FloodParams, FloodReport, RunHooks};
+use lifeline_core::sim::scenario::flood::{run_flood, FloodParams, FloodReport};
+use lifeline_core::sim::Hooks;
 use lifeline_core::tree::Layout;
 use lifeline_core::Node;
 use serde_json::Value;
@@ -133,7 +134,7 @@ pub fn run(cfg: &Config, start: Instant) -> Result<Report, CliError> {
     };
     let t = Instant::now();
     let flood =
-        run_flood(&params, RunHooks::default()).map_err(|e| CliError::Failed(e.to_string()))?;
+        run_flood(&params, Hooks::default()).map_err(|e| CliError::Failed(e.to_string()))?;
     let sim = t.elapsed();
     Ok(Report {
         config: *cfg,

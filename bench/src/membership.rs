@@ -9,7 +9,9 @@
 
 use std::time::Instant;
 
-use lifeline_core::sim::membership::{run_membership, MembershipParams, MembershipSummary};
+use lifeline_core::sim::scenario::membership::{
+    run_membership, MembershipParams, MembershipSummary,
+};
 use lifeline_core::sim::Hooks;
 use lifeline_core::tree::Layout;
 use serde_json::Value;

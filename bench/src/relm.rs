@@ -10,7 +10,8 @@
 
 use std::time::{Duration, Instant};
 
-use lifeline_core::sim::relm::{check_report, run_relm, RelmHooks, RelmParams, RelmReport};
+use lifeline_core::sim::scenario::relm::{check_report, run_relm, RelmParams, RelmReport};
+use lifeline_core::sim::Hooks;
 use lifeline_core::tree::Layout;
 use lifeline_core::Node;
 use serde_json::Value;
@@ -204,8 +205,7 @@ fn round_to(x: f64, scale: f64) -> f64 {
 pub fn run(cfg: &Config, start: Instant) -> Result<Report, CliError> {
     let params = cfg.params();
     let t = Instant::now();
-    let relm =
-        run_relm(&params, RelmHooks::default()).map_err(|e| CliError::Failed(e.to_string()))?;
+    let relm = run_relm(&params, Hooks::default()).map_err(|e| CliError::Failed(e.to_string()))?;
     let sim = t.elapsed();
     check_report(&relm).map_err(|e| {
         CliError::Failed(format!(

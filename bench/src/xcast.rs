@@ -10,7 +10,8 @@
 
 use std::time::{Duration, Instant};
 
-use lifeline_core::sim::broadcast::{run_xcast, XcastHooks, XcastParams, XcastReport};
+use lifeline_core::sim::scenario::xcast::{run_xcast, XcastParams, XcastReport};
+use lifeline_core::sim::Hooks;
 use lifeline_core::tree::Layout;
 use lifeline_core::Node;
 use serde_json::Value;
@@ -162,8 +163,8 @@ fn virtual_ms(ns: u64) -> f64 {
 /// the scenario's checks fails.
 pub fn run(cfg: &Config, start: Instant) -> Result<Report, CliError> {
     let t = Instant::now();
-    let xcast = run_xcast(&cfg.params(), XcastHooks::default())
-        .map_err(|e| CliError::Failed(e.to_string()))?;
+    let xcast =
+        run_xcast(&cfg.params(), Hooks::default()).map_err(|e| CliError::Failed(e.to_string()))?;
     let sim = t.elapsed();
     Ok(Report {
         config: *cfg,

@@ -447,7 +447,7 @@ typedef struct lifeline_stats {
   uint64_t dropped_bad_origin;
   // (flood) Flood frames for an id already delivered.
   uint64_t flood_duplicates;
-  // (flood) Flood ids forgotten early because `max_floods` was reached.
+  // (flood) Flood ids forgotten early because `flood_max` was reached.
   uint64_t flood_forgotten;
   // (membership) Lineage or adoption notices naming a rank already known dead (the sender is
   // behind).
@@ -545,11 +545,11 @@ typedef struct lifeline_stats {
   uint64_t relm_link_rejected;
   // (relm) Gated link updates sent by the backstop timer instead of the gating rule.
   uint64_t relm_gate_timeouts;
-  // (relm) Probes an origin sent because a chain made no ACK progress for `relm_retry`.
+  // (relm) Probes an origin sent because a chain made no ACK progress for `relm_retry_ns`.
   uint64_t relm_retry_probes;
   // (relm) Relay cache entries evicted by time or count before their ACK passed.
   uint64_t relm_cache_evicted;
-  // (relm) Relay records dropped after idling for twice `relm_retry` without an ACK.
+  // (relm) Relay records dropped after idling for twice `relm_retry_ns` without an ACK.
   uint64_t relm_records_expired;
   // (relm) Same identity, different bytes (each also reported as an event).
   uint64_t relm_collisions;

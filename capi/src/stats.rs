@@ -45,7 +45,7 @@ pub struct Stats {
     pub dropped_bad_origin: u64,
     /// (flood) Flood frames for an id already delivered.
     pub flood_duplicates: u64,
-    /// (flood) Flood ids forgotten early because `max_floods` was reached.
+    /// (flood) Flood ids forgotten early because `flood_max` was reached.
     pub flood_forgotten: u64,
     /// (membership) Lineage or adoption notices naming a rank already known dead (the sender is
     /// behind).
@@ -143,11 +143,11 @@ pub struct Stats {
     pub relm_link_rejected: u64,
     /// (relm) Gated link updates sent by the backstop timer instead of the gating rule.
     pub relm_gate_timeouts: u64,
-    /// (relm) Probes an origin sent because a chain made no ACK progress for `relm_retry`.
+    /// (relm) Probes an origin sent because a chain made no ACK progress for `relm_retry_ns`.
     pub relm_retry_probes: u64,
     /// (relm) Relay cache entries evicted by time or count before their ACK passed.
     pub relm_cache_evicted: u64,
-    /// (relm) Relay records dropped after idling for twice `relm_retry` without an ACK.
+    /// (relm) Relay records dropped after idling for twice `relm_retry_ns` without an ACK.
     pub relm_records_expired: u64,
     /// (relm) Same identity, different bytes (each also reported as an event).
     pub relm_collisions: u64,

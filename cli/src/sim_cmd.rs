@@ -9,9 +9,9 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use clap::{Args, Subcommand};
-use lifeline_core::sim::broadcast::{run_xcast, XcastParams, XcastReport};
-use lifeline_core::sim::relm::{check_report, run_relm, RelmParams, RelmReport};
-use lifeline_core::sim::scenario::{run_flood, FloodParams, FloodReport};
+use lifeline_core::sim::scenario::flood::{run_flood, FloodParams, FloodReport};
+use lifeline_core::sim::scenario::relm::{check_report, run_relm, RelmParams, RelmReport};
+use lifeline_core::sim::scenario::xcast::{run_xcast, XcastParams, XcastReport};
 use lifeline_core::sim::{Hooks, ProgressHook, SimFailure, TraceSink, World};
 
 use crate::tree_cmd::layout;

@@ -5,7 +5,9 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use lifeline_core::sim::membership::{run_membership, MembershipParams, MembershipSummary};
+use lifeline_core::sim::scenario::membership::{
+    run_membership, MembershipParams, MembershipSummary,
+};
 
 use crate::sim_cmd::run_scenario;
 use crate::write_stdout;

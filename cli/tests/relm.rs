@@ -237,7 +237,7 @@ fn trace_goes_before_the_json_line() {
 /// The replay command a failure prints must run as printed and reproduce the run's trace.
 #[test]
 fn replay_command_runs() {
-    use lifeline_core::sim::relm::RelmParams;
+    use lifeline_core::sim::scenario::relm::RelmParams;
     for burst in [false, true] {
         let p = RelmParams {
             ranks: 30,

@@ -307,7 +307,7 @@ fn xcast_trace_is_deterministic_per_seed() {
 /// The replay command a failure prints must run as printed and reproduce the run's trace.
 #[test]
 fn xcast_replay_command_runs() {
-    use lifeline_core::sim::broadcast::XcastParams;
+    use lifeline_core::sim::scenario::xcast::XcastParams;
     for root_origin in [false, true] {
         let p = XcastParams {
             ranks: 60,

@@ -1,6 +1,7 @@
 //! Prints the trace of a small faulty flood run (`cargo run -p lifeline-core --features sim
 //! --example flood_trace -- SEED`).
-use lifeline_core::sim::scenario::{run_flood, FloodParams, RunHooks};
+use lifeline_core::sim::scenario::flood::{run_flood, FloodParams};
+use lifeline_core::sim::Hooks;
 
 fn main() {
     let seed = std::env::args()
@@ -13,9 +14,9 @@ fn main() {
         seed,
         faults: true,
     };
-    let hooks = RunHooks {
+    let hooks = Hooks {
         trace: Some(Box::new(|l: &str| println!("{l}"))),
-        ..RunHooks::default()
+        ..Hooks::default()
     };
     match run_flood(&p, hooks) {
         Ok(r) => println!("{r:?}"),

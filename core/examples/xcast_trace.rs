@@ -1,6 +1,7 @@
 //! Prints the trace of an xcast run (`cargo run -p lifeline-core --features sim --example
 //! xcast_trace -- RANKS RADIX OPS CRASH SEED ROOT_ORIGIN`).
-use lifeline_core::sim::broadcast::{run_xcast, XcastHooks, XcastParams};
+use lifeline_core::sim::scenario::xcast::{run_xcast, XcastParams};
+use lifeline_core::sim::Hooks;
 
 fn main() {
     let a: Vec<String> = std::env::args().skip(1).collect();
@@ -13,9 +14,9 @@ fn main() {
         seed: get(4, "2").parse().unwrap(),
         root_origin: get(5, "false").parse().unwrap(),
     };
-    let hooks = XcastHooks {
+    let hooks = Hooks {
         trace: Some(Box::new(|l: &str| println!("{l}"))),
-        ..XcastHooks::default()
+        ..Hooks::default()
     };
     match run_xcast(&p, hooks) {
         Ok(r) => println!("{r:?}"),

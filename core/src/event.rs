@@ -21,13 +21,7 @@ macro_rules! events {
             ViewChanged(ViewDelta),
         }
 
-        $(
-            impl From<$ty> for Event {
-                fn from(e: $ty) -> Self {
-                    Self::$variant(e)
-                }
-            }
-        )*
+        from_parts!(Event { $($variant($ty)),* });
     };
 }
 

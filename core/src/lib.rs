@@ -131,6 +131,20 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+/// `From<Part> for Aggregate` for each `Variant(Part)` line of an aggregate's table (events,
+/// timer keys, messages): machines emit their own types and only the composer wraps them.
+macro_rules! from_parts {
+    ($agg:ident { $($variant:ident($part:ty)),* $(,)? }) => {
+        $(
+            impl From<$part> for $agg {
+                fn from(part: $part) -> Self {
+                    Self::$variant(part)
+                }
+            }
+        )*
+    };
+}
+
 mod config;
 pub mod detect;
 mod error;
@@ -148,6 +162,7 @@ pub mod sim;
 mod stats;
 pub mod time;
 mod timer;
+mod transmit;
 pub mod tree;
 mod vecmap;
 pub mod wire;
@@ -164,11 +179,11 @@ pub use membership::{
     RemovalCause,
 };
 pub use node::Node;
-pub use outbox::{Class, Transmit};
 pub use relm::{
     RelmConfig, RelmConfigError, RelmError, RelmEvent, RelmStats, RelmTimer, MAX_RELM_WINDOW,
 };
 pub use stats::Stats;
 pub use time::{Duration, Instant};
 pub use timer::{TimerKey, TimerToken};
+pub use transmit::{Class, Transmit};
 pub use xcast::{XcastConfig, XcastError, XcastEvent, XcastStats, XcastTimer};

@@ -12,10 +12,12 @@ use bytes::Bytes;
 
 use crate::config::Config;
 use crate::event::Event;
-use crate::outbox::{Class, Outbox, Transmit};
+use crate::link::LinkCause;
+use crate::outbox::Outbox;
 use crate::stats::Stats;
 use crate::time::Instant;
 use crate::timer::Timers;
+use crate::transmit::{Class, Transmit};
 use crate::tree::{Rank, Scope, Tree, ViewDelta};
 use crate::wire::Message;
 
@@ -45,15 +47,22 @@ pub(crate) enum Effect {
     /// coordinator refuses to decide while most of its sample is silent (it is probably the one
     /// cut off).
     Reachability { suspected: u32, watching: u32 },
-    /// Flood a coordinator's decision to the tree neighbours (after the repair it caused),
-    /// except the one it came from.
-    FloodRemoved {
-        m: crate::membership::RemovedMsg,
-        except: Option<Rank>,
-    },
     /// An application event that must follow the effects pushed before it (e.g. a failure
     /// confirmation after the repair it caused).
     Event(Event),
+}
+
+/// How the set of live ranks changed: what [`Machine::on_members_change`] and
+/// [`Machine::on_repaired`] are told.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct MembersChange<'a> {
+    /// Ranks newly known dead (empty for a grow).
+    pub(crate) fresh: &'a [Rank],
+    /// How they are known: learned here (`Local`, to be reported up) or confirmed by the root
+    /// (`Global`).
+    pub(crate) scope: Scope,
+    /// The span grew (new ranks joined).
+    pub(crate) grown: bool,
 }
 
 /// What a machine may touch while handling one input: read-only context, the outbox, the
@@ -80,15 +89,12 @@ impl Ctx<'_> {
             self.stats.suppressed_to_dead += 1;
             return;
         }
-        self.push(to, class, frame);
+        self.push(Transmit::new(to, class, frame));
     }
 
-    /// Queues a frame without the liveness check, counting it or the full queue.
-    fn push(&mut self, to: Rank, class: Class, frame: Bytes) {
-        if self
-            .out
-            .push_transmit(Transmit { to, class, frame }, self.cfg.max_transmits)
-        {
+    /// Queues a transmit, counting it or the full queue.
+    fn push(&mut self, t: Transmit) {
+        if self.out.push_transmit(t, self.cfg.max_transmits) {
             self.stats.frames_out += 1;
         } else {
             self.stats.dropped_outbox_full += 1;
@@ -96,10 +102,12 @@ impl Ctx<'_> {
     }
 
     /// Queues a fencing notice to a removed rank: the one frame ever addressed to a rank known
-    /// dead (the node's dead-rank filters let it through by its kind).
-    pub(crate) fn send_fence(&mut self, to: Rank, m: crate::membership::EvictedMsg) {
-        let frame = Message::from(m).encode();
-        self.push(to, Class::Control, frame);
+    /// dead, flagged as such ([`Transmit::is_fence`]) so the node's dead-rank filters and the
+    /// adapter let it through. Skips the liveness check; a full queue is counted.
+    pub(crate) fn send_fence(&mut self, to: Rank, m: impl Into<Message>) {
+        let m = m.into();
+        let class = m.kind().class();
+        self.push(Transmit::fence(to, class, m.encode()));
     }
 
     /// Queues a message on its kind's traffic class.
@@ -107,6 +115,16 @@ impl Ctx<'_> {
         let m = m.into();
         let class = m.kind().class();
         self.send_frame(to, class, m.encode());
+    }
+
+    /// Queues one message to each of `to` (encoded once), on its kind's traffic class.
+    pub(crate) fn send_all(&mut self, to: impl IntoIterator<Item = Rank>, m: impl Into<Message>) {
+        let m = m.into();
+        let class = m.kind().class();
+        let frame = m.encode();
+        for r in to {
+            self.send_frame(r, class, frame.clone());
+        }
     }
 
     /// Queues an application event (a full queue is counted).
@@ -149,9 +167,43 @@ pub(crate) trait Machine {
     }
 
     /// The set of live ranks changed (deaths or a grow), whether or not this rank's view did
-    /// (called after any view change, in table order).
-    fn on_members_change(&mut self, ctx: &mut Ctx<'_>) {
-        let _ = ctx;
+    /// (called after any view change, in table order): forget what the change made moot.
+    fn on_members_change(&mut self, ctx: &mut Ctx<'_>, change: &MembersChange<'_>) {
+        let _ = (ctx, change);
+    }
+
+    /// The repair of one members change is complete: every machine has seen
+    /// [`Machine::on_members_change`] and the effects it pushed were applied (called in table
+    /// order). What depends on the whole repair goes here: reporting deaths up the tree,
+    /// passing on the decision that caused them.
+    fn on_repaired(&mut self, ctx: &mut Ctx<'_>, change: &MembersChange<'_>) {
+        let _ = (ctx, change);
+    }
+
+    /// The driver established a link to `peer` (a live rank of the span).
+    fn on_link_up(&mut self, ctx: &mut Ctx<'_>, peer: Rank) {
+        let _ = (ctx, peer);
+    }
+
+    /// The driver lost the link to `peer` (a rank of the span not known dead), on the evidence
+    /// `cause`. What the loss means (a death, a gray link, nothing) is the machine's policy.
+    fn on_link_down(&mut self, ctx: &mut Ctx<'_>, peer: Rank, cause: LinkCause) {
+        let _ = (ctx, peer, cause);
+    }
+
+    /// A frame from `peer` decoded (before it goes to its machine): the link works.
+    fn on_frame_from(&mut self, ctx: &mut Ctx<'_>, peer: Rank) {
+        let _ = (ctx, peer);
+    }
+
+    /// The internal xcast tags this machine takes (below
+    /// [`FIRST_APP_TAG`](crate::xcast::FIRST_APP_TAG)): a delivered op with one of them goes to
+    /// [`Machine::on_xcast`] instead of the application (the node's tag table).
+    const XCAST_TAGS: &'static [u16] = &[];
+
+    /// A delivered xcast op with one of [`Machine::XCAST_TAGS`], in op order.
+    fn on_xcast(&mut self, ctx: &mut Ctx<'_>, tag: u16, payload: Bytes) {
+        let _ = (ctx, tag, payload);
     }
 
     /// Whether a decoded message is plausible from any peer (an origin it cannot have is
@@ -163,6 +215,14 @@ pub(crate) trait Machine {
 
     /// One decoded, admitted message from `from`.
     fn on_message(&mut self, ctx: &mut Ctx<'_>, from: Rank, msg: Self::Msg);
+
+    /// Protocol state this machine holds that traffic must eventually release (messages in
+    /// flight, remembered ids, relay records), for leak checks: the node's
+    /// [`pending_state`](crate::Node::pending_state) sums it over the machine table. Zero by
+    /// default (state that lives as long as a peer, such as per-peer counters, is not counted).
+    fn held(&self) -> usize {
+        0
+    }
 
     /// One of this machine's timers fired (`token` tells a current expiry from a stale one).
     fn on_timer(&mut self, ctx: &mut Ctx<'_>, timer: Self::Timer, token: crate::timer::TimerToken);

@@ -2,39 +2,8 @@
 
 use std::collections::VecDeque;
 
-use bytes::Bytes;
-
 use crate::event::Event;
-use crate::tree::Rank;
-
-/// Traffic class: adapters carry control frames on a channel bulk data cannot starve (a
-/// separate connection, QUIC stream or queue pair).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Class {
-    /// Heartbeats, membership, failure notices, ACKs: small and latency-critical.
-    Control,
-    /// Application payloads.
-    Data,
-}
-
-/// One frame for the adapter to send.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Transmit {
-    /// Destination rank (a tree neighbour or a lateral peer); never a rank known dead.
-    pub to: Rank,
-    /// Which channel to use.
-    pub class: Class,
-    /// A whole frame, envelope included.
-    pub frame: Bytes,
-}
-
-impl Transmit {
-    /// Whether this is a fencing notice to a removed rank (the only frame ever addressed to a
-    /// rank known dead; an adapter delivers it if it still can, and drops it otherwise).
-    pub fn is_fence(&self) -> bool {
-        crate::wire::is_fence(&self.frame)
-    }
-}
+use crate::transmit::Transmit;
 
 /// Bounded FIFO queues; pushing past a bound drops and reports `false` so the caller counts it.
 /// A queue drained to empty gives its memory back: an idle node holds no queue memory (a

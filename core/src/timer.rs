@@ -10,23 +10,35 @@ use crate::membership::MembershipTimer;
 use crate::relm::RelmTimer;
 use crate::xcast::XcastTimer;
 
-/// A timer's identity: at most one deadline per key is armed at a time. The timer table: one
-/// line per machine, each machine's keys nested (a key may carry a peer, e.g. a per-rank
-/// suspicion timer). [`Node::poll_timeout`](crate::Node::poll_timeout) returns the key of the
-/// earliest deadline, so its outer variant says which machine asked.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-#[non_exhaustive]
-pub enum TimerKey {
+/// Declares [`TimerKey`] from one line per machine, with `From` conversions from each machine's
+/// timer type (so a machine arms its own keys: `ctx.timers.set(XTimer::Y, at)`).
+macro_rules! timer_keys {
+    ($($(#[$doc:meta])* $variant:ident($ty:ty);)*) => {
+        /// A timer's identity: at most one deadline per key is armed at a time. The timer table:
+        /// one line per machine, each machine's keys nested (a key may carry a peer, e.g. a
+        /// per-rank suspicion timer). [`Node::poll_timeout`](crate::Node::poll_timeout) returns
+        /// the key of the earliest deadline, so its outer variant says which machine asked.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        #[non_exhaustive]
+        pub enum TimerKey {
+            $($(#[$doc])* $variant($ty),)*
+        }
+
+        from_parts!(TimerKey { $($variant($ty)),* });
+    };
+}
+
+timer_keys! {
     /// The flood test protocol.
-    Flood(FloodTimer),
+    Flood(FloodTimer);
     /// Failure knowledge.
-    Membership(MembershipTimer),
+    Membership(MembershipTimer);
     /// Reliable broadcast.
-    Xcast(XcastTimer),
+    Xcast(XcastTimer);
     /// Reliable messaging.
-    Relm(RelmTimer),
+    Relm(RelmTimer);
     /// Heartbeat failure detector.
-    Detect(DetectTimer),
+    Detect(DetectTimer);
 }
 
 /// The generation a timer was armed with. A machine that keeps the token can tell a current
@@ -73,7 +85,8 @@ impl<K> Default for Timers<K> {
 
 impl<K: Ord + Copy> Timers<K> {
     /// Arms `key` at `at`, replacing any earlier deadline for it.
-    pub(crate) fn set(&mut self, key: K, at: Instant) -> TimerToken {
+    pub(crate) fn set(&mut self, key: impl Into<K>, at: Instant) -> TimerToken {
+        let key = key.into();
         self.cancel(key);
         self.next_gen += 1;
         let token = TimerToken(self.next_gen);
@@ -101,7 +114,8 @@ impl<K: Ord + Copy> Timers<K> {
     }
 
     /// Disarms `key`; returns whether it was armed.
-    pub(crate) fn cancel(&mut self, key: K) -> bool {
+    pub(crate) fn cancel(&mut self, key: impl Into<K>) -> bool {
+        let key = key.into();
         let found = match &mut self.store {
             Store::Small(v) => match v.iter().position(|e| e.1 == key) {
                 Some(i) => {
@@ -190,16 +204,16 @@ mod tests {
     #[test]
     fn rearm_cancel_and_order() {
         let mut t: Timers<u32> = Timers::default();
-        let a = t.set(1, Instant::from_nanos(50));
-        t.set(2, Instant::from_nanos(20));
-        let b = t.set(1, Instant::from_nanos(10));
+        let a = t.set(1u32, Instant::from_nanos(50));
+        t.set(2u32, Instant::from_nanos(20));
+        let b = t.set(1u32, Instant::from_nanos(10));
         assert_ne!(a, b);
         assert_eq!(t.len(), 2);
         assert_eq!(t.next(), Some((Instant::from_nanos(10), 1)));
         assert_eq!(t.pop_due(Instant::from_nanos(5)), None);
         assert_eq!(t.pop_due(Instant::from_nanos(100)), Some((1, b)));
-        assert!(t.cancel(2));
-        assert!(!t.cancel(2));
+        assert!(t.cancel(2u32));
+        assert!(!t.cancel(2u32));
         assert_eq!(t.pop_due(Instant::MAX), None);
         assert_eq!(t.len(), 0);
     }

@@ -32,14 +32,6 @@
 //! and at the end of a sweep the target must still send reliable messages and hear them
 //! acknowledged.
 
-use lifeline_core::wire::MembershipMsg;
-use lifeline_core::wire::RelmMsg;
-use lifeline_core::wire::XcastMsg;
-use lifeline_core::FloodEvent;
-use lifeline_core::LinkCause;
-use lifeline_core::MembershipEvent;
-use lifeline_core::RelmEvent;
-use lifeline_core::XcastEvent;
 use std::collections::{BTreeMap, BTreeSet};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -47,7 +39,7 @@ use bytes::Bytes;
 use lifeline_core::detect::{HeartbeatMsg, SuspectMsg};
 use lifeline_core::membership::RemovalCause;
 use lifeline_core::relm::{Uid, UID_INVALID, UID_MAX, UID_NONE, UID_UNKNOWN};
-use lifeline_core::sim::testing::{Frame, Net};
+use lifeline_core::sim::testing::{Frame, Net, Solo};
 use lifeline_core::tree::{Rank, RankSet};
 use lifeline_core::wire::{
     self, AckMsg, AdoptMsg, ChainMark, CompleteMsg, DecodeError, FloodMsg, ForwardMsg,
@@ -55,9 +47,12 @@ use lifeline_core::wire::{
     RecoverMsg, RecoveredOpMsg, RelayMsg, RelmAckMsg, RelmDataMsg, RelmLinkMsg, RelmReqMsg,
     SyncMsg, UidRange, HEADER_LEN, VERSION,
 };
-use lifeline_core::wire::{AlertEntry, AlertMsg, EvictedMsg, RemovedMsg, UnreachableMsg};
+use lifeline_core::wire::{
+    AlertEntry, AlertMsg, EvictedMsg, MembershipMsg, RelmMsg, RemovedMsg, UnreachableMsg, XcastMsg,
+};
 use lifeline_core::{
-    xcast, CommandError, Config, Duration, Event, Instant, Node, Stats, TimerKey, Transmit,
+    xcast, CommandError, Config, Duration, Event, FloodEvent, Instant, LinkCause, MembershipEvent,
+    Node, RelmEvent, Stats, TimerKey, Transmit, XcastEvent,
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -2241,33 +2236,28 @@ fn hostile_counters_never_panic() {
     // Rank 2 of a radix-2 span-3 tree: parent 0, no children; when 0 dies it becomes the root.
     // Rank 1 stays its sibling (a child of the new root) and relays for it.
     for (name, m) in &frames {
-        let ctx = |step: &str| format!("{name} ({m:?}), {step}");
-        let mut n = Node::new(Config::new(3, 2), Rank(2), 1, Instant::ZERO).unwrap();
-        let mut now = Instant::ZERO;
-        let mut step = |n: &mut Node, what: &str, f: &dyn Fn(&mut Node, Instant)| {
-            now += Duration::from_millis(300);
-            catch_unwind(AssertUnwindSafe(|| f(n, now)))
-                .unwrap_or_else(|_| panic!("panic: {}", ctx(what)));
-            while let Some(t) = n.poll_transmit() {
-                assert!(n.tree().is_alive(t.to) && t.to != Rank(2), "{}", ctx(what));
-            }
-            while n.poll_event().is_some() {}
-        };
-        step(&mut n, "from the parent", &|n, now| {
+        let n = Node::new(Config::new(3, 2), Rank(2), 1, Instant::ZERO).unwrap();
+        // A forged counter just below the bound, adopted, may be counted past it (a recovery
+        // round after the failover), and peers refuse that frame (the codec's side is
+        // `implausible_counters_are_refused`): only the addressing is checked here.
+        let mut solo = Solo::new(n, Duration::from_millis(300))
+            .context(format!("{name} ({m:?})"))
+            .check_decode(false);
+        solo.step("from the parent", |n, now| {
             n.handle_frame(now, Rank(0), m.encode())
         });
-        step(&mut n, "from the sibling", &|n, now| {
+        solo.step("from the sibling", |n, now| {
             n.handle_frame(now, Rank(1), m.encode())
         });
-        step(&mut n, "xcast before the failover", &|n, now| {
+        solo.step("xcast before the failover", |n, now| {
             let _ = n.xcast(now, 16, Bytes::from_static(b"a"));
         });
-        step(&mut n, "the parent dies", &|n, now| {
+        solo.step("the parent dies", |n, now| {
             n.handle_link_down(now, Rank(0), LinkCause::Refused)
         });
         for i in 0..3 {
-            step(&mut n, "timers", &|n, now| n.handle_timeout(now));
-            step(&mut n, "the sibling relays", &|n, now| {
+            solo.step("timers", |n, now| n.handle_timeout(now));
+            solo.step("the sibling relays", |n, now| {
                 let r = Message::Xcast(XcastMsg::Relay(RelayMsg {
                     origin: Rank(1),
                     seq: i + 1,
@@ -2276,7 +2266,7 @@ fn hostile_counters_never_panic() {
                 }));
                 n.handle_frame(now, Rank(1), r.encode())
             });
-            step(&mut n, "the sibling acks", &|n, now| {
+            solo.step("the sibling acks", |n, now| {
                 let (delivered, _) = n.xcast_watermarks();
                 for op in delivered.saturating_sub(2)..=delivered.saturating_add(2) {
                     for round in 0..3 {
@@ -2285,10 +2275,10 @@ fn hostile_counters_never_panic() {
                     }
                 }
             });
-            step(&mut n, "xcast after the failover", &|n, now| {
+            solo.step("xcast after the failover", |n, now| {
                 let _ = n.xcast(now, 16, Bytes::from_static(b"c"));
             });
-            step(&mut n, "the sibling re-sends the same", &|n, now| {
+            solo.step("the sibling re-sends the same", |n, now| {
                 n.handle_frame(now, Rank(1), m.encode())
             });
         }
@@ -2780,56 +2770,40 @@ fn hostile_relm_values_never_panic() {
             }
         }
     }
-    let limits = sweep_config().limits();
     // Rank 5 of the sweep's tree originates to 2 (through its parent 1) and to 21 (its child),
     // takes each hostile frame from its parent and from a child, then loses its parent (a
     // repair: purge and link updates) and runs its timers.
     for (name, m) in &frames {
-        let ctx = |step: &str| format!("{name} ({m:?}), {step}");
-        let mut n = sweep_node(ME);
-        let mut now = Instant::ZERO;
-        let mut step = |n: &mut Node, what: &str, f: &dyn Fn(&mut Node, Instant)| {
-            now += Duration::from_millis(300);
-            catch_unwind(AssertUnwindSafe(|| f(n, now)))
-                .unwrap_or_else(|_| panic!("panic: {}", ctx(what)));
-            while let Some(t) = n.poll_transmit() {
-                assert!(t.to != ME && n.tree().is_alive(t.to), "{}", ctx(what));
-                assert!(
-                    Message::decode(t.frame.clone(), &limits).is_ok(),
-                    "undecodable: {}",
-                    ctx(what)
-                );
-            }
-            while n.poll_event().is_some() {}
-        };
-        step(&mut n, "sends", &|n, now| {
+        let mut solo = Solo::new(sweep_node(ME), Duration::from_millis(300))
+            .context(format!("{name} ({m:?})"));
+        solo.step("sends", |n, now| {
             for dst in [Rank(2), Rank(21)] {
                 for _ in 0..3 {
                     let _ = n.relm_send(now, dst, 16, Bytes::from_static(b"mine"));
                 }
             }
         });
-        step(&mut n, "from the parent", &|n, now| {
+        solo.step("from the parent", |n, now| {
             n.handle_frame(now, Rank(1), m.encode())
         });
-        step(&mut n, "from a child", &|n, now| {
+        solo.step("from a child", |n, now| {
             n.handle_frame(now, Rank(21), m.encode())
         });
-        step(&mut n, "timers", &|n, now| n.handle_timeout(now));
-        step(&mut n, "the parent dies", &|n, now| {
+        solo.step("timers", |n, now| n.handle_timeout(now));
+        solo.step("the parent dies", |n, now| {
             n.handle_link_down(now, Rank(1), LinkCause::Refused)
         });
         for _ in 0..3 {
-            step(&mut n, "timers", &|n, now| n.handle_timeout(now));
-            step(&mut n, "again from a child", &|n, now| {
+            solo.step("timers", |n, now| n.handle_timeout(now));
+            solo.step("again from a child", |n, now| {
                 n.handle_frame(now, Rank(21), m.encode())
             });
-            step(&mut n, "from the new parent", &|n, now| {
+            solo.step("from the new parent", |n, now| {
                 if let Some(p) = n.tree().view().and_then(|v| v.parent()) {
                     n.handle_frame(now, p, m.encode())
                 }
             });
-            step(&mut n, "sends after the repair", &|n, now| {
+            solo.step("sends after the repair", |n, now| {
                 let _ = n.relm_send(now, Rank(2), 16, Bytes::from_static(b"more"));
             });
         }

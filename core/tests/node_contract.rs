@@ -5,13 +5,6 @@
 //! spirit of quinn-proto's test `Pair`: it drains every node's transmits into the destination's
 //! `handle_frame` and advances virtual time to the earliest `poll_timeout`.
 
-use lifeline_core::wire::MembershipMsg;
-use lifeline_core::wire::XcastMsg;
-use lifeline_core::LinkCause;
-use lifeline_core::XcastError;
-use lifeline_core::XcastEvent;
-use lifeline_core::{FloodEvent, FloodTimer};
-use lifeline_core::{MembershipEvent, MembershipTimer, RemovalCause};
 use std::collections::BTreeSet;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -22,9 +15,14 @@ use lifeline_core::wire::{
     AdoptMsg, FloodMsg, ForwardMsg, GlobalFailureMsg, Kind, LineageMsg, Message, RecoveredOpMsg,
     RelayMsg,
 };
+use lifeline_core::wire::{MembershipMsg, XcastMsg};
 use lifeline_core::{
     xcast, Class, CommandError, Config, ConfigError, Duration, Event, Instant, Node, Stats,
     TimerKey, Transmit, MAX_FRAME, MIN_FRAME,
+};
+use lifeline_core::{
+    FloodEvent, FloodTimer, LinkCause, MembershipEvent, MembershipTimer, RemovalCause, XcastError,
+    XcastEvent,
 };
 
 // ---------------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-//! RELM edge cases 20–28 of `shared/research/prrte.md` as named simulator scenarios through the
+//! RELM edge cases 20–28 of `docs/edge-cases.md` as named simulator scenarios through the
 //! public API.
 //!
 //! Every scenario runs with zero jitter (one-way latency 50 µs, link-down 1 ms after a crash,
@@ -14,8 +14,6 @@
 //! Radix 2, n = 9: 0→{1,2}, 1→{3,5}, 2→{4,6}, 3→{7}, 4→{8}. The longest path, 7→8, is
 //! 7→3→1→0→2→4→8.
 
-use lifeline_core::wire::RelmMsg;
-use lifeline_core::RelmEvent;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -24,8 +22,8 @@ use bytes::Bytes;
 use lifeline_core::relm::{Uid, UID_MAX};
 use lifeline_core::sim::{Fault, Observer, Sim, SimConfig, World};
 use lifeline_core::tree::Rank;
-use lifeline_core::wire::{ChainMark, Message, RelmDataMsg, RelmLinkMsg};
-use lifeline_core::{Duration, Event};
+use lifeline_core::wire::{ChainMark, Message, RelmDataMsg, RelmLinkMsg, RelmMsg};
+use lifeline_core::{Duration, Event, RelmEvent};
 
 type Chain = (u32, u32);
 

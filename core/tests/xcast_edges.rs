@@ -1,4 +1,4 @@
-//! Xcast edge cases 12–19 and failure-knowledge case 9 of `shared/research/prrte.md`, plus root
+//! Xcast edge cases 12–19 and failure-knowledge case 9 of `docs/edge-cases.md`, plus root
 //! failover, as named simulator scenarios through the public API.
 //!
 //! Every scenario runs on a small tree with zero jitter, so the interleaving is exact (one-way
@@ -10,11 +10,6 @@
 //!
 //! Radix 2, n = 9: 0→{1,2}, 1→{3,5}, 2→{4,6}, 3→{7}, 4→{8}.
 
-use lifeline_core::wire::MembershipMsg;
-use lifeline_core::wire::XcastMsg;
-use lifeline_core::LinkCause;
-use lifeline_core::MembershipEvent;
-use lifeline_core::XcastEvent;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -22,7 +17,8 @@ use std::rc::Rc;
 use bytes::Bytes;
 use lifeline_core::sim::{Fault, Observer, Sim, SimConfig, World};
 use lifeline_core::tree::{Rank, RankSet};
-use lifeline_core::{Duration, Event, Instant};
+use lifeline_core::wire::{MembershipMsg, XcastMsg};
+use lifeline_core::{Duration, Event, Instant, LinkCause, MembershipEvent, XcastEvent};
 
 // ---------------------------------------------------------------------------------------------
 // Harness

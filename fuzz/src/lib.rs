@@ -30,8 +30,9 @@
 
 use arbitrary::{Arbitrary, Unstructured};
 use bytes::Bytes;
-use lifeline_core::sim::relm::{check_report, run_relm, RelmHooks, RelmParams};
+use lifeline_core::sim::scenario::relm::{check_report, run_relm, RelmParams};
 use lifeline_core::sim::testing::Net;
+use lifeline_core::sim::Hooks;
 use lifeline_core::time::Duration;
 use lifeline_core::tree::{Rank, RankSet};
 use lifeline_core::wire::{frame_len, Kind, Limits, Message, HEADER_LEN, VERSION};
@@ -437,7 +438,7 @@ pub fn relm_sim(data: &[u8]) {
         seed: s.seed,
         burst: s.burst,
     };
-    match run_relm(&p, RelmHooks::default()) {
+    match run_relm(&p, Hooks::default()) {
         Ok(r) => {
             if let Err(e) = check_report(&r) {
                 panic!("{e}\nreplay: {}", p.replay_command());

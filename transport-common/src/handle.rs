@@ -283,7 +283,7 @@ impl Handle {
         frame: Bytes,
     ) -> Result<(), TransportError> {
         let (tx, rx) = oneshot::channel();
-        let t = Transmit { to, class, frame };
+        let t = Transmit::new(to, class, frame);
         self.cmds
             .send(Cmd::Raw(t, tx))
             .await

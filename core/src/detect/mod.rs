@@ -31,9 +31,9 @@
 
 use std::collections::BTreeMap;
 
-use crate::machine::{Ctx, Effect, Machine};
+use crate::machine::{Ctx, Effect, Machine, MembersChange};
 use crate::time::Instant;
-use crate::timer::{TimerKey, TimerToken};
+use crate::timer::TimerToken;
 use crate::tree::Rank;
 
 mod config;
@@ -134,7 +134,7 @@ impl Detect {
     fn arm_beat(&mut self, ctx: &mut Ctx<'_>) {
         let at = ctx.now + ctx.cfg.detect.period;
         self.beat_due = Some(at);
-        ctx.timers.set(TimerKey::Detect(DetectTimer::Beat), at);
+        ctx.timers.set(DetectTimer::Beat, at);
     }
 
     /// The local health score (0 when healthy).
@@ -189,10 +189,8 @@ impl Detect {
             w.suspected = None;
             w.alerted = false;
         }
-        ctx.timers
-            .cancel(TimerKey::Detect(DetectTimer::Refute(subject)));
-        ctx.timers
-            .set(TimerKey::Detect(DetectTimer::Silent(subject)), at);
+        ctx.timers.cancel(DetectTimer::Refute(subject));
+        ctx.timers.set(DetectTimer::Silent(subject), at);
     }
 
     /// Whether a timer due at `due` fired so late that this rank itself was frozen.
@@ -222,8 +220,8 @@ impl Detect {
             .collect();
         for r in gone {
             self.watching.remove(&r);
-            ctx.timers.cancel(TimerKey::Detect(DetectTimer::Silent(r)));
-            ctx.timers.cancel(TimerKey::Detect(DetectTimer::Refute(r)));
+            ctx.timers.cancel(DetectTimer::Silent(r));
+            ctx.timers.cancel(DetectTimer::Refute(r));
         }
         let new: Vec<Rank> = rings
             .subjects
@@ -246,7 +244,7 @@ impl Detect {
             self.rearm(ctx, r);
         }
         if self.rings.get().observers.is_empty() && self.watching.is_empty() {
-            ctx.timers.cancel(TimerKey::Detect(DetectTimer::Beat));
+            ctx.timers.cancel(DetectTimer::Beat);
             self.beat_due = None;
         } else if self.beat_due.is_none() {
             self.arm_beat(ctx);
@@ -351,8 +349,7 @@ impl Detect {
                 incarnation: w.incarnation,
             },
         );
-        ctx.timers
-            .set(TimerKey::Detect(DetectTimer::Refute(subject)), at);
+        ctx.timers.set(DetectTimer::Refute(subject), at);
     }
 
     /// Moves `subject`'s pending timer to `at` (its timeout grew with the health score).
@@ -360,7 +357,7 @@ impl Detect {
         if let Some(w) = self.watching.get_mut(&subject) {
             w.deadline = at;
         }
-        ctx.timers.set(TimerKey::Detect(timer), at);
+        ctx.timers.set(timer, at);
     }
 
     /// The refutation window ended with the suspicion standing: soft evidence, sent to the
@@ -488,7 +485,7 @@ impl Machine for Detect {
     /// ([`rings::LiveRings`]). Standing alerts go out again at once: the coordinator may have
     /// changed with the members (a coordinator that froze with alerts unprocessed is replaced
     /// by one that has none).
-    fn on_members_change(&mut self, ctx: &mut Ctx<'_>) {
+    fn on_members_change(&mut self, ctx: &mut Ctx<'_>, _change: &MembersChange<'_>) {
         self.recompute(ctx);
         let standing: Vec<(Rank, u64)> = self
             .watching

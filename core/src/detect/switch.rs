@@ -2,8 +2,11 @@
 //! run it (the core's default, every large simulated cluster) pays 8 bytes instead of the
 //! detector's state (~240 bytes inline plus its rings and per-subject maps).
 
+use bytes::Bytes;
+
 use super::{Detect, DetectMsg, DetectTimer};
-use crate::machine::{Ctx, Machine};
+use crate::link::LinkCause;
+use crate::machine::{Ctx, Machine, MembersChange};
 use crate::timer::TimerToken;
 use crate::tree::{Rank, ViewDelta};
 
@@ -26,9 +29,12 @@ impl Detector {
     }
 }
 
+/// Every verb goes to the running detector (all of them, so an override `Detect` adds is never
+/// skipped here); off, each is a no-op except [`Machine::on_message`], which counts.
 impl Machine for Detector {
     type Msg = DetectMsg;
     type Timer = DetectTimer;
+    const XCAST_TAGS: &'static [u16] = Detect::XCAST_TAGS;
 
     fn new(cfg: &crate::Config, me: Rank) -> Self {
         Self(cfg.detect.enabled.then(|| Box::new(Detect::new(cfg, me))))
@@ -46,9 +52,39 @@ impl Machine for Detector {
         }
     }
 
-    fn on_members_change(&mut self, ctx: &mut Ctx<'_>) {
+    fn on_members_change(&mut self, ctx: &mut Ctx<'_>, change: &MembersChange<'_>) {
         if let Some(d) = &mut self.0 {
-            d.on_members_change(ctx);
+            d.on_members_change(ctx, change);
+        }
+    }
+
+    fn on_repaired(&mut self, ctx: &mut Ctx<'_>, change: &MembersChange<'_>) {
+        if let Some(d) = &mut self.0 {
+            d.on_repaired(ctx, change);
+        }
+    }
+
+    fn on_link_up(&mut self, ctx: &mut Ctx<'_>, peer: Rank) {
+        if let Some(d) = &mut self.0 {
+            d.on_link_up(ctx, peer);
+        }
+    }
+
+    fn on_link_down(&mut self, ctx: &mut Ctx<'_>, peer: Rank, cause: LinkCause) {
+        if let Some(d) = &mut self.0 {
+            d.on_link_down(ctx, peer, cause);
+        }
+    }
+
+    fn on_frame_from(&mut self, ctx: &mut Ctx<'_>, peer: Rank) {
+        if let Some(d) = &mut self.0 {
+            d.on_frame_from(ctx, peer);
+        }
+    }
+
+    fn on_xcast(&mut self, ctx: &mut Ctx<'_>, tag: u16, payload: Bytes) {
+        if let Some(d) = &mut self.0 {
+            d.on_xcast(ctx, tag, payload);
         }
     }
 
@@ -61,6 +97,10 @@ impl Machine for Detector {
             Some(d) => d.on_message(ctx, from, msg),
             None => ctx.stats.detect.stale += 1,
         }
+    }
+
+    fn held(&self) -> usize {
+        self.0.as_ref().map_or(0, |d| d.held())
     }
 
     fn on_timer(&mut self, ctx: &mut Ctx<'_>, timer: DetectTimer, token: TimerToken) {

@@ -11,14 +11,11 @@ use std::collections::VecDeque;
 use bytes::Bytes;
 use smallvec::SmallVec;
 
-use crate::event::Event;
 use crate::machine::Ctx;
-use crate::outbox::Class;
 use crate::time::Instant;
-use crate::timer::{TimerKey, TimerToken};
+use crate::timer::TimerToken;
 use crate::tree::Rank;
 use crate::vecmap::VecSet;
-use crate::wire::Message;
 
 mod config;
 mod event;
@@ -30,6 +27,7 @@ pub use config::FloodConfig;
 pub use event::FloodEvent;
 pub use stats::FloodStats;
 pub use timer::FloodTimer;
+pub(crate) use wire::max_payload;
 pub use wire::FloodMsg;
 
 /// Flood state of one node: ids seen recently, oldest first.
@@ -39,7 +37,7 @@ pub(crate) struct Flood {
     /// (origin, id, forget at), in arrival order, so expiry order too.
     seen: VecDeque<(Rank, u64, Instant)>,
     /// The same (origin, id) pairs as `seen` (each at most once there), so the duplicate check
-    /// is a lookup instead of a scan of up to `max_floods` entries. Ordered, so deterministic.
+    /// is a lookup instead of a scan of up to `flood.max` entries. Ordered, so deterministic.
     index: VecSet<(Rank, u64)>,
     sweep: Option<TimerToken>,
 }
@@ -83,10 +81,7 @@ impl Flood {
         self.seen.push_back((msg.origin, msg.id, forget_at));
         debug_assert_eq!(self.index.len(), self.seen.len());
         if self.sweep.is_none() {
-            self.sweep = Some(
-                ctx.timers
-                    .set(TimerKey::Flood(FloodTimer::Sweep), forget_at),
-            );
+            self.sweep = Some(ctx.timers.set(FloodTimer::Sweep, forget_at));
         }
         // Every tree link but the one it came on; inline up to radix 8 (no allocation per frame).
         let to: SmallVec<[Rank; 8]> = match ctx.tree.view() {
@@ -99,21 +94,18 @@ impl Flood {
             None => SmallVec::new(),
         };
         if !to.is_empty() {
-            let frame = Message::Flood(FloodMsg {
+            let fwd = FloodMsg {
                 hops: msg.hops.saturating_add(1),
                 ..msg.clone()
-            })
-            .encode();
-            for n in to {
-                ctx.send_frame(n, Class::Data, frame.clone());
-            }
+            };
+            ctx.send_all(to, fwd);
         }
-        ctx.event(Event::Flood(FloodEvent::Delivered {
+        ctx.event(FloodEvent::Delivered {
             origin: msg.origin,
             id: msg.id,
             hops: msg.hops,
             payload: msg.payload,
-        }));
+        });
     }
 
     /// The sweep timer fired: forget expired ids and re-arm for the next one.
@@ -129,7 +121,7 @@ impl Flood {
         if self.seen.is_empty() {
             self.seen = VecDeque::new();
         } else if let Some(&(_, _, at)) = self.seen.front() {
-            self.sweep = Some(ctx.timers.set(TimerKey::Flood(FloodTimer::Sweep), at));
+            self.sweep = Some(ctx.timers.set(FloodTimer::Sweep, at));
         }
     }
 
@@ -139,16 +131,16 @@ impl Flood {
             self.index.remove(&(o, i));
         }
     }
-
-    /// Remembered ids (for tests and memory accounting).
-    pub(crate) fn remembered(&self) -> usize {
-        self.seen.len()
-    }
 }
 
 impl crate::machine::Machine for Flood {
     type Msg = FloodMsg;
     type Timer = FloodTimer;
+
+    /// Remembered ids.
+    fn held(&self) -> usize {
+        self.seen.len()
+    }
 
     fn new(_cfg: &crate::Config, _me: Rank) -> Self {
         Self::default()

@@ -6,6 +6,6 @@
 pub struct FloodStats {
     /// Flood frames for an id already delivered.
     pub duplicates: u64,
-    /// Flood ids forgotten early because `max_floods` was reached.
+    /// Flood ids forgotten early because `flood.max` was reached.
     pub forgotten: u64,
 }

@@ -18,9 +18,18 @@ pub struct FloodMsg {
     pub payload: Bytes,
 }
 
+/// A flood's body without its payload.
+const HEAD_LEN: usize = 4 + 8 + 2 + 4;
+
+/// The largest flood payload whose frame fits `limits.max_frame` (it is forwarded unchanged but
+/// for its hop count).
+pub(crate) fn max_payload(limits: &Limits) -> usize {
+    limits.payload_room(HEAD_LEN)
+}
+
 impl Codec for FloodMsg {
     fn encoded_len(&self) -> usize {
-        4 + 8 + 2 + 4 + self.payload.len()
+        HEAD_LEN + self.payload.len()
     }
 
     fn encode(&self, buf: &mut impl BufMut) {

@@ -8,7 +8,7 @@ use super::{AlertEntry, AlertMsg, Membership, MembershipTimer, Pending, RemovalC
 use crate::detect::rings::Rings;
 use crate::machine::Ctx;
 use crate::time::{Duration, Instant};
-use crate::timer::{TimerKey, TimerToken};
+use crate::timer::TimerToken;
 use crate::tree::Rank;
 
 impl Membership {
@@ -71,7 +71,7 @@ impl Membership {
         let m = &ctx.cfg.membership;
         let at = ctx.now + if mine { m.alert_batch } else { m.relay_batch };
         if self.alert_timer.is_none() || self.alert_due.is_some_and(|due| at < due) {
-            let key = TimerKey::Membership(MembershipTimer::Alerts);
+            let key = MembershipTimer::Alerts;
             self.alert_timer = Some(ctx.timers.set(key, at));
             self.alert_due = Some(at);
         }
@@ -254,7 +254,9 @@ impl Membership {
             ranks: vec![subject],
         };
         self.seen_decisions.insert(m.coordinator, m.seq);
-        ctx.effect(crate::machine::Effect::FloodRemoved { m, except: None });
+        // The rank is already dead here: no repair to wait for (the handler sends nothing
+        // after this, so the flood keeps its place on each link).
+        self.flood_removed(ctx, m, None);
     }
 
     /// Coordinator: records one observer's evidence about one subject.
@@ -353,7 +355,7 @@ impl Membership {
         if let Some(release) = hold {
             ctx.stats.membership.decisions_deferred += 1;
             if self.decide_timer.is_none() {
-                let key = TimerKey::Membership(MembershipTimer::Decide);
+                let key = MembershipTimer::Decide;
                 self.decide_timer = Some(ctx.timers.set(key, release));
             }
             return;

@@ -25,12 +25,17 @@
 //! - **Decisions.** The coordinator removes a subject on H of its K expected observers (implicit
 //!   reporters: observers themselves reported by at least L), waits up to `flux_hold` for
 //!   subjects in flux so losses found together share one decision, and refuses decisions that
-//!   would leave it in a minority (the majority guard). A decision floods the tree at once
-//!   (`RemovedMsg`) and is confirmed in xcast order by the global notice.
+//!   would leave it in a minority (the majority guard). A decision floods the tree
+//!   (`RemovedMsg`) as soon as the repair it causes here completes, and is confirmed in xcast
+//!   order by the global notice.
 //! - **Gray links.** A tree link down on soft evidence for `membership.gray_timeout` gets its
 //!   child removed, cause "unreachable".
 //! - **Fencing.** A rank the root confirmed removed that speaks or dials again is told
 //!   ("evicted"); it stops for good.
+//!
+//! **Links** (`links.rs`): what a lost link means is decided here, not by the node: hard
+//! evidence (or any tree link with the detector off) is a death, soft evidence on a tree link
+//! starts its gray timeout and, on the parent's link, sends a hello that asks for it back.
 //!
 //! A rank that dies together with its only tree neighbour is discovered when its new parent's
 //! adoption notice cannot be delivered: the driver's bounded dial fails and reports link-down.
@@ -39,9 +44,10 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use bytes::Bytes;
 
-use crate::machine::{Ctx, Effect, Machine};
-use crate::time::{Duration, Instant};
-use crate::timer::{TimerKey, TimerToken};
+use crate::link::LinkCause;
+use crate::machine::{Ctx, Effect, Machine, MembersChange};
+use crate::time::Instant;
+use crate::timer::TimerToken;
 use crate::tree::{Rank, RankSet, Reconcile, Scope, ViewDelta};
 use crate::wire::Limits;
 use crate::xcast;
@@ -50,6 +56,7 @@ mod alerts;
 mod cause;
 mod config;
 mod event;
+mod links;
 mod stats;
 #[cfg(test)]
 mod tests;
@@ -132,7 +139,8 @@ pub(crate) struct Membership {
     announce_timer: Option<TimerToken>,
     /// This rank joined after the start: it adopts its children at start.
     joiner: bool,
-    /// Whether the last view change sent the parent a lineage notice (read once by the node).
+    /// Whether the last view change sent the parent a lineage notice (taken by the members
+    /// change that follows it).
     hello_sent: bool,
     /// Evidence waiting for the batch timer to go up the tree, this rank's own and its
     /// descendants', by (subject, observer).
@@ -176,6 +184,21 @@ pub(crate) struct Membership {
     dead_since: BTreeMap<Rank, Instant>,
     /// Root: removals flooded again, and when last.
     reflooded: BTreeMap<Rank, Instant>,
+    /// Repairs in progress and what they owe, as a stack: the decisions that cause a repair
+    /// (held until it completes), then its mark. A repair's members change can cause another
+    /// repair before its own completes; the inner one's decisions and mark sit above.
+    repairs: Vec<Owed>,
+}
+
+/// One entry of the repair stack.
+#[derive(Debug)]
+enum Owed {
+    /// A decision to flood (to the repaired view's neighbours, but the one it came from) once
+    /// the repair above it on the stack begins and completes.
+    Flood(RemovedMsg, Option<Rank>),
+    /// A repair in progress (its members change was seen): whether its view change already
+    /// sent the parent a lineage notice.
+    Repair { hello_sent: bool },
 }
 
 impl Membership {
@@ -187,11 +210,6 @@ impl Membership {
     /// The view the root's notices applied here have made (see [`MembershipView`]).
     pub(crate) fn view(&self, span: u32) -> MembershipView {
         self.agreed.view(span)
-    }
-
-    /// Whether the last view change sent the parent a lineage notice (and forgets it).
-    pub(crate) fn take_hello_sent(&mut self) -> bool {
-        std::mem::take(&mut self.hello_sent)
     }
 
     /// Reacts to a view change: adoption notices first (so they precede xcast's replays on each
@@ -221,7 +239,7 @@ impl Membership {
     /// (its children may be ranks that do not know it yet: they had another parent, or knew
     /// fewer deaths than its snapshot) and after a grow (notices sent under the old span are
     /// dropped on arrival).
-    pub(crate) fn adopt_children(&mut self, ctx: &mut Ctx<'_>) {
+    fn adopt_children(&mut self, ctx: &mut Ctx<'_>) {
         let Some(view) = ctx.tree.view() else { return };
         let children: Vec<Rank> = view.live_children().collect();
         self.adopt(ctx, children);
@@ -242,7 +260,7 @@ impl Membership {
     }
 
     /// Sends the parent this rank's lineage and the deaths the root has not confirmed.
-    pub(crate) fn say_hello(&mut self, ctx: &mut Ctx<'_>) {
+    fn say_hello(&mut self, ctx: &mut Ctx<'_>) {
         let Some(view) = ctx.tree.view() else { return };
         let Some(parent) = view.parent() else { return };
         let max = ctx.cfg.max_list as usize;
@@ -262,7 +280,7 @@ impl Membership {
     }
 
     /// New deaths learned here: the root announces them; anyone else tells its parent.
-    pub(crate) fn report_deaths(&mut self, ctx: &mut Ctx<'_>) {
+    fn report_deaths(&mut self, ctx: &mut Ctx<'_>) {
         match ctx.tree.view() {
             Some(v) if v.is_root() => self.schedule_announce(ctx),
             Some(_) => self.say_hello(ctx),
@@ -275,7 +293,7 @@ impl Membership {
     fn schedule_announce(&mut self, ctx: &mut Ctx<'_>) {
         if self.announce_timer.is_none() {
             let at = ctx.now + ctx.cfg.membership.notice_batch;
-            let key = TimerKey::Membership(MembershipTimer::Announce);
+            let key = MembershipTimer::Announce;
             self.announce_timer = Some(ctx.timers.set(key, at));
         }
     }
@@ -408,52 +426,6 @@ impl Membership {
         ctx.effect(Effect::Event(MembershipEvent::Evicted { epoch }.into()));
     }
 
-    /// A frame arrived from a rank the root confirmed removed: tell it, at most once per
-    /// `membership.evicted_interval`, so a resumed or healed rank learns its fate. Ranks only
-    /// inferred dead here are not told (the root may not have decided them). Active with the
-    /// detector (evidence-based removal); without it a removed rank was killed, not judged.
-    pub(crate) fn on_frame_from_removed(&mut self, ctx: &mut Ctx<'_>, from: Rank) {
-        if !Self::is_fenced(ctx, from) {
-            return;
-        }
-        let due = self
-            .fenced
-            .get(&from)
-            .is_none_or(|&at| ctx.now >= at + ctx.cfg.membership.evicted_interval);
-        if !due {
-            return;
-        }
-        self.fenced.insert(from, ctx.now);
-        ctx.stats.membership.evicted_sent += 1;
-        ctx.send_fence(from, EvictedMsg { epoch: self.epoch });
-    }
-
-    /// Whether `peer` is told it was removed when it speaks or dials: the detector is on
-    /// (evidence-based removal; without it a removed rank was killed, not judged), the root
-    /// confirmed its removal (ranks only inferred dead here are not told), and this rank is
-    /// still a member.
-    fn is_fenced(ctx: &Ctx<'_>, peer: Rank) -> bool {
-        ctx.cfg.detect.enabled && ctx.tree.confirmed().contains(peer) && ctx.tree.view().is_some()
-    }
-
-    /// A member refused this rank's dial with "you were removed" (a transport's handshake
-    /// verdict, the same news as an [`EvictedMsg`]).
-    pub(crate) fn on_fenced(&mut self, ctx: &mut Ctx<'_>, epoch: u64) {
-        ctx.stats.membership.fenced_dials_in += 1;
-        self.on_evicted_msg(ctx, EvictedMsg { epoch });
-    }
-
-    /// Whether a dial from `peer` gets the verdict "you were removed" (and the epoch to send):
-    /// with the detector on, to a rank the coordinator's decision removed (confirmed here),
-    /// while this rank is a member. Not rate-limited: the dialer's back-off bounds its dials.
-    pub(crate) fn fence_verdict(&mut self, ctx: &mut Ctx<'_>, peer: Rank) -> Option<u64> {
-        if !Self::is_fenced(ctx, peer) {
-            return None;
-        }
-        ctx.stats.membership.evicted_sent += 1;
-        Some(self.epoch)
-    }
-
     /// Coordinator: removes `ranks` for `cause` (one decision): repairs here and floods the
     /// decision over the tree.
     fn remove(&mut self, ctx: &mut Ctx<'_>, ranks: Vec<Rank>, cause: RemovalCause) {
@@ -474,66 +446,27 @@ impl Membership {
             ranks,
         };
         self.seen_decisions.insert(m.coordinator, m.seq);
-        ctx.effect(Effect::FloodRemoved { m, except: None });
+        // Flooded after the repair (the ranks are alive here, so their deaths change the
+        // members and `on_members_change` follows).
+        self.repairs.push(Owed::Flood(m, None));
     }
 
     /// Records why `ranks` died (the runtime's word, or a cause learned with them); the root
     /// puts it in its notice.
-    pub(crate) fn note_cause(&mut self, ranks: &[Rank], cause: RemovalCause) {
+    fn note_cause(&mut self, ranks: &[Rank], cause: RemovalCause) {
         for &r in ranks {
             self.causes.entry(r).or_insert(cause);
         }
     }
 
-    /// A tree link to `peer` went down on soft evidence (the detector is on; both ends may be
-    /// alive): start its gray timeout, unless it already runs.
-    pub(crate) fn on_tree_link_down(&mut self, ctx: &mut Ctx<'_>, peer: Rank) {
-        if !ctx.cfg.detect.enabled || self.gray.contains_key(&peer) {
-            return;
-        }
-        self.gray.insert(peer, ctx.now);
-        let at = ctx.now + ctx.cfg.membership.gray_timeout;
-        ctx.timers
-            .set(TimerKey::Membership(MembershipTimer::Gray(peer)), at);
-    }
-
-    /// Whether a gray timeout runs for the link to `peer`.
-    pub(crate) fn is_gray(&self, peer: Rank) -> bool {
-        self.gray.contains_key(&peer)
-    }
-
-    /// A frame from `peer` arrived: the link works again, and its gray timeout stops. (A link
-    /// reported up is no proof: a dial may connect across a cut that still eats the frames.)
-    pub(crate) fn on_heard(&mut self, ctx: &mut Ctx<'_>, peer: Rank) {
-        if self.gray.remove(&peer).is_some() {
-            ctx.timers
-                .cancel(TimerKey::Membership(MembershipTimer::Gray(peer)));
-        }
-    }
-
-    /// The gray timeout of the link to `peer` passed: if it is still down, `peer` alive and
-    /// still a tree neighbour, tell the coordinator (the view's root), and again every
-    /// `detect.period × 10` while it stands.
-    fn on_gray_timer(&mut self, ctx: &mut Ctx<'_>, peer: Rank) {
-        let Some(view) = ctx.tree.view() else { return };
-        let standing =
-            self.gray.contains_key(&peer) && ctx.tree.is_alive(peer) && view.is_neighbor(peer);
-        if !standing {
-            self.gray.remove(&peer);
-            return;
-        }
-        ctx.stats.membership.unreachable_out += 1;
-        let me = ctx.me();
-        let coordinator = view.ancestors().first().copied().unwrap_or(me);
-        if coordinator == me {
-            self.on_unreachable(ctx, me, UnreachableMsg { peer });
-        } else {
-            ctx.send(coordinator, UnreachableMsg { peer });
-        }
-        let at =
-            ctx.now + Duration::from_nanos(ctx.cfg.detect.period.as_nanos().saturating_mul(10));
-        ctx.timers
-            .set(TimerKey::Membership(MembershipTimer::Gray(peer)), at);
+    /// The embedding runtime declared `ranks` dead (out of band): noted as the cause, and
+    /// confirmed at once (one repair).
+    pub(crate) fn on_declared(&mut self, ctx: &mut Ctx<'_>, ranks: Vec<Rank>) {
+        self.note_cause(&ranks, RemovalCause::Declared);
+        ctx.effect(Effect::Deaths {
+            ranks,
+            scope: Scope::Global,
+        });
     }
 
     /// Coordinator: `from` reports its tree link to `m.peer` down past the gray timeout.
@@ -570,7 +503,7 @@ impl Membership {
     }
 
     /// The detector's sample of the cluster changed (see [`Effect::Reachability`]).
-    pub(crate) fn on_reachability(&mut self, suspected: u32, watching: u32) {
+    pub(crate) fn on_reachability(&mut self, _ctx: &mut Ctx<'_>, suspected: u32, watching: u32) {
         self.reachability = (suspected, watching);
     }
 
@@ -597,7 +530,7 @@ impl Membership {
     }
 
     /// Sends a decision to every tree neighbour (of the view after the repair) but `except`.
-    pub(crate) fn flood_removed(&mut self, ctx: &mut Ctx<'_>, m: RemovedMsg, except: Option<Rank>) {
+    fn flood_removed(&mut self, ctx: &mut Ctx<'_>, m: RemovedMsg, except: Option<Rank>) {
         let Some(view) = ctx.tree.view() else { return };
         let to: Vec<Rank> = view
             .parent()
@@ -636,16 +569,17 @@ impl Membership {
             .copied()
             .filter(|&r| ctx.tree.is_alive(r))
             .collect();
-        if !fresh.is_empty() {
+        if fresh.is_empty() {
+            // Nothing to repair: passed on at once.
+            self.flood_removed(ctx, m, Some(from));
+        } else {
+            // Passed on after the repair, by `on_members_change`.
             ctx.effect(Effect::Deaths {
                 ranks: fresh,
                 scope: Scope::Global,
             });
+            self.repairs.push(Owed::Flood(m, Some(from)));
         }
-        ctx.effect(Effect::FloodRemoved {
-            m,
-            except: Some(from),
-        });
     }
 
     fn on_decide_timer(&mut self, ctx: &mut Ctx<'_>, token: TimerToken) {
@@ -767,8 +701,12 @@ impl Machine for Membership {
     }
 
     /// Evidence about ranks now gone, and alerts for them, are moot (whether or not the deaths
-    /// changed this rank's view).
-    fn on_members_change(&mut self, ctx: &mut Ctx<'_>) {
+    /// changed this rank's view). The repair's report and decisions wait for
+    /// [`Machine::on_repaired`].
+    fn on_members_change(&mut self, ctx: &mut Ctx<'_>, _change: &MembersChange<'_>) {
+        self.repairs.push(Owed::Repair {
+            hello_sent: std::mem::take(&mut self.hello_sent),
+        });
         let tree = ctx.tree;
         for r in tree.dead().iter() {
             self.dead_since.entry(r).or_insert(ctx.now);
@@ -781,6 +719,56 @@ impl Machine for Membership {
         self.gray.retain(|p, _| tree.is_alive(*p));
         // The rings are a function of the live set.
         self.observers.clear();
+    }
+
+    /// After a grow every neighbour gets this rank's lineage anew (notices in flight from
+    /// before it carry the old span and are dropped by their receivers); deaths learned here
+    /// go up (the root announces them; confirmed ones need no report), unless the repair's
+    /// view change already told the parent. Then the decisions that caused the repair go on
+    /// to the repaired view's neighbours.
+    fn on_repaired(&mut self, ctx: &mut Ctx<'_>, change: &MembersChange<'_>) {
+        let Some(&Owed::Repair { hello_sent }) = self.repairs.last() else {
+            return;
+        };
+        self.repairs.pop();
+        if change.grown {
+            self.adopt_children(ctx);
+            if !hello_sent {
+                self.say_hello(ctx);
+            }
+        } else if change.scope == Scope::Local && !change.fresh.is_empty() && !hello_sent {
+            self.report_deaths(ctx);
+        }
+        // The decisions below the mark caused this repair (oldest first).
+        let from = self
+            .repairs
+            .iter()
+            .rposition(|o| matches!(o, Owed::Repair { .. }))
+            .map_or(0, |i| i + 1);
+        for owed in self.repairs.split_off(from) {
+            if let Owed::Flood(m, except) = owed {
+                self.flood_removed(ctx, m, except);
+            }
+        }
+    }
+
+    fn on_link_up(&mut self, ctx: &mut Ctx<'_>, peer: Rank) {
+        self.link_up(ctx, peer);
+    }
+
+    fn on_link_down(&mut self, ctx: &mut Ctx<'_>, peer: Rank, cause: LinkCause) {
+        self.link_down(ctx, peer, cause);
+    }
+
+    fn on_frame_from(&mut self, ctx: &mut Ctx<'_>, peer: Rank) {
+        self.on_heard(ctx, peer);
+    }
+
+    /// The root's global failure notices.
+    const XCAST_TAGS: &'static [u16] = &[xcast::TAG_FAILURE_NOTICE];
+
+    fn on_xcast(&mut self, ctx: &mut Ctx<'_>, _tag: u16, payload: Bytes) {
+        self.on_global_notice(ctx, payload);
     }
 
     fn on_message(&mut self, ctx: &mut Ctx<'_>, from: Rank, msg: MembershipMsg) {

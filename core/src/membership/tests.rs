@@ -5,8 +5,8 @@
 
 use std::collections::BTreeMap;
 
+use super::{AlertEntry, AlertMsg, MembershipEvent, MembershipMsg};
 use crate::event::Event;
-use crate::membership::{AlertEntry, AlertMsg, MembershipEvent, MembershipMsg};
 use crate::sim::{Fault, Observer, Sim, SimConfig, World};
 use crate::time::{Duration, Instant};
 use crate::tree::Rank;

@@ -7,7 +7,8 @@ use bytes::Bytes;
 
 use super::{ctx, run, Node};
 use crate::config::Config;
-use crate::machine::{Ctx, Machine};
+use crate::link::LinkCause;
+use crate::machine::{Ctx, Machine, MembersChange};
 use crate::timer::{TimerKey, TimerToken};
 use crate::tree::{Rank, ViewDelta};
 use crate::wire::{DecodeError, Message};
@@ -40,6 +41,11 @@ macro_rules! machines {
                     $($field: <$ty as Machine>::new(cfg, me),)*
                 }
             }
+
+            /// Protocol state every machine holds ([`Machine::held`]), summed.
+            pub(super) fn held(&self) -> usize {
+                0 $(+ self.$field.held())*
+            }
         }
 
         impl Node {
@@ -62,9 +68,39 @@ macro_rules! machines {
                 $(run!(self, $field.on_start());)*
             }
 
-            /// A change of the live set, to every machine in table order.
-            pub(super) fn members_change_to_machines(&mut self) {
-                $(run!(self, $field.on_members_change());)*
+            /// A change of the live set, to every machine in table order, then (once every
+            /// machine has seen it) its completed repair, in table order.
+            pub(super) fn members_change_to_machines(&mut self, change: &MembersChange<'_>) {
+                $(run!(self, $field.on_members_change(change));)*
+                $(run!(self, $field.on_repaired(change));)*
+            }
+
+            /// A link up, to every machine in table order.
+            pub(super) fn link_up_to_machines(&mut self, peer: Rank) {
+                $(run!(self, $field.on_link_up(peer));)*
+            }
+
+            /// A link down, to every machine in table order.
+            pub(super) fn link_down_to_machines(&mut self, peer: Rank, cause: LinkCause) {
+                $(run!(self, $field.on_link_down(peer, cause));)*
+            }
+
+            /// A frame from `peer` decoded, to every machine in table order.
+            fn frame_from_to_machines(&mut self, peer: Rank) {
+                $(run!(self, $field.on_frame_from(peer));)*
+            }
+
+            /// A delivered internal xcast op, to the machine whose [`Machine::XCAST_TAGS`] hold
+            /// its tag (the tag table); `Err(payload)` when no machine takes it (an application
+            /// op).
+            pub(super) fn xcast_to_machines(&mut self, tag: u16, payload: Bytes) -> Result<(), Bytes> {
+                $(
+                    if <$ty as Machine>::XCAST_TAGS.contains(&tag) {
+                        run!(self, $field.on_xcast(tag, payload));
+                        return Ok(());
+                    }
+                )*
+                Err(payload)
             }
 
             /// A repaired view, to every machine in table order.
@@ -98,17 +134,10 @@ impl Node {
             self.stats.dropped_unknown_peer += 1;
             return;
         }
-        if self.tree.dead().contains(from) {
-            // A removed rank's frame: dropped, counted, and (with the detector on: evidence-based
-            // membership) answered with a rate-limited fencing notice. A fencing notice itself
-            // is heard from anyone: this rank may have inferred the teller dead while it was
-            // itself the one cut off.
-            let fence = self.cfg.detect.enabled && crate::wire::is_fence(&frame);
-            if !fence {
-                self.stats.dropped_stale_sender += 1;
-                run!(self, membership.on_frame_from_removed(from));
-                return;
-            }
+        // A removed rank's frame: membership decides whether it is heard (see
+        // `Membership::hears_removed`).
+        if self.tree.dead().contains(from) && !run!(self, membership.hears_removed(from, &frame)) {
+            return;
         }
         let msg = match Message::decode(frame, &self.limits) {
             Ok(m) => m,
@@ -125,9 +154,7 @@ impl Node {
             self.stats.dropped_self_dead += 1;
             return;
         }
-        if self.m.membership.is_gray(from) {
-            run!(self, membership.on_heard(from));
-        }
+        self.frame_from_to_machines(from);
         self.dispatch_message(from, msg);
     }
 }

@@ -12,25 +12,23 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use crate::config::{Config, ConfigError};
-use crate::error::CommandError;
 use crate::event::Event;
-use crate::flood::FloodMsg;
 use crate::link::LinkCause;
 use crate::machine::{Ctx, Effect};
-use crate::membership::RemovalCause;
-use crate::outbox::{Outbox, Transmit};
-use crate::relm::Uid;
+use crate::outbox::Outbox;
 use crate::rng::Rng;
 use crate::stats::Stats;
 use crate::time::Instant;
 use crate::timer::{TimerKey, Timers};
-use crate::tree::{LinkRole, Rank, RankSet, Scope, Tree, TreeError};
-use crate::wire::{Limits, Message};
-use crate::xcast::{self, XcastError};
+use crate::transmit::Transmit;
+use crate::tree::{Rank, RankSet, Tree};
+use crate::wire::Limits;
 
+mod commands;
 mod dispatch;
 #[cfg(test)]
 mod footprint;
+mod inspect;
 mod route;
 
 /// Builds a [`Ctx`] from the node's shared parts, leaving the machines free to borrow mutably.
@@ -180,9 +178,11 @@ impl Node {
         }
         self.now
     }
+}
 
-    // ---- inputs ----
-
+/// Inputs: what the driver saw (a frame, a link up or down, a fencing verdict, a deadline).
+/// Each clamps `now`, changes nothing on a peer's mistake but a counter, and never errors.
+impl Node {
     /// One whole frame received from `from`. Frames from ranks outside the span or known dead,
     /// frames over `max_frame`, and frames that fail to decode are dropped and counted; nothing
     /// changes before a frame has decoded completely. Never panics, never returns an error: a
@@ -193,17 +193,16 @@ impl Node {
         self.drive_xcast();
     }
 
-    /// The driver established a link (both traffic classes) to `peer`.
+    /// The driver established a link (both traffic classes) to `peer`: kept in the link set
+    /// and told to every machine (a late joiner says hello to its parent as soon as it can
+    /// reach it). A peer outside the span or known dead is dropped and counted.
     pub fn handle_link_up(&mut self, now: Instant, peer: Rank) {
         self.clamp(now);
         if !self.tree.layout().contains(peer) {
             self.stats.dropped_unknown_peer += 1;
         } else if self.tree.is_alive(peer) {
             self.links.insert(peer);
-            // A late joiner says hello to its parent as soon as it can reach it.
-            if self.cfg.joiner && self.tree.view().and_then(|v| v.parent()) == Some(peer) {
-                run!(self, membership.say_hello());
-            }
+            self.link_up_to_machines(peer);
         } else {
             self.stats.dropped_stale_sender += 1;
         }
@@ -211,14 +210,14 @@ impl Node {
 
     /// The driver lost the link to `peer` (reset, timeout, refused reconnect).
     ///
-    /// What the loss means depends on its `cause`. With the heartbeat detector on
-    /// (`detect.enabled`), only hard evidence ([`LinkCause::is_hard`]: a refused fresh dial,
-    /// another incarnation) marks the peer dead at once, on a tree link or a lateral one (the
-    /// tree is repaired and the parent told); a reset, timeout or close is counted in
-    /// `soft_link_downs` (the peer's observers and the coordinator decide) and, for the
-    /// parent's link, answered with a hello that re-establishes it and re-syncs this rank.
+    /// What the loss means depends on its `cause`, and is membership's policy. With the
+    /// heartbeat detector on (`detect.enabled`), only hard evidence ([`LinkCause::is_hard`]: a
+    /// refused fresh dial, another incarnation) marks the peer dead at once, on a tree link or
+    /// a lateral one (the tree is repaired and the parent told); a reset, timeout or close is
+    /// counted in `soft_link_downs` (the peer's observers and the coordinator decide) and, for
+    /// the parent's link, answered with a hello that re-establishes it and re-syncs this rank.
     /// With the detector off, any loss of a tree link repairs (the link is the only detector)
-    /// and a lateral link's loss never does.
+    /// and a lateral link's loss never does (counted in `lateral_link_downs`).
     pub fn handle_link_down(&mut self, now: Instant, peer: Rank, cause: LinkCause) {
         self.clamp(now);
         self.links.remove(&peer);
@@ -229,32 +228,8 @@ impl Node {
         if self.tree.dead().contains(peer) {
             return; // already known: an echo of the repair
         }
-        if self.cfg.detect.enabled && !cause.is_hard() {
-            self.stats.soft_link_downs += 1;
-            // The link is wanted back: a hello to the parent asks the driver to reconnect, and
-            // once it gets through, the parent re-syncs this rank (watermarks and re-polls), so
-            // broadcasts lost with the connection are delivered after the heal.
-            let role = self.tree.link_role(peer);
-            if role == LinkRole::Parent {
-                run!(self, membership.say_hello());
-            }
-            // A tree link that stays down with both ends alive is a gray failure: after
-            // `membership.gray_timeout` one endpoint is removed.
-            if role != LinkRole::Lateral {
-                run!(self, membership.on_tree_link_down(peer));
-            }
-            return;
-        }
-        match self.tree.link_role(peer) {
-            // Without the detector a lateral link is no detector; with it, hard evidence is
-            // true on any link: a rank sending evidence to a coordinator that is gone learns
-            // it here (and tells its parent), or its evidence would go on to the dead rank.
-            LinkRole::Lateral if !self.cfg.detect.enabled => self.stats.lateral_link_downs += 1,
-            LinkRole::Lateral | LinkRole::Parent | LinkRole::Child(_) => {
-                self.learn_deaths(&[peer], Scope::Local);
-                self.drive_xcast();
-            }
-        }
+        self.link_down_to_machines(peer, cause);
+        self.drive_xcast();
     }
 
     /// `by` refused this rank's dial with the verdict "you were removed" as of `epoch` (a
@@ -270,10 +245,6 @@ impl Node {
         }
         if self.tree.view().is_none() {
             self.stats.dropped_self_dead += 1;
-            return;
-        }
-        if !self.cfg.detect.enabled {
-            self.stats.membership.stale += 1;
             return;
         }
         run!(self, membership.on_fenced(epoch));
@@ -313,109 +284,11 @@ impl Node {
         }
         self.drive_xcast();
     }
+}
 
-    // ---- commands ----
-
-    /// Starts a flood (the test protocol) from this rank; it is delivered here too. Returns
-    /// its id.
-    pub fn flood(&mut self, now: Instant, payload: Bytes) -> Result<u64, CommandError> {
-        self.clamp(now);
-        if self.tree.view().is_none() {
-            return Err(CommandError::Dead);
-        }
-        let frame = Message::Flood(FloodMsg {
-            origin: self.me(),
-            id: 0,
-            hops: 0,
-            payload: Bytes::new(),
-        })
-        .frame_len()
-            + payload.len();
-        if frame > self.cfg.max_frame as usize {
-            return Err(CommandError::TooLarge {
-                len: payload.len(),
-                max: self.cfg.max_frame,
-            });
-        }
-        Ok(run!(self, flood.start(payload)))
-    }
-
-    /// Broadcasts `payload` to every rank (reliable xcast). Returns this rank's sequence number
-    /// for it; every rank (this one included) gets [`XcastEvent::Delivered`](crate::xcast::XcastEvent::Delivered) exactly once, and
-    /// this rank gets [`XcastEvent::Completed`](crate::xcast::XcastEvent::Completed) once every survivor has it. `tag` is
-    /// [`xcast::TAG_WIREUP`] (process-first) or an application tag from
-    /// [`xcast::FIRST_APP_TAG`] up (forward-first).
-    pub fn xcast(&mut self, now: Instant, tag: u16, payload: Bytes) -> Result<u64, CommandError> {
-        self.clamp(now);
-        if self.tree.view().is_none() {
-            return Err(CommandError::Dead);
-        }
-        if tag != xcast::TAG_WIREUP && tag < xcast::FIRST_APP_TAG {
-            return Err(CommandError::Xcast(XcastError::ReservedTag(tag)));
-        }
-        let seq = run!(self, xcast.originate(tag, payload))?;
-        self.drive_xcast();
-        Ok(seq)
-    }
-
-    /// Sends `payload` to `dst` reliably (RELM). Returns the message's uid in the (this rank,
-    /// `dst`) chain. While both ranks live, `dst` gets [`RelmEvent::Delivered`](crate::relm::RelmEvent::Delivered) exactly once,
-    /// in uid order per source, however relays on the path die and the tree is rebuilt; this
-    /// rank gets [`RelmEvent::Acked`](crate::relm::RelmEvent::Acked) once it is delivered, or [`RelmEvent::Failed`](crate::relm::RelmEvent::Failed) if `dst`
-    /// dies first. A send to this rank itself is delivered at once.
-    ///
-    /// Refused (nothing queued): [`CommandError::PeerDead`] for a rank known dead,
-    /// [`RelmError::Backpressure`](crate::relm::RelmError::Backpressure) past `relm_window` messages to `dst` or
-    /// `relm_max_bytes` in all (retry after a `RelmAcked`), [`CommandError::TooLarge`].
-    pub fn relm_send(
-        &mut self,
-        now: Instant,
-        dst: Rank,
-        tag: u16,
-        payload: Bytes,
-    ) -> Result<Uid, CommandError> {
-        self.clamp(now);
-        if self.tree.view().is_none() {
-            return Err(CommandError::Dead);
-        }
-        let frame = crate::relm::data_frame_len(payload.len());
-        if frame > self.cfg.max_frame as usize {
-            return Err(CommandError::TooLarge {
-                len: payload.len(),
-                max: self.cfg.max_frame,
-            });
-        }
-        run!(self, relm.originate(dst, tag, payload))
-    }
-
-    /// Grows the span to `new_span` (new ranks joined; holes stay holes): a command, applied
-    /// as one repair.
-    pub fn grow(&mut self, now: Instant, new_span: u32) -> Result<(), CommandError> {
-        self.clamp(now);
-        self.grow_span(new_span)?;
-        self.drive_xcast();
-        Ok(())
-    }
-
-    /// Declares `ranks` dead on the embedding runtime's word (out of band, e.g. its launcher
-    /// saw them exit) and repairs once. Ranks outside the span are refused, nothing changed.
-    pub fn declare_dead(&mut self, now: Instant, ranks: &RankSet) -> Result<(), CommandError> {
-        self.clamp(now);
-        let v: Vec<Rank> = ranks.iter().collect();
-        if let Some(&bad) = v.iter().find(|r| !self.tree.layout().contains(**r)) {
-            return Err(CommandError::Tree(TreeError::RankOutOfRange {
-                rank: bad,
-                span: self.tree.layout().span(),
-            }));
-        }
-        self.m.membership.note_cause(&v, RemovalCause::Declared);
-        self.learn_deaths(&v, Scope::Global);
-        self.drive_xcast();
-        Ok(())
-    }
-
-    // ---- outputs ----
-
+/// Outputs: drain [`Node::poll_transmit`] and [`Node::poll_event`] to empty after every input,
+/// then arm one timer at [`Node::poll_timeout`].
+impl Node {
     /// The next frame to send, in the order produced. Drain until `None` after every input.
     ///
     /// A frame queued to a rank that became known dead before it was drained is discarded here
@@ -447,50 +320,5 @@ impl Node {
     /// Whether outputs are waiting to be drained.
     pub fn has_output(&self) -> bool {
         !self.out.is_empty()
-    }
-
-    /// Armed timers and remembered protocol state, for leak checks in tests and the simulator.
-    pub fn pending_state(&self) -> usize {
-        self.timers.len() + self.m.flood.remembered() + self.m.xcast.held() + self.m.relm.held()
-    }
-
-    /// RELM message-level state held here: unacknowledged and buffered messages, relay records
-    /// and cached copies, coalesced marks, link-update gates. Zero once traffic has settled.
-    pub fn relm_held(&self) -> usize {
-        self.m.relm.held()
-    }
-
-    /// RELM chains with a counter here (per peer pair, not per message): the next uid as a
-    /// source, the delivered watermark as a destination. Dropped when the peer dies.
-    pub fn relm_chains(&self) -> usize {
-        self.m.relm.chains()
-    }
-
-    /// RELM payload bytes this rank originated that await acknowledgement.
-    pub fn relm_unacked_bytes(&self) -> usize {
-        self.m.relm.out_bytes()
-    }
-
-    /// Highest xcast op id delivered here, and the global completion watermark known here.
-    pub fn xcast_watermarks(&self) -> (u64, u64) {
-        (self.m.xcast.delivered(), self.m.xcast.global_done())
-    }
-
-    /// The ranks that watch this one with the heartbeat detector (it heartbeats them),
-    /// ascending; empty while the detector is off.
-    pub fn detect_observers(&self) -> impl Iterator<Item = Rank> + '_ {
-        self.m.detect.observers()
-    }
-
-    /// Highest global failure epoch seen.
-    pub fn epoch(&self) -> u64 {
-        self.m.membership.epoch()
-    }
-
-    /// The agreed membership view applied here: the epoch of the last global notice and the
-    /// ranks removed as of it. Members that applied the same epoch hold the same view; a data
-    /// plane sizes its communicator from it (see [`MembershipView`](crate::MembershipView)).
-    pub fn view(&self) -> crate::MembershipView {
-        self.m.membership.view(self.tree().layout().span())
     }
 }

@@ -11,19 +11,21 @@
 //!    RELM (purges, link updates), then the application's [`Event::ViewChanged`]. Deaths that
 //!    leave the view alone still purge RELM chains to and from them.
 //! 4. **Members**: any change of the live set (deaths, with or without a view change; a grow)
-//!    goes to every machine in table order (the detector's rings depend on it).
-//! 5. **Reports**: deaths learned locally go up (the root schedules its announcement).
-//! 6. **Deliveries** ([`Node::drive_xcast`], after every input): each xcast op next in order is
-//!    a global failure notice (to membership, which pushes its deaths and then its
-//!    confirmation event), a no-op, or an application event.
-
-use bytes::Bytes;
+//!    goes to every machine in table order as a [`MembersChange`] (the detector's rings depend
+//!    on it), with the effects each pushes applied before the next.
+//! 5. **Repaired**: then every machine's `on_repaired`, in table order. Membership reports
+//!    deaths learned locally up (the root schedules its announcement) unless the view change
+//!    already told the parent, adopts its children and says hello after a grow, and passes on
+//!    the coordinator's decision that caused the repair.
+//! 6. **Deliveries** ([`Node::drive_xcast`], after every input): each xcast op next in order
+//!    goes to the machine that registered its tag (membership's global failure notice, which
+//!    pushes its deaths and then its confirmation event; xcast's no-op) or becomes an
+//!    application event.
 
 use super::{ctx, run, Node};
 use crate::event::Event;
-use crate::machine::{Ctx, Effect};
+use crate::machine::{Ctx, Effect, MembersChange};
 use crate::tree::{Rank, Scope, ViewDelta};
-use crate::xcast;
 use crate::xcast::XcastEvent;
 use crate::CommandError;
 
@@ -62,10 +64,7 @@ impl Node {
             Effect::Reachability {
                 suspected,
                 watching,
-            } => self.m.membership.on_reachability(suspected, watching),
-            Effect::FloodRemoved { m, except } => {
-                run!(self, membership.flood_removed(m, except));
-            }
+            } => run!(self, membership.on_reachability(suspected, watching)),
             Effect::Event(e) => ctx!(self).event(e),
         }
     }
@@ -84,25 +83,24 @@ impl Node {
                 return;
             }
         };
-        let hello_sent = self.fan_out(delta, &fresh);
+        self.fan_out(delta, &fresh);
         if !fresh.is_empty() {
-            self.members_change_to_machines();
-        }
-        // Deaths the root confirmed need no report; locally learned ones go up (the root
-        // announces them).
-        if scope == Scope::Local && !fresh.is_empty() && !hello_sent {
-            run!(self, membership.report_deaths());
+            self.members_change_to_machines(&MembersChange {
+                fresh: &fresh,
+                scope,
+                grown: false,
+            });
         }
     }
 
-    /// Steps 2 and 3 of the order above. Returns whether a lineage notice went to the parent.
-    fn fan_out(&mut self, delta: Option<ViewDelta>, fresh: &[Rank]) -> bool {
+    /// Steps 2 and 3 of the order above.
+    fn fan_out(&mut self, delta: Option<ViewDelta>, fresh: &[Rank]) {
         let Some(d) = delta else {
             // Deaths that leave this rank's view alone still end chains to and from them.
             if !fresh.is_empty() {
                 run!(self, relm.purge());
             }
-            return false;
+            return;
         };
         // Frames queued to the newly dead are dropped here, and counted like any other.
         let tree = &self.tree;
@@ -116,7 +114,6 @@ impl Node {
         self.links.retain(|r| !self.tree.dead().contains(*r));
         self.view_change_to_machines(&d);
         ctx!(self).event(Event::ViewChanged(d));
-        self.m.membership.take_hello_sent()
     }
 
     /// Grows the tree's span and fans the change out; after a real change every neighbour gets
@@ -125,39 +122,32 @@ impl Node {
     pub(super) fn grow_span(&mut self, new_span: u32) -> Result<(), CommandError> {
         let old_span = self.tree.layout().span();
         let delta = self.tree.grow(new_span)?;
-        let hello_sent = self.fan_out(delta, &[]);
+        self.fan_out(delta, &[]);
         if self.tree.layout().span() != old_span {
-            self.members_change_to_machines();
-            run!(self, membership.adopt_children());
-            if !hello_sent {
-                run!(self, membership.say_hello());
-            }
+            self.members_change_to_machines(&MembersChange {
+                fresh: &[],
+                scope: Scope::Global,
+                grown: true,
+            });
         }
         Ok(())
     }
 
-    /// Delivers every xcast op that is next in order: internal notices go to membership, the
-    /// rest become application events.
+    /// Delivers every xcast op that is next in order: an internal tag goes to the machine that
+    /// registered it (the tag table, [`Machine::XCAST_TAGS`](crate::machine::Machine::XCAST_TAGS)),
+    /// the rest become application events.
     pub(super) fn drive_xcast(&mut self) {
         while let Some(d) = run!(self, xcast.next_delivery()) {
-            if d.tag == xcast::TAG_FAILURE_NOTICE {
-                self.global_notice(d.payload);
-            } else if d.tag == xcast::TAG_NOOP {
-                // A hole filled by a new root: nothing to deliver.
-            } else {
+            if let Err(payload) = self.xcast_to_machines(d.tag, d.payload) {
                 ctx!(self).event(XcastEvent::Delivered {
                     op: d.op,
                     origin: d.origin,
                     seq: d.seq,
                     tag: d.tag,
-                    payload: d.payload,
+                    payload,
                 });
             }
             run!(self, xcast.processed(d.op));
         }
-    }
-
-    fn global_notice(&mut self, payload: Bytes) {
-        run!(self, membership.on_global_notice(payload));
     }
 }

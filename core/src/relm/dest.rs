@@ -1,18 +1,15 @@
 //! The delivery side: one watermark per source, an out-of-order buffer above it, ACKs, and
 //! replay requests for what a probe says was sent but never arrived.
 
-use crate::relm::RelmEvent;
-use crate::relm::RelmMsg;
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
 
-use super::{MarkKind, Relm, Uid, UID_MODULUS};
-use crate::event::Event;
+use super::{MarkKind, Relm, RelmEvent, Uid, UID_MODULUS};
 use crate::machine::Ctx;
 use crate::time::{Duration, Instant};
 use crate::tree::Rank;
-use crate::wire::{Message, RelmDataMsg, RelmReqMsg, UidRange};
+use crate::wire::{RelmDataMsg, RelmReqMsg, UidRange};
 
 /// A message held above a gap.
 #[derive(Debug)]
@@ -32,7 +29,7 @@ pub(super) struct InChain {
     pos: u64,
     /// Messages above a gap, by position.
     ooo: BTreeMap<u64, Held>,
-    /// The last uid of the outstanding request, and when it went: for half of `relm_retry`
+    /// The last uid of the outstanding request, and when it went: for half of `relm.retry`
     /// later probes only raise `probed` (the probes of one repair arrive together and ask
     /// once; a request lost on the way is asked again by the next probe after that).
     requested: Option<(Uid, Instant)>,
@@ -97,11 +94,11 @@ impl Relm {
             match chain.ooo.get(&(chain.pos + d)) {
                 Some(h) if h.tag != m.tag || h.payload != m.payload => {
                     ctx.stats.relm.collisions += 1;
-                    ctx.event(Event::Relm(RelmEvent::Collision {
+                    ctx.event(RelmEvent::Collision {
                         src: m.src,
                         dst: me,
                         uid: m.uid,
-                    }));
+                    });
                 }
                 Some(_) => ctx.stats.relm.duplicates += 1,
                 None => {
@@ -129,12 +126,12 @@ impl Relm {
             chain.pos += 1;
             chain.delivered = h.uid;
             delivered += 1;
-            ctx.event(Event::Relm(RelmEvent::Delivered {
+            ctx.event(RelmEvent::Delivered {
                 src,
                 uid: h.uid,
                 tag: h.tag,
                 payload: h.payload,
-            }));
+            });
             next = chain.ooo.remove(&(chain.pos + 1));
         }
         let mut ask_more = None;
@@ -234,7 +231,7 @@ impl Relm {
                 dst: me,
                 ranges,
             };
-            Self::send(ctx, next, Message::Relm(RelmMsg::Req(m)));
+            Self::send(ctx, next, m);
         }
     }
 }

@@ -1,5 +1,5 @@
 //! After a repair: purge what died or left this rank's paths, then exchange link updates with
-//! changed neighbours (prrte.md §3.5).
+//! changed neighbours (`docs/edge-cases.md`, "What Lifeline changes in RELM").
 //!
 //! - **Purge.** Chains to a dead destination are reported failed at their origin and dropped;
 //!   chains from a dead source are dropped at the destination (buffered messages reported);
@@ -15,19 +15,15 @@
 //!   did not change sends at once to the links whose occupant changed. An update that asks
 //!   (`want`) is answered with one's own if it was already sent (the first may have been
 //!   dropped by a receiver whose view lagged). A backstop timer releases anything still held
-//!   after `relm_gate_timeout`.
+//!   after `relm.gate_timeout`.
 
-use crate::relm::RelmEvent;
-use crate::relm::RelmMsg;
-use crate::relm::RelmTimer;
 use std::collections::BTreeMap;
 
-use super::{marks_per_frame, split_marks, Chain, Relm, Uid};
-use crate::event::Event;
-use crate::machine::Ctx;
-use crate::timer::{TimerKey, TimerToken};
+use super::{marks_per_frame, split_marks, Chain, Relm, RelmEvent, RelmTimer, Uid};
+use crate::machine::{Ctx, Machine};
+use crate::timer::TimerToken;
 use crate::tree::{Rank, Tree, ViewDelta};
-use crate::wire::{ChainMark, Message, RelmLinkMsg};
+use crate::wire::{ChainMark, RelmLinkMsg};
 
 /// The link-update exchange with one neighbour since this rank's last view change.
 #[derive(Debug, Default)]
@@ -60,7 +56,7 @@ impl Relm {
                 probes: Vec::new(),
             };
             ctx.stats.relm.link_updates += 1;
-            Self::send(ctx, to, Message::Relm(RelmMsg::Link(m)));
+            Self::send(ctx, to, m);
         };
         let neighbours: Vec<Rank> = view
             .parent()
@@ -113,7 +109,7 @@ impl Relm {
             let chain = self.inbound.remove(&src).expect("listed");
             let discarded = chain.discard();
             if discarded > 0 {
-                ctx.event(Event::Relm(RelmEvent::SourceLost { src, discarded }));
+                ctx.event(RelmEvent::SourceLost { src, discarded });
             }
         }
         // A replay request in flight may have died with a relay: ask again on the next probe.
@@ -246,7 +242,7 @@ impl Relm {
                 probes,
             };
             ctx.stats.relm.link_updates += 1;
-            Self::send(ctx, to, Message::Relm(RelmMsg::Link(m)));
+            Self::send(ctx, to, m);
         }
     }
 
@@ -278,11 +274,11 @@ impl Relm {
         if self.gates.values().all(|g| g.sent) {
             self.gates.clear();
             if self.gate_timer.take().is_some() {
-                ctx.timers.cancel(TimerKey::Relm(RelmTimer::Gate));
+                ctx.timers.cancel(RelmTimer::Gate);
             }
         } else if self.gate_timer.is_none() {
             let at = ctx.now + ctx.cfg.relm.gate_timeout;
-            self.gate_timer = Some(ctx.timers.set(TimerKey::Relm(RelmTimer::Gate), at));
+            self.gate_timer = Some(ctx.timers.set(RelmTimer::Gate, at));
         }
     }
 

@@ -8,7 +8,7 @@
 //! "unknown" is never ambiguous: a uid at or below the watermark is done (answered with an ACK,
 //! never delivered twice), a uid above it is missing (asked for). ACKs are cumulative, travel
 //! back toward the source hop by hop releasing the relays' copies on the way, and are coalesced
-//! per next hop with probes for `relm_ack_delay`, so under load one small control frame answers
+//! per next hop with probes for `relm.ack_delay`, so under load one small control frame answers
 //! many messages. There is no ACK-of-ACK: the destination never needs a release.
 //!
 //! After a repair every rank purges chains whose source or destination died (the origin reports
@@ -18,7 +18,7 @@
 //! update's probes ("sent up to u") reach the destination, which answers with its watermark
 //! and a replay request; the request climbs toward the source and the first holder (a relay's
 //! cache, at the latest the origin, which keeps every message until it is acknowledged)
-//! answers. An origin whose chain makes no ACK progress for `relm_retry` probes again: the
+//! answers. An origin whose chain makes no ACK progress for `relm.retry` probes again: the
 //! end-to-end safety net under everything else.
 //!
 //! Sub-modules: `origin` (sending side), `dest` (delivery side), `relay` (caches, records,
@@ -43,9 +43,9 @@ use std::collections::BTreeMap;
 use bytes::Bytes;
 
 use crate::machine::Ctx;
-use crate::timer::{TimerKey, TimerToken};
+use crate::timer::TimerToken;
 use crate::tree::{Rank, Route};
-use crate::wire::{Message, HEADER_LEN};
+use crate::wire::HEADER_LEN;
 
 pub use config::{RelmConfig, RelmConfigError, MAX_RELM_WINDOW};
 pub use error::RelmError;
@@ -53,7 +53,7 @@ pub use event::RelmEvent;
 pub use stats::RelmStats;
 pub use timer::RelmTimer;
 pub use uid::{Uid, UID_INVALID, UID_MAX, UID_MODULUS, UID_NONE, UID_UNKNOWN};
-pub(crate) use wire::data_frame_len;
+pub(crate) use wire::max_payload;
 pub use wire::{ChainMark, RelmAckMsg, RelmDataMsg, RelmLinkMsg, RelmMsg, RelmReqMsg, UidRange};
 
 use dest::InChain;
@@ -116,18 +116,6 @@ impl Relm {
         }
     }
 
-    /// Message-level state still held: unacknowledged messages, buffered messages, relay
-    /// records and cached copies, coalesced marks and link gates. Zero once quiescent.
-    pub(crate) fn held(&self) -> usize {
-        self.out.values().map(|c| c.unacked.len()).sum::<usize>()
-            + self.inbound.values().map(|c| c.held()).sum::<usize>()
-            + self.relayed.len()
-            + self.fifo.cached()
-            + self.acks.len()
-            + self.probes.len()
-            + self.gates.len()
-    }
-
     /// Chains with a counter here (a next uid as source, a watermark as destination). These
     /// are per-peer sequence state, not messages; they go when the peer dies.
     pub(crate) fn chains(&self) -> usize {
@@ -140,9 +128,9 @@ impl Relm {
     }
 
     /// Queues a RELM frame to `to` (every RELM frame is counted once here).
-    fn send(ctx: &mut Ctx<'_>, to: Rank, m: Message) {
+    fn send(ctx: &mut Ctx<'_>, to: Rank, m: impl Into<RelmMsg>) {
         ctx.stats.relm.frames_out += 1;
-        ctx.send(to, m);
+        ctx.send(to, m.into());
     }
 
     /// The next hop for `r`, if there is one other than this rank.
@@ -183,7 +171,7 @@ impl Relm {
     fn arm_flush(&mut self, ctx: &mut Ctx<'_>) {
         if self.flush.is_none() {
             let at = ctx.now + ctx.cfg.relm.ack_delay;
-            self.flush = Some(ctx.timers.set(TimerKey::Relm(RelmTimer::Flush), at));
+            self.flush = Some(ctx.timers.set(RelmTimer::Flush, at));
         }
     }
 
@@ -201,7 +189,7 @@ impl Relm {
     /// exceed `max_frame` or `max_list`).
     fn flush_marks(&mut self, ctx: &mut Ctx<'_>) {
         if self.flush.take().is_some() {
-            ctx.timers.cancel(TimerKey::Relm(RelmTimer::Flush));
+            ctx.timers.cancel(RelmTimer::Flush);
         }
         self.unflushed = 0;
         let mut per_hop: BTreeMap<Rank, RelmAckMsg> = BTreeMap::new();
@@ -220,11 +208,7 @@ impl Relm {
         let cap = marks_per_frame(ctx);
         for (to, m) in per_hop {
             for (acks, probes) in split_marks(m.acks, m.probes, cap) {
-                Self::send(
-                    ctx,
-                    to,
-                    Message::Relm(RelmMsg::Ack(RelmAckMsg { acks, probes })),
-                );
+                Self::send(ctx, to, RelmMsg::Ack(RelmAckMsg { acks, probes }));
             }
         }
     }
@@ -292,10 +276,10 @@ impl Relm {
     fn clear(&mut self, ctx: &mut Ctx<'_>) {
         *self = Self::new(self.first.get());
         for k in [
-            TimerKey::Relm(RelmTimer::Flush),
-            TimerKey::Relm(RelmTimer::Sweep),
-            TimerKey::Relm(RelmTimer::Retry),
-            TimerKey::Relm(RelmTimer::Gate),
+            RelmTimer::Flush,
+            RelmTimer::Sweep,
+            RelmTimer::Retry,
+            RelmTimer::Gate,
         ] {
             ctx.timers.cancel(k);
         }
@@ -347,7 +331,7 @@ fn split_marks(
     frames
 }
 
-/// Bytes an application payload is charged against `relm_max_bytes`.
+/// Bytes an application payload is charged against `relm.max_bytes`.
 fn charge(payload: &Bytes) -> usize {
     payload.len()
 }
@@ -355,6 +339,18 @@ fn charge(payload: &Bytes) -> usize {
 impl crate::machine::Machine for Relm {
     type Msg = RelmMsg;
     type Timer = RelmTimer;
+
+    /// Message-level state still held: unacknowledged messages, buffered messages, relay
+    /// records and cached copies, coalesced marks and link gates. Zero once quiescent.
+    fn held(&self) -> usize {
+        self.out.values().map(|c| c.unacked.len()).sum::<usize>()
+            + self.inbound.values().map(|c| c.held()).sum::<usize>()
+            + self.relayed.len()
+            + self.fifo.cached()
+            + self.acks.len()
+            + self.probes.len()
+            + self.gates.len()
+    }
 
     fn new(cfg: &crate::Config, _me: Rank) -> Self {
         Self::new(cfg.relm.first_uid)

@@ -1,22 +1,15 @@
 //! The sending side: uid assignment, the per-destination window and byte budget, ACK release,
 //! replays from the origin's copy, and the retry probe.
 
-use crate::relm::RelmError;
-use crate::relm::RelmEvent;
-use crate::relm::RelmMsg;
-use crate::relm::RelmTimer;
 use std::collections::VecDeque;
 
 use bytes::Bytes;
 
-use super::{charge, MarkKind, Relm, Uid};
-use crate::error::CommandError;
-use crate::event::Event;
+use super::{charge, MarkKind, Relm, RelmError, RelmEvent, RelmTimer, Uid};
 use crate::machine::Ctx;
 use crate::time::Instant;
-use crate::timer::TimerKey;
-use crate::tree::{Rank, Route};
-use crate::wire::{Message, RelmDataMsg, UidRange};
+use crate::tree::Rank;
+use crate::wire::{RelmDataMsg, UidRange};
 
 /// One unacknowledged message, kept by its origin until an ACK covers it.
 #[derive(Debug)]
@@ -45,23 +38,17 @@ impl OutChain {
 }
 
 impl Relm {
-    /// Sends `payload` to `dst`. Self-sends are delivered at once.
+    /// Sends `payload` to `dst` through `next` (the node's route to it; `None`: `dst` is this
+    /// rank, and the message is delivered at once).
     pub(crate) fn originate(
         &mut self,
         ctx: &mut Ctx<'_>,
         dst: Rank,
+        next: Option<Rank>,
         tag: u16,
         payload: Bytes,
-    ) -> Result<Uid, CommandError> {
+    ) -> Result<Uid, RelmError> {
         let me = ctx.me();
-        let next = match ctx.tree.route(dst) {
-            Route::Local => None,
-            Route::Next(n) => Some(n),
-            Route::Unreachable if !ctx.tree.layout().contains(dst) || !ctx.tree.is_alive(dst) => {
-                return Err(CommandError::PeerDead(dst))
-            }
-            Route::Unreachable => return Err(CommandError::Unreachable(dst)),
-        };
         let first = self.first;
         let now = ctx.now;
         let chain = self.out.entry(dst).or_insert_with(|| OutChain {
@@ -74,11 +61,11 @@ impl Relm {
             && (chain.unacked.len() >= ctx.cfg.relm.window
                 || self.out_bytes + bytes > ctx.cfg.relm.max_bytes)
         {
-            return Err(CommandError::Relm(RelmError::Backpressure {
+            return Err(RelmError::Backpressure {
                 dst,
                 inflight: chain.unacked.len(),
                 bytes: self.out_bytes,
-            }));
+            });
         }
         let uid = chain.next;
         chain.next = uid.next();
@@ -86,13 +73,13 @@ impl Relm {
         let Some(next) = next else {
             ctx.stats.relm.delivered += 1;
             ctx.stats.relm.acked += 1;
-            ctx.event(Event::Relm(RelmEvent::Delivered {
+            ctx.event(RelmEvent::Delivered {
                 src: me,
                 uid,
                 tag,
                 payload,
-            }));
-            ctx.event(Event::Relm(RelmEvent::Acked { dst, upto: uid }));
+            });
+            ctx.event(RelmEvent::Acked { dst, upto: uid });
             return Ok(uid);
         };
         if chain.unacked.is_empty() {
@@ -111,7 +98,7 @@ impl Relm {
             tag,
             payload,
         };
-        Self::send(ctx, next, Message::Relm(RelmMsg::Data(m)));
+        Self::send(ctx, next, m);
         self.arm_retry(ctx);
         Ok(uid)
     }
@@ -119,7 +106,7 @@ impl Relm {
     pub(super) fn arm_retry(&mut self, ctx: &mut Ctx<'_>) {
         if self.retry.is_none() {
             let at = ctx.now + ctx.cfg.relm.retry;
-            self.retry = Some(ctx.timers.set(TimerKey::Relm(RelmTimer::Retry), at));
+            self.retry = Some(ctx.timers.set(RelmTimer::Retry, at));
         }
     }
 
@@ -148,7 +135,7 @@ impl Relm {
         }
         chain.progress = ctx.now;
         ctx.stats.relm.acked += released;
-        ctx.event(Event::Relm(RelmEvent::Acked { dst, upto }));
+        ctx.event(RelmEvent::Acked { dst, upto });
     }
 
     /// A replay request reached the origin: re-send every requested message still held.
@@ -161,7 +148,7 @@ impl Relm {
         Self::replay(ctx, (ctx.me(), dst), ranges, held);
     }
 
-    /// Retry: every chain that made no ACK progress for `relm_retry` probes its destination
+    /// Retry: every chain that made no ACK progress for `relm.retry` probes its destination
     /// (which answers with an ACK and asks for what it misses).
     pub(super) fn retry_stalled(&mut self, ctx: &mut Ctx<'_>) {
         let me = ctx.me();
@@ -198,11 +185,11 @@ impl Relm {
                 self.out_bytes -= charge(&m.payload);
             }
             ctx.stats.relm.failed += count as u64;
-            ctx.event(Event::Relm(RelmEvent::Failed {
+            ctx.event(RelmEvent::Failed {
                 dst,
                 first: front.uid,
                 count,
-            }));
+            });
         }
     }
 }

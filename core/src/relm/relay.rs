@@ -2,24 +2,20 @@
 //! acknowledged through here), and replay requests climbing toward the source.
 //!
 //! Records and cached copies are soft state: correctness rests on the origin's copy and the
-//! destination's watermark. A cached copy goes when an ACK covers it, after `relm_cache_ttl`,
-//! or when `relm_cache_max` newer copies arrive; a record goes when an ACK covers everything it
-//! saw sent, when the path no longer crosses this rank, or after idling twice `relm_retry`.
+//! destination's watermark. A cached copy goes when an ACK covers it, after `relm.cache_ttl`,
+//! or when `relm.cache_max` newer copies arrive; a record goes when an ACK covers everything it
+//! saw sent, when the path no longer crosses this rank, or after idling twice `relm.retry`.
 
-use crate::relm::RelmEvent;
-use crate::relm::RelmMsg;
-use crate::relm::RelmTimer;
 use std::collections::{BTreeMap, VecDeque};
 
 use bytes::Bytes;
 
-use super::{Chain, MarkKind, Relm, Uid};
-use crate::event::Event;
+use super::{Chain, MarkKind, Relm, RelmEvent, RelmMsg, RelmTimer, Uid};
 use crate::machine::Ctx;
 use crate::time::{Duration, Instant};
-use crate::timer::{TimerKey, TimerToken};
+use crate::timer::TimerToken;
 use crate::tree::Rank;
-use crate::wire::{Message, RelmDataMsg, RelmReqMsg, UidRange};
+use crate::wire::{RelmDataMsg, RelmReqMsg, UidRange};
 
 /// A forwarded message's copy.
 #[derive(Debug)]
@@ -108,11 +104,11 @@ impl Relm {
             match existing {
                 Some(c) if c.tag != m.tag || c.payload != m.payload => {
                     ctx.stats.relm.collisions += 1;
-                    ctx.event(Event::Relm(RelmEvent::Collision {
+                    ctx.event(RelmEvent::Collision {
                         src: m.src,
                         dst: m.dst,
                         uid: m.uid,
-                    }));
+                    });
                     return;
                 }
                 Some(_) => {}
@@ -137,7 +133,7 @@ impl Relm {
         }
         self.arm_sweep(ctx);
         ctx.stats.relm.forwarded += 1;
-        Self::send(ctx, next, Message::Relm(RelmMsg::Data(m)));
+        Self::send(ctx, next, m);
     }
 
     /// An ACK passing through toward the source: release copies it covers, pass it on once.
@@ -225,7 +221,7 @@ impl Relm {
                 dst: m.dst,
                 ranges: rest,
             };
-            Self::send(ctx, up, Message::Relm(RelmMsg::Req(fwd)));
+            Self::send(ctx, up, fwd);
         }
     }
 
@@ -244,13 +240,13 @@ impl Relm {
         let mut uids = Vec::new();
         for (uid, tag, payload) in held.filter(|(u, _, _)| ranges.iter().any(|r| r.contains(*u))) {
             uids.push(uid);
-            frames.push(Message::Relm(RelmMsg::Data(RelmDataMsg {
+            frames.push(RelmMsg::Data(RelmDataMsg {
                 src,
                 dst,
                 uid,
                 tag,
                 payload: payload.clone(),
-            })));
+            }));
         }
         ctx.stats.relm.replays += frames.len() as u64;
         for f in frames {
@@ -262,10 +258,7 @@ impl Relm {
     fn arm_sweep(&mut self, ctx: &mut Ctx<'_>) {
         if self.sweep.is_none() {
             let half = Duration::from_nanos((ctx.cfg.relm.cache_ttl.as_nanos() / 2).max(1_000_000));
-            self.sweep = Some(
-                ctx.timers
-                    .set(TimerKey::Relm(RelmTimer::Sweep), ctx.now + half),
-            );
+            self.sweep = Some(ctx.timers.set(RelmTimer::Sweep, ctx.now + half));
         }
     }
 

@@ -34,11 +34,11 @@ pub struct RelmStats {
     pub link_rejected: u64,
     /// Gated link updates sent by the backstop timer instead of the gating rule.
     pub gate_timeouts: u64,
-    /// Probes an origin sent because a chain made no ACK progress for `relm_retry`.
+    /// Probes an origin sent because a chain made no ACK progress for `relm.retry`.
     pub retry_probes: u64,
     /// Relay cache entries evicted by time or count before their ACK passed.
     pub cache_evicted: u64,
-    /// Relay records dropped after idling for twice `relm_retry` without an ACK.
+    /// Relay records dropped after idling for twice `relm.retry` without an ACK.
     pub records_expired: u64,
     /// Same identity, different bytes (each also reported as an event).
     pub collisions: u64,

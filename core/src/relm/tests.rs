@@ -2,13 +2,10 @@
 //! ([`Net`]) or by hand; the destination's ordering is checked against a reference model with
 //! proptest.
 
-use crate::relm::RelmError;
-use crate::relm::RelmEvent;
-use crate::relm::RelmMsg;
 use bytes::Bytes;
 use proptest::prelude::*;
 
-use crate::relm::{Uid, UID_MAX};
+use super::{RelmError, RelmEvent, RelmMsg, Uid, UID_MAX};
 use crate::sim::testing::{Net, Schedule};
 use crate::time::{Duration, Instant};
 use crate::tree::{Rank, RankSet};

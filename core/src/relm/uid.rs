@@ -3,7 +3,7 @@
 //!
 //! Valid uids are `0..=UID_MAX`, so the counter cycles through `UID_MODULUS = 2^32 − 3` values.
 //! Comparisons are serial-number arithmetic over that cycle: a chain never has more than
-//! `relm_window` (far below `2^31`) messages between its oldest unacknowledged and its newest
+//! `relm.window` (far below `2^31`) messages between its oldest unacknowledged and its newest
 //! uid, so "ahead" and "behind" are never ambiguous.
 
 /// The largest valid uid, `2^32 − 4`.

@@ -29,9 +29,10 @@ pub struct RelmDataMsg {
 
 const DATA_LEN: usize = 4 + 4 + 4 + 2 + 4;
 
-/// Whole frame length (envelope included) of a [`RelmDataMsg`] carrying `payload` bytes.
-pub(crate) fn data_frame_len(payload: usize) -> usize {
-    crate::wire::HEADER_LEN + DATA_LEN + payload
+/// The largest payload a [`RelmDataMsg`] frame within `limits.max_frame` carries (a message
+/// travels as that one frame on every hop).
+pub(crate) fn max_payload(limits: &Limits) -> usize {
+    limits.payload_room(DATA_LEN)
 }
 
 impl Codec for RelmDataMsg {

@@ -31,10 +31,7 @@
 //! For tests that need an exact order of frames at one instant rather than a network, see the
 //! zero-latency harness in [`testing`] (it shares the per-node step with this engine).
 
-pub mod broadcast;
-pub mod membership;
 mod net;
-pub mod relm;
 pub mod scenario;
 pub mod testing;
 #[cfg(test)]
@@ -55,9 +52,9 @@ use crate::config::Config;
 use crate::event::Event;
 use crate::link::LinkCause;
 use crate::node::Node;
-use crate::outbox::Class;
 use crate::rng::Rng;
 use crate::time::Instant;
+use crate::transmit::Class;
 use crate::tree::{Rank, RankSet};
 pub use trace::describe;
 use trace::describe_event;
@@ -123,7 +120,7 @@ impl SimConfig {
     }
 }
 
-/// Hooks for long scenario runs (flood, xcast, RELM): a trace sink and a progress callback.
+/// Hooks for long scenario runs (every [`scenario`]): a trace sink and a progress callback.
 #[derive(Default)]
 pub struct Hooks {
     /// One line per event.

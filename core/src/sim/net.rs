@@ -5,9 +5,9 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use bytes::Bytes;
 use smallvec::SmallVec;
 
-use crate::outbox::Class;
 use crate::rng::Rng;
 use crate::time::{Duration, Instant};
+use crate::transmit::Class;
 
 /// Network parameters, all drawn deterministically from the run's seed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -2,7 +2,7 @@
 
 use bytes::Bytes;
 
-use super::scenario::FloodObserver;
+use super::scenario::flood::FloodObserver;
 use super::*;
 use crate::time::Duration;
 

@@ -1,16 +1,13 @@
 //! One-line descriptions of frames and events for the trace.
 
-use crate::flood::FloodEvent;
-use crate::membership::MembershipEvent;
-use crate::membership::MembershipMsg;
-use crate::relm::RelmEvent;
-use crate::relm::RelmMsg;
-use crate::xcast::XcastEvent;
-use crate::xcast::XcastMsg;
 use bytes::Bytes;
 
 use crate::event::Event;
+use crate::flood::FloodEvent;
+use crate::membership::{MembershipEvent, MembershipMsg};
+use crate::relm::{RelmEvent, RelmMsg};
 use crate::wire::{Limits, Message};
+use crate::xcast::{XcastEvent, XcastMsg};
 
 /// A short description of a frame for the trace (payloads shown by length only).
 pub fn describe(frame: &Bytes) -> String {

@@ -6,14 +6,12 @@
 //! 4→{8}`. The subtree of `r` is one residue class per deeper layer, so membership is one modulo.
 //! Appending ranks only appends leaves: a fault-free grow never re-parents a rank.
 
-use super::rank::Rank;
+use super::rank::{Rank, MAX_SPAN};
 
 /// Smallest supported radix.
 pub const MIN_RADIX: u32 = 2;
 /// Largest supported radix.
 pub const MAX_RADIX: u32 = 1024;
-/// Largest supported span, `2^32 - 4` (the top values of `u32` stay free for sentinels).
-pub const MAX_SPAN: u32 = u32::MAX - 3;
 
 /// Why a span or radix was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]

@@ -49,8 +49,8 @@ mod view;
 mod tests;
 
 pub use delta::{ChildChange, ViewDelta};
-pub use layout::{Layout, LayoutError, MAX_RADIX, MAX_SPAN, MIN_RADIX};
-pub use rank::{Iter as RankSetIter, Ranges, Rank, RankSet, RankSetParseError};
+pub use layout::{Layout, LayoutError, MAX_RADIX, MIN_RADIX};
+pub use rank::{Iter as RankSetIter, Ranges, Rank, RankSet, RankSetParseError, MAX_SPAN};
 pub use reconcile::{Reconcile, MAX_INFERRED};
 pub use snapshot::{Snapshot, SnapshotError};
 pub use view::{Route, View, ViewError};

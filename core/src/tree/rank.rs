@@ -3,7 +3,8 @@
 use std::fmt;
 use std::str::FromStr;
 
-use super::layout::MAX_SPAN;
+/// Largest supported span, `2^32 - 4` (the top values of `u32` stay free for sentinels).
+pub const MAX_SPAN: u32 = u32::MAX - 3;
 
 /// A process rank: a position in `[0, span)` of the routing tree.
 ///

@@ -1,4 +1,4 @@
-//! Named edge cases 1–11 of `prrte.md` and property tests against a naive reference.
+//! Named edge cases 1–11 of `docs/edge-cases.md` and property tests against a naive reference.
 
 use proptest::prelude::*;
 

@@ -10,13 +10,13 @@
 //! 6-byte header.
 
 mod bounds;
+mod codec;
 mod reader;
 
 use bytes::{BufMut, Bytes, BytesMut};
 
-use crate::outbox::Class;
-
 pub use bounds::{counter, MAX_COUNTER};
+pub use codec::{Codec, DecodeError, Family, Kind, KindInfo, Limits};
 pub use reader::Reader;
 
 // Every machine's messages, re-exported where tools and tests have always found them.
@@ -37,140 +37,6 @@ pub use crate::xcast::{
 pub const VERSION: u8 = 1;
 /// Envelope header length: version, kind, body length.
 pub const HEADER_LEN: usize = 6;
-
-/// Size limits applied while decoding (from [`Config`](crate::Config)).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Limits {
-    /// Largest whole frame (header included), in bytes.
-    pub max_frame: u32,
-    /// Largest element count of any list inside a message.
-    pub max_list: u32,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Self {
-            max_frame: 1 << 20,
-            max_list: 1 << 16,
-        }
-    }
-}
-
-/// Why bytes were refused. Every variant leaves all state unchanged.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum DecodeError {
-    /// Fewer bytes than a field needs.
-    #[error("truncated: need {need} more bytes, {have} left")]
-    Truncated {
-        /// Bytes the next field needs.
-        need: usize,
-        /// Bytes left.
-        have: usize,
-    },
-    /// Bytes left after the message.
-    #[error("{0} trailing bytes after the message")]
-    Trailing(usize),
-    /// The envelope version is not [`VERSION`].
-    #[error("unsupported envelope version {0}")]
-    Version(u8),
-    /// The kind byte names no message.
-    #[error("unknown message kind {0}")]
-    UnknownKind(u8),
-    /// The frame or a nested length is over its limit.
-    #[error("length {len} over the limit {max}")]
-    TooLong {
-        /// The announced length.
-        len: u64,
-        /// The limit it broke.
-        max: u64,
-    },
-    /// The envelope length disagrees with the bytes given.
-    #[error("envelope says {said} body bytes, frame has {have}")]
-    LengthMismatch {
-        /// Body length in the header.
-        said: u32,
-        /// Body bytes present.
-        have: usize,
-    },
-    /// A field holds a value the message forbids.
-    #[error("invalid field: {0}")]
-    Invalid(&'static str),
-}
-
-/// What the one message table knows about a kind byte: its name and traffic class.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct KindInfo {
-    /// The envelope's kind byte.
-    pub byte: u8,
-    /// A short name for traces and tools (`"relm_ack"`).
-    pub name: &'static str,
-    /// The traffic class frames of this kind travel on.
-    pub class: Class,
-}
-
-/// A message kind: the envelope's demultiplexing key. Only bytes some machine's message family
-/// owns are kinds ([`Kind::from_u8`]); each family also names its kinds as associated
-/// constants (`Kind::Flood`, `Kind::RelmAck`, ...).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Kind(u8);
-
-impl Kind {
-    /// The kind for a kind byte, if a message family owns it.
-    pub fn from_u8(b: u8) -> Option<Self> {
-        info(b).map(|_| Self(b))
-    }
-
-    /// The kind byte.
-    pub fn byte(self) -> u8 {
-        self.0
-    }
-
-    /// The kind's short name.
-    pub fn name(self) -> &'static str {
-        info(self.0).map_or("?", |i| i.name)
-    }
-
-    /// The traffic class frames of this kind travel on.
-    pub fn class(self) -> Class {
-        info(self.0).map_or(Class::Control, |i| i.class)
-    }
-
-    /// Every kind, in kind-byte order (the malformed sweep and the fuzz targets iterate this).
-    pub fn all() -> impl Iterator<Item = Self> {
-        (0..=u8::MAX).filter_map(Self::from_u8)
-    }
-
-    /// A kind constant for a family's table (used by [`message_family!`]).
-    #[doc(hidden)]
-    pub const fn new_unchecked(b: u8) -> Self {
-        Self(b)
-    }
-}
-
-/// A machine's message family: the kind bytes it owns and a codec per kind. Declared with
-/// [`message_family!`](crate::message_family) (or by hand for a single message) and registered by one line in
-/// [`Message`]'s table.
-pub trait Family: Sized {
-    /// The kinds this family owns.
-    const KINDS: &'static [KindInfo];
-    /// This message's kind byte.
-    fn kind_byte(&self) -> u8;
-    /// Body length in bytes.
-    fn body_len(&self) -> usize;
-    /// Writes the body.
-    fn encode_body(&self, b: &mut BytesMut);
-    /// Reads the body of a frame of kind byte `kind` (one of [`Self::KINDS`]).
-    fn decode_body(kind: u8, r: &mut Reader, limits: &Limits) -> Result<Self, DecodeError>;
-    /// Whole-message checks after decoding (plausible counters, ...).
-    fn check(&self) -> Result<(), DecodeError> {
-        Ok(())
-    }
-    /// Whether `b` is one of this family's kind bytes.
-    fn owns(b: u8) -> bool {
-        Self::KINDS.iter().any(|k| k.byte == b)
-    }
-}
 
 /// Declares a machine's message family: an enum with one variant per message, its kind bytes,
 /// classes and kind constants, and `From` conversions into the family and into [`Message`]
@@ -260,15 +126,9 @@ macro_rules! messages {
             $($(#[$doc])* $variant($family),)*
         }
 
-        $(
-            impl From<$family> for Message {
-                fn from(m: $family) -> Self {
-                    Self::$variant(m)
-                }
-            }
-        )*
+        from_parts!(Message { $($variant($family)),* });
 
-        fn info(b: u8) -> Option<&'static KindInfo> {
+        pub(super) fn info(b: u8) -> Option<&'static KindInfo> {
             None$(.or_else(|| <$family as Family>::KINDS.iter().find(|k| k.byte == b)))*
         }
 
@@ -324,16 +184,6 @@ messages! {
     Relm(crate::relm::RelmMsg);
     /// Heartbeat failure detector (kinds 30–31).
     Detect(crate::detect::DetectMsg);
-}
-
-/// A hand-written codec for one message body.
-pub trait Codec: Sized {
-    /// Body length in bytes.
-    fn encoded_len(&self) -> usize;
-    /// Writes the body.
-    fn encode(&self, buf: &mut impl BufMut);
-    /// Reads a body; the caller checks that nothing trails it.
-    fn decode(r: &mut Reader, limits: &Limits) -> Result<Self, DecodeError>;
 }
 
 impl Message {
@@ -394,8 +244,9 @@ fn header(buf: &[u8], limits: &Limits) -> Result<(Kind, u32), DecodeError> {
     Ok((kind, len))
 }
 
-/// Whether `frame` is a fencing notice to a removed rank (the one frame ever addressed to a rank
-/// known dead, and heard from anyone).
+/// The receiving side's test: whether `frame`'s kind is a fencing notice (the one frame heard
+/// from a rank known dead, as its teller may be the one cut off). A sender never sniffs bytes:
+/// the node flags a fencing notice when it is queued ([`Transmit::is_fence`](crate::Transmit::is_fence)).
 pub fn is_fence(frame: &[u8]) -> bool {
     frame.get(1) == Some(&Kind::Evicted.byte())
 }

@@ -50,13 +50,10 @@ use std::collections::BTreeMap;
 use bytes::Bytes;
 use smallvec::SmallVec;
 
-use crate::error::CommandError;
-use crate::event::Event;
 use crate::machine::Ctx;
-use crate::timer::{TimerKey, TimerToken};
+use crate::timer::TimerToken;
 use crate::tree::{Rank, Route, ViewDelta};
 use crate::vecmap::VecMap;
-use crate::wire::Message;
 
 mod config;
 mod error;
@@ -71,6 +68,7 @@ pub use error::XcastError;
 pub use event::XcastEvent;
 pub use stats::XcastStats;
 pub use timer::XcastTimer;
+pub(crate) use wire::max_payload;
 pub use wire::{
     AckMsg, CompleteMsg, ForwardMsg, NeedMsg, PollMsg, RecoverDoneMsg, RecoverMsg, RecoveredOpMsg,
     RelayMsg, SyncMsg, XcastMsg,
@@ -190,11 +188,6 @@ impl Xcast {
         }
     }
 
-    /// Ops held (in flight or retained) and broadcasts awaiting completion, for leak checks.
-    pub(crate) fn held(&self) -> usize {
-        self.ops.len() + self.pending.len()
-    }
-
     /// Highest op id delivered locally.
     pub(crate) fn delivered(&self) -> u64 {
         self.delivered
@@ -214,21 +207,17 @@ impl Xcast {
         ctx: &mut Ctx<'_>,
         tag: u16,
         payload: Bytes,
-    ) -> Result<u64, CommandError> {
-        let max_payload = ctx.cfg.max_frame as usize - 64;
-        if payload.len() > max_payload {
-            return Err(CommandError::TooLarge {
-                len: payload.len(),
-                max: ctx.cfg.max_frame,
-            });
+    ) -> Result<u64, XcastError> {
+        if tag != TAG_WIREUP && tag < FIRST_APP_TAG {
+            return Err(XcastError::ReservedTag(tag));
         }
         if self.pending.len() >= ctx.cfg.xcast.max_inflight
             || self.pending_bytes + payload.len() > ctx.cfg.xcast.max_bytes
         {
-            return Err(CommandError::Xcast(XcastError::Backpressure {
+            return Err(XcastError::Backpressure {
                 ops: self.pending.len(),
                 bytes: self.pending_bytes,
-            }));
+            });
         }
         self.my_seq += 1;
         let seq = self.my_seq;
@@ -274,10 +263,10 @@ impl Xcast {
 
     fn arm_retry(&mut self, ctx: &mut Ctx<'_>) {
         if self.retry.is_none() && !self.pending.is_empty() {
-            self.retry = Some(ctx.timers.set(
-                TimerKey::Xcast(XcastTimer::Retry),
-                ctx.now + ctx.cfg.xcast.retry,
-            ));
+            self.retry = Some(
+                ctx.timers
+                    .set(XcastTimer::Retry, ctx.now + ctx.cfg.xcast.retry),
+            );
         }
     }
 
@@ -332,7 +321,7 @@ impl Xcast {
     pub(crate) fn relay(&mut self, ctx: &mut Ctx<'_>, m: RelayMsg) {
         let Some(view) = ctx.tree.view() else { return };
         if let Some(parent) = view.parent() {
-            ctx.send(parent, Message::Xcast(XcastMsg::Relay(m)));
+            ctx.send(parent, m);
             return;
         }
         if m.seq == 0 {
@@ -406,7 +395,7 @@ impl Xcast {
                 tag: op.tag,
                 payload: op.payload.clone(),
             };
-            ctx.send(c, Message::Xcast(XcastMsg::Forward(m)));
+            ctx.send(c, m);
         }
     }
 
@@ -433,7 +422,7 @@ impl Xcast {
             tag: op.tag,
             payload: op.payload.clone(),
         };
-        ctx.send(child, Message::Xcast(XcastMsg::Forward(m)));
+        ctx.send(child, m);
     }
 
     /// Adopts the parent's watermarks (from a forward, poll or sync).
@@ -468,7 +457,7 @@ impl Xcast {
     }
 
     /// Whether op id `id` lies in the window any legitimate root could have numbered: the
-    /// root never runs more than `xcast_max_inflight` ops ahead of the watermarks, so an id far
+    /// root never runs more than `xcast.max_inflight` ops ahead of the watermarks, so an id far
     /// beyond them is a corrupt or hostile frame (refused before it can cost memory or time).
     pub(super) fn in_window(&self, ctx: &mut Ctx<'_>, id: u64) -> bool {
         let w = ctx.cfg.xcast.max_inflight as u64;
@@ -534,7 +523,7 @@ impl Xcast {
                 }
             }
             None if m.op <= self.done => self.ack(ctx, m.op, m.round),
-            None => ctx.send(from, Message::Xcast(XcastMsg::Need(NeedMsg { op: m.op }))),
+            None => ctx.send(from, NeedMsg { op: m.op }),
         }
         self.settle(ctx);
     }
@@ -585,7 +574,7 @@ impl Xcast {
         if self.unsynced {
             return; // the child hears from us once our own parent has synced us
         }
-        ctx.send(child, Message::Xcast(XcastMsg::Sync(sync)));
+        ctx.send(child, sync);
         let owed: Vec<u64> = self
             .ops
             .iter()
@@ -603,12 +592,12 @@ impl Xcast {
             }
             ctx.send(
                 child,
-                Message::Xcast(XcastMsg::Poll(PollMsg {
+                PollMsg {
                     op: id,
                     round,
                     done: self.done,
                     global_done: self.global_done,
-                })),
+                },
             );
         }
     }
@@ -691,7 +680,7 @@ impl Xcast {
 
     fn ack(&mut self, ctx: &mut Ctx<'_>, op: u64, round: u32) {
         if let Some(parent) = ctx.tree.view().and_then(|v| v.parent()) {
-            ctx.send(parent, Message::Xcast(XcastMsg::Ack(AckMsg { op, round })));
+            ctx.send(parent, AckMsg { op, round });
         }
     }
 
@@ -793,11 +782,11 @@ impl Xcast {
         *c = (*c).max(seq);
         let tag = self.ops.get(&id).map_or(TAG_FAILURE_NOTICE, |o| o.tag);
         if tag >= FIRST_APP_TAG || tag == TAG_WIREUP {
-            ctx.event(Event::Xcast(XcastEvent::RootCompleted {
+            ctx.event(XcastEvent::RootCompleted {
                 op: id,
                 origin,
                 seq,
-            }));
+            });
             self.report_completion(ctx, origin, seq, id);
         }
     }
@@ -819,7 +808,7 @@ impl Xcast {
         let me = ctx.me();
         if m.query {
             match view.parent() {
-                Some(p) => ctx.send(p, Message::Xcast(XcastMsg::Complete(m))),
+                Some(p) => ctx.send(p, m),
                 None => {
                     if self
                         .completed_seq
@@ -834,7 +823,7 @@ impl Xcast {
         }
         if m.origin != me {
             match ctx.tree.route(m.origin) {
-                Route::Next(hop) => ctx.send(hop, Message::Xcast(XcastMsg::Complete(m))),
+                Route::Next(hop) => ctx.send(hop, m),
                 _ => ctx.stats.xcast.stale += 1,
             }
             return;
@@ -843,7 +832,7 @@ impl Xcast {
             Some(p) => {
                 self.pending_bytes -= p.payload.len();
                 let op = if m.op != 0 { m.op } else { p.op.unwrap_or(0) };
-                ctx.event(Event::Xcast(XcastEvent::Completed { op, seq: m.seq }));
+                ctx.event(XcastEvent::Completed { op, seq: m.seq });
             }
             None => ctx.stats.xcast.duplicate_completions += 1,
         }
@@ -853,6 +842,15 @@ impl Xcast {
 impl crate::machine::Machine for Xcast {
     type Msg = XcastMsg;
     type Timer = XcastTimer;
+
+    /// The no-op a new root puts in place of an op that died with every rank holding it: a
+    /// hole filled, nothing to deliver (the default `on_xcast` does nothing).
+    const XCAST_TAGS: &'static [u16] = &[TAG_NOOP];
+
+    /// Ops held (in flight or retained) and broadcasts awaiting completion.
+    fn held(&self) -> usize {
+        self.ops.len() + self.pending.len()
+    }
 
     fn new(cfg: &crate::Config, _me: Rank) -> Self {
         Self::new(cfg.joiner)

@@ -9,13 +9,12 @@
 //! highest id recovered. A view change during recovery updates the set of children waited for;
 //! a root failover during recovery starts a new round with a higher `gen`.
 
-use crate::xcast::XcastMsg;
 use smallvec::SmallVec;
 
 use super::{is_process_first, Op, Xcast, TAG_NOOP};
 use crate::machine::Ctx;
 use crate::tree::Rank;
-use crate::wire::{Message, RecoverDoneMsg, RecoverMsg, RecoveredOpMsg};
+use crate::wire::{RecoverDoneMsg, RecoverMsg, RecoveredOpMsg};
 
 /// An in-progress recovery round at one rank.
 #[derive(Debug)]
@@ -46,10 +45,7 @@ impl Xcast {
         };
         let base = self.global_done;
         for &c in &children {
-            ctx.send(
-                c,
-                Message::Xcast(XcastMsg::Recover(RecoverMsg { gen, base })),
-            );
+            ctx.send(c, RecoverMsg { gen, base });
         }
         self.recovery = Some(Recovery {
             gen,
@@ -77,7 +73,7 @@ impl Xcast {
             })
             .collect();
         for r in held {
-            ctx.send(from, Message::Xcast(XcastMsg::RecoveredOp(r)));
+            ctx.send(from, r);
         }
         self.start_round(ctx, m.gen);
     }
@@ -108,7 +104,7 @@ impl Xcast {
         );
         ctx.stats.xcast.recovered_ops += 1;
         if let Some(parent) = ctx.tree.view().and_then(|v| v.parent()) {
-            ctx.send(parent, Message::Xcast(XcastMsg::RecoveredOp(m)));
+            ctx.send(parent, m);
         }
     }
 
@@ -136,7 +132,7 @@ impl Xcast {
                 gen: r.gen,
                 base: self.global_done,
             };
-            ctx.send(child, Message::Xcast(XcastMsg::Recover(m)));
+            ctx.send(child, m);
         }
     }
 
@@ -173,10 +169,7 @@ impl Xcast {
             if let Some(r) = self.recovery.as_mut() {
                 r.waiting.push(c);
             }
-            ctx.send(
-                c,
-                Message::Xcast(XcastMsg::Recover(RecoverMsg { gen, base })),
-            );
+            ctx.send(c, RecoverMsg { gen, base });
         }
         self.maybe_finish(ctx);
     }
@@ -191,10 +184,7 @@ impl Xcast {
         let gen = r.gen;
         self.recovery = None;
         match ctx.tree.view().and_then(|v| v.parent()) {
-            Some(parent) => ctx.send(
-                parent,
-                Message::Xcast(XcastMsg::RecoverDone(RecoverDoneMsg { gen })),
-            ),
+            Some(parent) => ctx.send(parent, RecoverDoneMsg { gen }),
             None => self.finish_root_recovery(ctx),
         }
     }

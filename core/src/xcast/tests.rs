@@ -1,9 +1,8 @@
 //! Xcast through real nodes in the simulator: the basic contract.
 
-use crate::xcast::XcastError;
-use crate::xcast::XcastEvent;
 use bytes::Bytes;
 
+use super::{XcastError, XcastEvent};
 use crate::event::Event;
 use crate::sim::{Fault, Observer, Sim, SimConfig, World};
 use crate::time::{Duration, Instant};

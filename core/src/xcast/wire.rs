@@ -98,6 +98,16 @@ pub struct CompleteMsg {
 /// length-prefixed payload (relay, forward and recovered op share it, so it is written once).
 const BODY_LEN: usize = 4 + 8 + 2 + 4;
 
+/// A forward's body without its payload: the largest frame a broadcast's payload rides in (a
+/// relay carries [`BODY_LEN`], a recovered op `16 + BODY_LEN`).
+const FORWARD_LEN: usize = 8 + 4 + 8 + 8 + BODY_LEN;
+
+/// The largest broadcast payload that fits `limits.max_frame` on every hop it takes (the relay,
+/// each forward, a recovery report).
+pub(crate) fn max_payload(limits: &Limits) -> usize {
+    limits.payload_room(FORWARD_LEN)
+}
+
 fn put_body(b: &mut impl BufMut, origin: Rank, seq: u64, tag: u16, payload: &Bytes) {
     b.put_u32(origin.0);
     b.put_u64(seq);
@@ -212,7 +222,7 @@ impl Codec for RelayMsg {
 
 impl Codec for ForwardMsg {
     fn encoded_len(&self) -> usize {
-        8 + 4 + 8 + 8 + BODY_LEN + self.payload.len()
+        FORWARD_LEN + self.payload.len()
     }
     fn encode(&self, b: &mut impl BufMut) {
         b.put_u64(self.op);

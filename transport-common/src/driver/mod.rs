@@ -451,7 +451,8 @@ impl<C: Connector> Driver<C> {
                 self.route_staged(to, class);
             }
             run = Some((t.to, t.class));
-            self.peers.stage(t.frame);
+            let fence = t.is_fence();
+            self.peers.stage(t.frame, fence);
         }
         if let Some((to, class)) = run {
             self.route_staged(to, class);
@@ -568,7 +569,8 @@ impl<C: Connector> Driver<C> {
                 queued,
             });
         }
-        self.peers.stage(t.frame);
+        let fence = t.is_fence();
+        self.peers.stage(t.frame, fence);
         self.route_staged(t.to, t.class);
         Ok(())
     }

@@ -73,6 +73,8 @@ pub(super) struct Peers {
     space: Arc<Notify>,
     /// Frames of consecutive transmits to one peer and class, queued together.
     staged: Vec<Bytes>,
+    /// How many of `staged` are fencing notices.
+    staged_fences: usize,
     hard_bytes: usize,
     counters: Arc<Counters>,
 }
@@ -89,6 +91,7 @@ impl Peers {
             slots,
             space,
             staged: Vec::new(),
+            staged_fences: 0,
             hard_bytes,
             counters,
         }
@@ -131,9 +134,11 @@ impl Peers {
         }
     }
 
-    /// Stages a frame for the next [`Peers::route_staged`].
-    pub(super) fn stage(&mut self, frame: Bytes) {
+    /// Stages a frame for the next [`Peers::route_staged`]; `fence`: the core queued it as a
+    /// fencing notice ([`lifeline_core::Transmit::is_fence`]).
+    pub(super) fn stage(&mut self, frame: Bytes, fence: bool) {
         self.staged.push(frame);
+        self.staged_fences += usize::from(fence);
     }
 
     /// Queues the staged frames (leaving none) to `to` on `class`, carried by `slot`. Frames to
@@ -149,13 +154,14 @@ impl Peers {
     ) -> Routed {
         let i = ci(class);
         let n = self.staged.len();
+        let all_fences = std::mem::take(&mut self.staged_fences) == n;
         if !alive {
             let open = self
                 .map
                 .get(&to)
                 .is_some_and(|p| p.conns.get(slot).is_some_and(Option::is_some));
             match self.map.get(&to) {
-                Some(p) if open && self.staged.iter().all(|f| lifeline_core::wire::is_fence(f)) => {
+                Some(p) if open && all_fences => {
                     p.queues[i].push_many(self.staged.drain(..));
                     Counters::add_n(&self.counters.frames_out, n);
                 }

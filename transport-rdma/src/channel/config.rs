@@ -8,8 +8,8 @@ use crate::verbs::Mtu;
 
 /// RC queue pair attributes set on RTR and RTS, and the failure-detection bound they give.
 ///
-/// Defaults (rc_pingpong's and Mooncake's timer values, a finite RNR retry; see
-/// `shared/research/rdma.md` §2):
+/// Defaults (the timer values of rdma-core's `rc_pingpong` example and of Mooncake's transfer
+/// engine, with a finite RNR retry; the arithmetic is below):
 /// - `timeout = 14`: the local ACK timeout is 4.096 µs × 2^14 ≈ 67 ms;
 /// - `retry_cnt = 7`: a peer whose host, NIC, path or process is gone shows up as
 ///   `RetryExceeded` after about (7 + 1) × 67 ms ≈ 0.54 s ([`QpAttrs::detection_bound`]),

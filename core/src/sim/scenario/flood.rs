@@ -1,11 +1,12 @@
-//! Ready-made scenarios shared by the tests, the CLI (`lifeline sim flood`) and the scale bench.
+//! The flood scenario: floods from random origins while ranks crash, shared by the tests, the
+//! CLI (`lifeline sim flood`) and the scale bench.
 
-use crate::flood::FloodEvent;
 use bytes::Bytes;
 
-use super::{Fault, Observer, Sim, SimConfig, SimFailure, World};
 use crate::event::Event;
+use crate::flood::FloodEvent;
 use crate::rng::Rng;
+use crate::sim::{Fault, Hooks, Observer, Sim, SimConfig, SimFailure, World};
 use crate::time::{Duration, Instant};
 use crate::tree::{Rank, RankSet};
 
@@ -103,14 +104,11 @@ impl Observer for FloodObserver {
     }
 }
 
-/// Hooks for long runs (the simulator's one [`Hooks`](super::Hooks) type).
-pub type RunHooks = super::Hooks;
-
 /// Runs a flood scenario. Fault-free: the lowest rank floods once and every rank must deliver it
 /// with exactly `n - 1` frames. Faulty: floods start during a safety phase of seeded faults;
 /// then everything heals, every survivor is told the crashed set, and a final flood from the
 /// root must reach every survivor exactly once.
-pub fn run_flood(p: &FloodParams, hooks: RunHooks) -> Result<FloodReport, SimFailure> {
+pub fn run_flood(p: &FloodParams, hooks: Hooks) -> Result<FloodReport, SimFailure> {
     let cfg = SimConfig::new(p.ranks, p.radix, p.seed);
     let mut sim = Sim::new(cfg, FloodObserver::default()).map_err(|e| SimFailure {
         seed: p.seed,
@@ -227,13 +225,13 @@ mod tests {
     fn traced(p: &FloodParams) -> (Result<FloodReport, SimFailure>, String) {
         let buf = Rc::new(RefCell::new(String::new()));
         let sink = buf.clone();
-        let hooks = RunHooks {
+        let hooks = Hooks {
             trace: Some(Box::new(move |l: &str| {
                 let mut b = sink.borrow_mut();
                 b.push_str(l);
                 b.push('\n');
             })),
-            ..RunHooks::default()
+            ..Hooks::default()
         };
         let r = run_flood(p, hooks);
         let t = buf.borrow().clone();
@@ -249,7 +247,7 @@ mod tests {
                 seed: 7,
                 faults: false,
             };
-            let r = run_flood(&p, RunHooks::default()).unwrap();
+            let r = run_flood(&p, Hooks::default()).unwrap();
             assert_eq!(r.frames, ranks as u64 - 1);
             assert_eq!(r.delivered, ranks as u64);
         }
@@ -293,7 +291,7 @@ mod tests {
                 seed,
                 faults: true,
             };
-            if let Err(e) = run_flood(&p, RunHooks::default()) {
+            if let Err(e) = run_flood(&p, Hooks::default()) {
                 panic!("{e}");
             }
         }

@@ -2,16 +2,14 @@
 //! message by message against the application's view (what was sent, delivered, acknowledged
 //! and reported failed) and for leaks once traffic settles.
 
-use crate::relm::RelmError;
-use crate::relm::RelmEvent;
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
 
-use super::{Fault, Observer, Sim, SimConfig, SimFailure, World};
 use crate::event::Event;
-use crate::relm::Uid;
+use crate::relm::{RelmError, RelmEvent, Uid};
 use crate::rng::Rng;
+use crate::sim::{Fault, Hooks, Observer, Sim, SimConfig, SimFailure, World};
 use crate::time::{Duration, Instant};
 use crate::tree::{Rank, RankSet, Route};
 use crate::CommandError;
@@ -164,9 +162,6 @@ impl Observer for RelmObserver {
     }
 }
 
-/// Hooks for long runs (the simulator's one [`Hooks`](super::Hooks) type).
-pub type RelmHooks = super::Hooks;
-
 /// Hops from `src` to `dst` along the routes the live nodes hold now.
 fn hops(w: &World, src: Rank, dst: Rank) -> u64 {
     let mut at = src;
@@ -183,7 +178,7 @@ fn hops(w: &World, src: Rank, dst: Rank) -> u64 {
 
 /// Runs the RELM scenario and checks every invariant; a violation is a [`SimFailure`] naming
 /// the seed and the replay command.
-pub fn run_relm(p: &RelmParams, hooks: RelmHooks) -> Result<RelmReport, SimFailure> {
+pub fn run_relm(p: &RelmParams, hooks: Hooks) -> Result<RelmReport, SimFailure> {
     let fail = |reason: String| SimFailure {
         seed: p.seed,
         step: 0,
@@ -447,7 +442,7 @@ mod tests {
     }
 
     fn run(p: &RelmParams) -> RelmReport {
-        let r = run_relm(p, RelmHooks::default()).unwrap_or_else(|e| panic!("{e}"));
+        let r = run_relm(p, Hooks::default()).unwrap_or_else(|e| panic!("{e}"));
         if let Err(e) = check_report(&r) {
             panic!("{e}\nreplay: {}", p.replay_command());
         }

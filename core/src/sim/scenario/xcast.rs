@@ -1,16 +1,16 @@
 //! The xcast scenario: a stream of broadcasts from varying origins while ranks crash, checked by
 //! invariant checkers after every step and at the end.
 
-use crate::xcast::XcastEvent;
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
 
-use super::{Fault, Observer, Sim, SimConfig, SimFailure, World};
 use crate::event::Event;
 use crate::rng::Rng;
+use crate::sim::{Fault, Hooks, Observer, Sim, SimConfig, SimFailure, World};
 use crate::time::{Duration, Instant};
 use crate::tree::{Layout, Rank, RankSet};
+use crate::xcast::XcastEvent;
 
 /// Parameters of an xcast run.
 #[derive(Clone, Debug, PartialEq)]
@@ -135,12 +135,9 @@ impl Observer for XcastObserver {
     }
 }
 
-/// Hooks for long runs (the simulator's one [`Hooks`](super::Hooks) type).
-pub type XcastHooks = super::Hooks;
-
 /// Runs the xcast scenario and checks every invariant; a violation is a [`SimFailure`] naming the
 /// seed and the replay command.
-pub fn run_xcast(p: &XcastParams, hooks: XcastHooks) -> Result<XcastReport, SimFailure> {
+pub fn run_xcast(p: &XcastParams, hooks: Hooks) -> Result<XcastReport, SimFailure> {
     let fail = |reason: String| SimFailure {
         seed: p.seed,
         step: 0,
@@ -351,7 +348,7 @@ mod tests {
             root_origin: true,
             ..params(200, 4, 30, 0.0, 1)
         };
-        let r = run_xcast(&p, XcastHooks::default()).unwrap_or_else(|e| panic!("{e}"));
+        let r = run_xcast(&p, Hooks::default()).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(r.frames, 2 * 199 * 30);
         assert_eq!(r.completions, 30);
     }
@@ -360,7 +357,7 @@ mod tests {
     fn crashes_during_a_stream_over_many_seeds() {
         for seed in 0..60 {
             let p = params(60, 3, 12, 0.05, seed);
-            if let Err(e) = run_xcast(&p, XcastHooks::default()) {
+            if let Err(e) = run_xcast(&p, Hooks::default()) {
                 panic!("{e}");
             }
         }
@@ -385,7 +382,7 @@ mod tests {
                 seed,
                 root_origin: false,
             };
-            if let Err(e) = run_xcast(&p, XcastHooks::default()) {
+            if let Err(e) = run_xcast(&p, Hooks::default()) {
                 panic!("{p:?}\n{e}");
             }
         }
@@ -409,7 +406,7 @@ mod tests {
                 seed,
                 root_origin: rng.chance(0.2),
             };
-            if let Err(e) = run_xcast(&p, XcastHooks::default()) {
+            if let Err(e) = run_xcast(&p, Hooks::default()) {
                 panic!("{e}");
             }
         }

@@ -74,74 +74,13 @@ use bytes::Bytes;
 
 use crate::tree::Rank;
 use crate::wire::{Kind, Message};
-use crate::{Class, Config, Duration, Event, Instant, LinkCause, Node, Stats, TimerKey, Transmit};
+use crate::{Class, Config, Duration, Event, Instant, LinkCause, Node, Stats, Transmit};
 
-// ---------------------------------------------------------------------------------------------
-// The per-node step (shared with the simulator)
-// ---------------------------------------------------------------------------------------------
+mod solo;
+mod step;
 
-/// One input to a node, besides application commands.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Input {
-    /// A whole frame from `from` ([`Node::handle_frame`]).
-    Frame {
-        /// The sending rank.
-        from: Rank,
-        /// The frame, envelope included.
-        frame: Bytes,
-    },
-    /// A link to this peer is up ([`Node::handle_link_up`]).
-    LinkUp(Rank),
-    /// The link to this peer is lost, and why ([`Node::handle_link_down`]).
-    LinkDown {
-        /// The peer.
-        peer: Rank,
-        /// The evidence.
-        cause: LinkCause,
-    },
-    /// The timer passed ([`Node::handle_timeout`]).
-    Timeout,
-}
-
-impl Input {
-    /// Feeds the input to `node` at `now`.
-    pub fn apply(self, node: &mut Node, now: Instant) {
-        match self {
-            Self::Frame { from, frame } => node.handle_frame(now, from, frame),
-            Self::LinkUp(peer) => node.handle_link_up(now, peer),
-            Self::LinkDown { peer, cause } => node.handle_link_down(now, peer, cause),
-            Self::Timeout => node.handle_timeout(now),
-        }
-    }
-}
-
-/// Everything a node had queued, drained to empty, and its timer afterwards.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Outputs {
-    /// Its transmits, in order.
-    pub transmits: Vec<Transmit>,
-    /// Its application events, in order.
-    pub events: Vec<Event>,
-    /// Its deadline after the drain ([`Node::poll_timeout`]).
-    pub timeout: Option<(Instant, TimerKey)>,
-}
-
-/// Drains a node's transmits and events to empty and reads its timer (contract rules 3 and 4).
-pub fn drain(node: &mut Node) -> Outputs {
-    let transmits = std::iter::from_fn(|| node.poll_transmit()).collect();
-    let events = std::iter::from_fn(|| node.poll_event()).collect();
-    Outputs {
-        transmits,
-        events,
-        timeout: node.poll_timeout(),
-    }
-}
-
-/// The driving contract's step: feeds one input at `now`, then drains.
-pub fn step(node: &mut Node, now: Instant, input: Input) -> Outputs {
-    input.apply(node, now);
-    drain(node)
-}
+pub use solo::Solo;
+pub use step::{drain, step, Input, Outputs};
 
 // ---------------------------------------------------------------------------------------------
 // The network
@@ -736,7 +675,7 @@ impl Net {
         if self.check {
             let node = &self.nodes[&r];
             for t in &out.transmits {
-                self.check_transmit(r, node, t);
+                self.check_transmit(node, t);
             }
         }
         if self.record_events {
@@ -752,28 +691,41 @@ impl Net {
         }
     }
 
-    fn check_transmit(&self, from: Rank, node: &Node, t: &Transmit) {
-        if t.to == from {
-            self.fail(format!("{from} sent to itself"));
+    fn check_transmit(&self, node: &Node, t: &Transmit) {
+        if let Some(fault) = transmit_fault(node, t, true) {
+            self.fail(fault);
         }
-        if !node.tree().is_alive(t.to) {
-            self.fail(format!(
-                "{from} sent to {}, which it knows dead or outside the span",
-                t.to
-            ));
-        }
-        match Message::decode(t.frame.clone(), &node.config().limits()) {
-            Err(e) => self.fail(format!(
-                "{from} sent an undecodable frame to {} ({e}): {:?}",
-                t.to, t.frame
-            )),
-            Ok(m) if m.kind().class() != t.class => self.fail(format!(
-                "{from} sent a {} frame on the {:?} class: {m:?}",
-                m.kind().name(),
-                t.class
-            )),
-            Ok(_) => {}
-        }
+    }
+}
+
+/// What is wrong with a transmit `node` queued, if anything: sent to itself, to a rank it knows
+/// dead or outside its span, or (with `decode` on) a frame its own limits do not decode or on
+/// another class than its kind's (the checks of [`Net::check_transmits`] and [`Solo`]).
+fn transmit_fault(node: &Node, t: &Transmit, decode: bool) -> Option<String> {
+    let from = node.me();
+    if t.to == from {
+        return Some(format!("{from} sent to itself"));
+    }
+    if !node.tree().is_alive(t.to) {
+        return Some(format!(
+            "{from} sent to {}, which it knows dead or outside the span",
+            t.to
+        ));
+    }
+    if !decode {
+        return None;
+    }
+    match Message::decode(t.frame.clone(), &node.config().limits()) {
+        Err(e) => Some(format!(
+            "{from} sent an undecodable frame to {} ({e}): {:?}",
+            t.to, t.frame
+        )),
+        Ok(m) if m.kind().class() != t.class => Some(format!(
+            "{from} sent a {} frame on the {:?} class: {m:?}",
+            m.kind().name(),
+            t.class
+        )),
+        Ok(_) => None,
     }
 }
 

@@ -1,5 +1,5 @@
 //! The membership scenario: the heartbeat detector on, faults of every kind the simulator has,
-//! a fault oracle, and the membership checkers (membership.md §5: S4 no wrongful eviction, L2
+//! a fault oracle, and the membership checkers (`docs/edge-cases.md`: S4 no wrongful eviction, L2
 //! the detection bound, L3 an evicted live rank learns it).
 //!
 //! Faults, each on its own ranks, at random times in the first second after a warm-up:
@@ -19,11 +19,11 @@
 
 use std::collections::BTreeMap;
 
-use super::{Fault, Hooks, Observer, Sim, SimConfig, SimFailure, World};
 use crate::detect::DetectEvent;
 use crate::event::Event;
 use crate::membership::MembershipEvent;
 use crate::rng::Rng;
+use crate::sim::{Fault, Hooks, Observer, Sim, SimConfig, SimFailure, World};
 use crate::time::{Duration, Instant};
 use crate::tree::{Rank, RankSet};
 

@@ -1,0 +1,16 @@
+//! The named scenarios, one per protocol: each runs a seeded [`Sim`](super::Sim) of real nodes
+//! under faults, checks the protocol's guarantees as it goes, and reports what it measured.
+//! Every run takes the simulator's one [`Hooks`](super::Hooks) (a trace sink, a progress
+//! callback) and replays bit for bit from its seed.
+//!
+//! - [`flood`]: the test flood (every rank delivers each flood once, under crashes);
+//! - [`xcast`]: reliable broadcast (exactly once and in order at every survivor, completion
+//!   reported once, under crashes of any rank, the root included);
+//! - [`relm`]: reliable messaging (exactly once and in order per chain, across relay deaths);
+//! - [`membership`]: the heartbeat detector and membership under every fault kind the
+//!   simulator has, against a fault oracle.
+
+pub mod flood;
+pub mod membership;
+pub mod relm;
+pub mod xcast;
