@@ -87,7 +87,7 @@ impl<K: Ord + Copy> Timers<K> {
     /// Arms `key` at `at`, replacing any earlier deadline for it.
     pub(crate) fn set(&mut self, key: impl Into<K>, at: Instant) -> TimerToken {
         let key = key.into();
-        self.cancel(key);
+        self.remove(key);
         self.next_gen += 1;
         let token = TimerToken(self.next_gen);
         if let Store::Small(v) = &self.store {
@@ -115,8 +115,17 @@ impl<K: Ord + Copy> Timers<K> {
 
     /// Disarms `key`; returns whether it was armed.
     pub(crate) fn cancel(&mut self, key: impl Into<K>) -> bool {
-        let key = key.into();
-        let found = match &mut self.store {
+        let found = self.remove(key.into());
+        if found {
+            self.settle();
+        }
+        found
+    }
+
+    /// Removes `key`'s entry, leaving the representation as it is (a re-arm inserts at once:
+    /// settling first would free and reallocate a lone timer's vector on every re-arm).
+    fn remove(&mut self, key: K) -> bool {
+        match &mut self.store {
             Store::Small(v) => match v.iter().position(|e| e.1 == key) {
                 Some(i) => {
                     v.remove(i);
@@ -128,11 +137,7 @@ impl<K: Ord + Copy> Timers<K> {
                 Some((at, _)) => queue.remove(&(at, key)).is_some(),
                 None => false,
             },
-        };
-        if found {
-            self.settle();
         }
-        found
     }
 
     /// The earliest deadline and its key.
