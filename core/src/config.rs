@@ -2,6 +2,7 @@
 
 use crate::detect::DetectConfig;
 use crate::flood::FloodConfig;
+use crate::join::JoinConfig;
 use crate::membership::MembershipConfig;
 use crate::relm::{RelmConfig, RelmConfigError};
 use crate::tree::{Layout, LayoutError, Rank, RankSet};
@@ -38,6 +39,11 @@ pub struct Config {
     pub max_events: usize,
     /// This rank joined after the start (a grow): it adopts earlier broadcasts as complete.
     pub joiner: bool,
+    /// The view epoch this rank starts at (a joiner: the epoch of the view that admitted it;
+    /// 0 otherwise).
+    pub epoch: u64,
+    /// Joins: how members answer and admit joiners.
+    pub join: JoinConfig,
     /// The flood test protocol.
     pub flood: FloodConfig,
     /// Failure knowledge.
@@ -62,12 +68,36 @@ impl Config {
             max_transmits: 1 << 16,
             max_events: 1 << 16,
             joiner: false,
+            epoch: 0,
+            join: JoinConfig::default(),
             flood: FloodConfig::default(),
             membership: MembershipConfig::default(),
             xcast: XcastConfig::default(),
             relm: RelmConfig::default(),
             detect: DetectConfig::default(),
         }
+    }
+
+    /// The configuration of a joiner that `admission` admitted: this one's settings with the
+    /// admission's tree (span, radix, holes) and epoch, as a joiner. The radix must be the
+    /// cluster's (it is in the admission; a mismatch is an error, as is a rank the tree does
+    /// not hold).
+    pub fn for_admission(&self, admission: &crate::join::Admission) -> Result<Self, ConfigError> {
+        let layout = admission.snapshot.layout;
+        if layout.radix() != self.radix {
+            return Err(ConfigError::Invalid(
+                "the admission's radix differs from this configuration's",
+            ));
+        }
+        let mut cfg = self.clone();
+        cfg.span = layout.span();
+        cfg.dead = admission.snapshot.dead.clone();
+        cfg.joiner = true;
+        cfg.epoch = admission.epoch;
+        if !layout.contains(admission.rank) || cfg.dead.contains(admission.rank) {
+            return Err(ConfigError::MeDead(admission.rank));
+        }
+        Ok(cfg)
     }
 
     /// Checks every field (each machine checks its own section); returns the tree layout on
@@ -93,6 +123,7 @@ impl Config {
             }
         }
         self.flood.validate()?;
+        self.join.validate()?;
         self.membership.validate()?;
         self.xcast.validate()?;
         self.relm.validate()?;

@@ -150,6 +150,7 @@ pub mod detect;
 mod error;
 mod event;
 pub mod flood;
+pub mod join;
 pub mod link;
 mod machine;
 pub mod membership;

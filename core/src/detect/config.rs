@@ -43,6 +43,11 @@ pub struct DetectConfig {
     /// from the start; a subject heard once is watched normally, and so is every subject
     /// once the grace is over.
     pub startup_grace: Duration,
+    /// The same for a joiner, counted from the view that admitted it: its process starts only
+    /// once its contact's answer reaches it, then dials its parent; until it is heard once, or
+    /// this long after its admission, it is not suspected. A joiner that never starts is
+    /// removed after this plus the usual timeout.
+    pub join_grace: Duration,
 }
 
 impl Default for DetectConfig {
@@ -57,6 +62,7 @@ impl Default for DetectConfig {
             health_max: 8,
             health_recover: 10,
             startup_grace: Duration::ZERO,
+            join_grace: Duration::from_secs(2),
         }
     }
 }

@@ -93,6 +93,10 @@ pub(crate) struct Detect {
     health: Health,
     /// When the node started (the start-up grace counts from here).
     started: Instant,
+    /// The span this rank last saw, and the grows since (first rank past the old span, when):
+    /// a joiner's grace (`detect.join_grace`) counts from the view that admitted it.
+    span_seen: u32,
+    grows: Vec<(Rank, Instant)>,
 }
 
 /// Local health awareness (Lifeguard's LHM): how much evidence this rank has of its own
@@ -318,8 +322,12 @@ impl Detect {
             self.rearm(ctx, subject);
             return;
         }
-        // Never heard from, within the start-up grace: not started yet is not dead.
-        let grace_end = self.started + ctx.cfg.detect.startup_grace;
+        // Never heard from, within the start-up grace (or, for a joiner, the join grace since
+        // the view that admitted it): not started yet is not dead.
+        let mut grace_end = self.started + ctx.cfg.detect.startup_grace;
+        if let Some(&(_, at)) = self.grows.iter().rev().find(|(first, _)| *first <= subject) {
+            grace_end = grace_end.max(at + ctx.cfg.detect.join_grace);
+        }
         if !w.met && ctx.now < grace_end {
             ctx.stats.detect.startup_holds += 1;
             self.hold(ctx, subject, grace_end, DetectTimer::Silent(subject));
@@ -470,11 +478,14 @@ impl Machine for Detect {
             reported: (0, 0),
             health: Health::default(),
             started: Instant::ZERO,
+            span_seen: 0,
+            grows: Vec::new(),
         }
     }
 
     fn on_start(&mut self, ctx: &mut Ctx<'_>) {
         self.started = ctx.now;
+        self.span_seen = ctx.tree.layout().span();
         self.recompute(ctx);
     }
 
@@ -486,6 +497,13 @@ impl Machine for Detect {
     /// changed with the members (a coordinator that froze with alerts unprocessed is replaced
     /// by one that has none).
     fn on_members_change(&mut self, ctx: &mut Ctx<'_>, _change: &MembersChange<'_>) {
+        let span = ctx.tree.layout().span();
+        if span > self.span_seen {
+            let grace = ctx.cfg.detect.join_grace;
+            self.grows.retain(|&(_, at)| ctx.now < at + grace);
+            self.grows.push((Rank(self.span_seen), ctx.now));
+            self.span_seen = span;
+        }
         self.recompute(ctx);
         let standing: Vec<(Rank, u64)> = self
             .watching

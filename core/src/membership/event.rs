@@ -23,6 +23,17 @@ pub enum MembershipEvent {
         /// Members of the new view.
         members: u32,
     },
+    /// A view admitted joiners (in op order, at every member): they are members as of
+    /// `epoch`, with ranks past the span before it. An adapter adds each joiner's address to
+    /// its book before anything is sent to it (the TCP adapter does so itself).
+    Joined {
+        /// The admitting view's epoch.
+        epoch: u64,
+        /// The joiners: rank, join id, address (the adapter's encoding).
+        joiners: Vec<crate::join::Admitted>,
+        /// Members of the new view.
+        members: u32,
+    },
     /// This rank was removed from the cluster (the coordinator decided it, and a member told
     /// it so). It takes no more commands and processes no more frames; a runtime exits, or
     /// rejoins later as a new incarnation.

@@ -56,6 +56,7 @@ mod alerts;
 mod cause;
 mod config;
 mod event;
+mod joins;
 mod links;
 mod stats;
 #[cfg(test)]
@@ -188,6 +189,9 @@ pub(crate) struct Membership {
     /// (held until it completes), then its mark. A repair's members change can cause another
     /// repair before its own completes; the inner one's decisions and mark sit above.
     repairs: Vec<Owed>,
+    /// Joins: a contact's waiting requests, the coordinator's queue, recent admissions
+    /// (boxed on first use).
+    joins: Option<Box<joins::Joins>>,
 }
 
 /// One entry of the repair stack.
@@ -202,6 +206,29 @@ enum Owed {
 }
 
 impl Membership {
+    /// Join counters (zero until this rank's first join traffic).
+    pub(crate) fn join_stats(&self) -> crate::join::JoinStats {
+        self.joins
+            .as_ref()
+            .map(|j| j.stats.clone())
+            .unwrap_or_default()
+    }
+
+    /// Counts a join request that did not decode.
+    pub(crate) fn count_malformed_join(&mut self) {
+        self.joins
+            .get_or_insert_with(Box::default)
+            .stats
+            .join_requests_malformed += 1;
+    }
+
+    /// The next answer to a joiner.
+    pub(crate) fn poll_join_reply(
+        &mut self,
+    ) -> Option<(crate::join::JoinConn, crate::join::JoinReply)> {
+        self.joins.as_mut()?.poll_reply()
+    }
+
     /// Highest global failure epoch seen.
     pub(crate) fn epoch(&self) -> u64 {
         self.epoch
@@ -416,6 +443,7 @@ impl Membership {
         if std::mem::replace(&mut self.evicted, true) {
             return;
         }
+        self.joins_on_evicted(ctx);
         let me = ctx.me();
         if ctx.tree.is_alive(me) {
             ctx.effect(Effect::Deaths {
@@ -683,10 +711,17 @@ impl Machine for Membership {
     type Timer = MembershipTimer;
 
     fn new(cfg: &crate::Config, _me: Rank) -> Self {
-        Self {
+        let mut m = Self {
             joiner: cfg.joiner,
+            epoch: cfg.epoch,
             ..Self::default()
-        }
+        };
+        m.agreed.epoch = cfg.epoch;
+        m
+    }
+
+    fn held(&self) -> usize {
+        self.joins.as_ref().map_or(0, |j| j.held())
     }
 
     /// A joiner adopts its children at once (they may not know it yet).
@@ -698,6 +733,7 @@ impl Machine for Membership {
 
     fn on_view_change(&mut self, ctx: &mut Ctx<'_>, d: &ViewDelta) {
         self.hello_sent = self.view_changed(ctx, d);
+        self.joins_after_view_change(ctx);
     }
 
     /// Evidence about ranks now gone, and alerts for them, are moot (whether or not the deaths
@@ -764,11 +800,15 @@ impl Machine for Membership {
         self.on_heard(ctx, peer);
     }
 
-    /// The root's global failure notices.
-    const XCAST_TAGS: &'static [u16] = &[xcast::TAG_FAILURE_NOTICE];
+    /// The root's global failure notices and admissions.
+    const XCAST_TAGS: &'static [u16] = &[xcast::TAG_FAILURE_NOTICE, xcast::TAG_JOIN_NOTICE];
 
-    fn on_xcast(&mut self, ctx: &mut Ctx<'_>, _tag: u16, payload: Bytes) {
-        self.on_global_notice(ctx, payload);
+    fn on_xcast(&mut self, ctx: &mut Ctx<'_>, tag: u16, payload: Bytes) {
+        if tag == xcast::TAG_JOIN_NOTICE {
+            self.on_admit_notice(ctx, payload);
+        } else {
+            self.on_global_notice(ctx, payload);
+        }
     }
 
     fn on_message(&mut self, ctx: &mut Ctx<'_>, from: Rank, msg: MembershipMsg) {
@@ -779,6 +819,8 @@ impl Machine for Membership {
             MembershipMsg::Evicted(m) => self.on_evicted_msg(ctx, m),
             MembershipMsg::Removed(m) => self.on_removed(ctx, from, m),
             MembershipMsg::Unreachable(m) => self.on_unreachable(ctx, from, m),
+            MembershipMsg::JoinForward(m) => self.on_join_forward(ctx, from, m),
+            MembershipMsg::JoinAnswer(m) => self.on_join_answer(ctx, m),
         }
     }
 
@@ -788,6 +830,8 @@ impl Machine for Membership {
             MembershipTimer::Alerts => self.on_alert_timer(ctx, token),
             MembershipTimer::Decide => self.on_decide_timer(ctx, token),
             MembershipTimer::Gray(peer) => self.on_gray_timer(ctx, peer),
+            MembershipTimer::JoinBatch => self.on_join_batch(ctx, token),
+            MembershipTimer::JoinExpiry => self.on_join_expiry(ctx),
         }
     }
 }

@@ -12,4 +12,8 @@ pub enum MembershipTimer {
     Decide,
     /// The gray timeout of the tree link to this rank (re-armed while it stands).
     Gray(crate::tree::Rank),
+    /// Coordinator: admit the joins queued since the batch began.
+    JoinBatch,
+    /// Contact: answer the requests whose admission did not come in time.
+    JoinExpiry,
 }

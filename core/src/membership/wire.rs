@@ -4,6 +4,7 @@
 use bytes::{BufMut, Bytes, BytesMut};
 
 use super::RemovalCause;
+use crate::join::{JoinAnswerMsg, JoinForwardMsg};
 use crate::tree::Rank;
 use crate::wire::{Codec, DecodeError, Limits, Reader};
 
@@ -287,7 +288,7 @@ impl Codec for UnreachableMsg {
 }
 
 crate::message_family! { Membership =>
-    /// Failure-knowledge messages (kinds 2–3, 40–43).
+    /// Failure-knowledge messages (kinds 2–3, 40–43) and joins (60–61).
     pub enum MembershipMsg {
         /// Adoption notice, parent to new child ([`AdoptMsg`]).
         Adopt(AdoptMsg) = 2, Control, Adopt, "adopt";
@@ -301,5 +302,9 @@ crate::message_family! { Membership =>
         Removed(RemovedMsg) = 42, Control, Removed, "removed";
         /// A tree link down past the gray timeout, endpoint to coordinator ([`UnreachableMsg`]).
         Unreachable(UnreachableMsg) = 43, Control, Unreachable, "unreachable";
+        /// A joiner's request, contact to coordinator ([`JoinForwardMsg`]).
+        JoinForward(JoinForwardMsg) = 60, Control, JoinForward, "join-forward";
+        /// The coordinator's answer to a request it did not queue ([`JoinAnswerMsg`]).
+        JoinAnswer(JoinAnswerMsg) = 61, Control, JoinAnswer, "join-answer";
     }
 }

@@ -266,6 +266,50 @@ impl Node {
         run!(self, membership.fence_verdict(peer))
     }
 
+    /// A joiner's request ([`JoinRequest`](crate::join::JoinRequest) bytes) arrived on the
+    /// adapter's join connection `conn`: this rank is its contact (see [`crate::join`]). The
+    /// answer comes out of [`Self::poll_join_reply`] for `conn`, at once (already admitted,
+    /// busy, not a member) or when the admission is applied here (or after `join.timeout`:
+    /// "retry"). Bytes that do not decode are an error, counted in
+    /// [`JoinStats::join_requests_malformed`](crate::join::JoinStats) (close the connection).
+    pub fn handle_join_request(
+        &mut self,
+        now: Instant,
+        conn: crate::join::JoinConn,
+        bytes: Bytes,
+    ) -> Result<(), crate::wire::DecodeError> {
+        self.clamp(now);
+        let req = match crate::join::JoinRequest::decode(bytes) {
+            Ok(r) => r,
+            Err(e) => {
+                self.m.membership.count_malformed_join();
+                return Err(e);
+            }
+        };
+        run!(self, membership.on_join_request(conn, req));
+        self.drive_xcast();
+        Ok(())
+    }
+
+    /// The adapter's join connection `conn` closed: requests waiting on it are forgotten (a
+    /// joiner admitted meanwhile asks again and gets its rank).
+    pub fn handle_join_conn_closed(&mut self, now: Instant, conn: crate::join::JoinConn) {
+        self.clamp(now);
+        run!(self, membership.on_join_conn_closed(conn));
+    }
+
+    /// This rank's join counters (as contact, coordinator, and member applying admissions).
+    pub fn join_stats(&self) -> crate::join::JoinStats {
+        self.m.membership.join_stats()
+    }
+
+    /// The next answer to a joiner: write the bytes on the join connection and close it once
+    /// written (one answer per request).
+    pub fn poll_join_reply(&mut self) -> Option<(crate::join::JoinConn, Bytes)> {
+        let (conn, reply) = self.m.membership.poll_join_reply()?;
+        Some((conn, reply.encode()))
+    }
+
     /// The deadline from [`Self::poll_timeout`] passed. Runs every timer due at `now`; calling it
     /// early, late or twice is harmless (nothing due is a counted no-op).
     pub fn handle_timeout(&mut self, now: Instant) {

@@ -65,6 +65,11 @@ impl Node {
                 suspected,
                 watching,
             } => run!(self, membership.on_reachability(suspected, watching)),
+            Effect::Grow { new_span } => {
+                if self.grow_span(new_span).is_err() {
+                    self.stats.membership.inconsistent += 1;
+                }
+            }
             Effect::Event(e) => ctx!(self).event(e),
         }
     }

@@ -31,6 +31,7 @@
 //! For tests that need an exact order of frames at one instant rather than a network, see the
 //! zero-latency harness in [`testing`] (it shares the per-node step with this engine).
 
+mod joiners;
 mod net;
 pub mod scenario;
 pub mod testing;
@@ -45,6 +46,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+pub use joiners::JoinerInfo;
 pub use net::NetConfig;
 use net::{Net, Stalled};
 
@@ -198,6 +200,8 @@ enum SlotState {
     Live,
     Paused,
     Crashed,
+    /// An admitted joiner whose process has not started: what reaches it waits.
+    Pending,
 }
 
 #[derive(Debug)]
@@ -233,6 +237,23 @@ enum SimEvent {
         rank: u32,
         span: u32,
     },
+    /// A joiner's process starts.
+    JoinerStart(usize),
+    /// A joiner's timer.
+    JoinerWake(usize),
+    /// A join request reaches its contact on connection `conn`.
+    JoinRequest {
+        to: u32,
+        conn: u64,
+        bytes: Bytes,
+    },
+    /// A contact's answer reaches its joiner.
+    JoinReply {
+        conn: u64,
+        bytes: Bytes,
+    },
+    /// A join connection failed (its contact is gone).
+    JoinConnFailed(u64),
 }
 
 #[derive(Debug)]
@@ -279,6 +300,7 @@ pub struct World {
     stats: SimStats,
     trace: Option<TraceSink>,
     replay: String,
+    joiners: joiners::Joiners,
 }
 
 impl World {
@@ -417,6 +439,7 @@ impl<O: Observer> Sim<O> {
             seq: 0,
             stats: SimStats::default(),
             trace: None,
+            joiners: joiners::Joiners::default(),
         };
         if world.cfg.wire_tree {
             for r in 0..span {
@@ -591,7 +614,7 @@ impl<O: Observer> Sim<O> {
                 continue;
             };
             match slot.state {
-                SlotState::Crashed => {}
+                SlotState::Crashed | SlotState::Pending => {}
                 // A frozen process learns of the grow when it thaws, before its backlog.
                 SlotState::Paused => slot.held.insert(
                     0,
@@ -711,7 +734,7 @@ impl<O: Observer> Sim<O> {
                         self.world
                             .trace_line(|| format!("lost     {from}->{to} (crashed)"));
                     }
-                    SlotState::Paused => slot.held.push(SimEvent::Deliver {
+                    SlotState::Paused | SlotState::Pending => slot.held.push(SimEvent::Deliver {
                         to,
                         from,
                         class,
@@ -759,7 +782,9 @@ impl<O: Observer> Sim<O> {
                 };
                 match slot.state {
                     SlotState::Crashed => {}
-                    SlotState::Paused => slot.held.push(SimEvent::LinkDown { rank, peer, cause }),
+                    SlotState::Paused | SlotState::Pending => {
+                        slot.held.push(SimEvent::LinkDown { rank, peer, cause })
+                    }
                     SlotState::Live => {
                         self.world.stats.link_downs += 1;
                         self.world
@@ -809,6 +834,11 @@ impl<O: Observer> Sim<O> {
                     self.command(Rank(rank), |n, now| n.grow(now, span));
                 }
             }
+            SimEvent::JoinerStart(i) => self.joiner_start(i),
+            SimEvent::JoinerWake(i) => self.joiner_wake(i),
+            SimEvent::JoinRequest { to, conn, bytes } => self.join_request_arrives(to, conn, bytes),
+            SimEvent::JoinReply { conn, bytes } => self.join_reply_arrives(conn, bytes),
+            SimEvent::JoinConnFailed(conn) => self.join_conn_failed(conn),
         }
     }
 
@@ -825,7 +855,14 @@ impl<O: Observer> Sim<O> {
             events,
             timeout,
         } = testing::drain(node);
+        let replies: Vec<_> = std::iter::from_fn(|| node.poll_join_reply()).collect();
         let next = timeout.map(|(at, _)| at.max(now));
+        if let Some(span) = joiners::admitted_span(&events) {
+            self.world.ensure_slots(span);
+        }
+        if !replies.is_empty() {
+            self.send_join_replies(replies);
+        }
         for t in sends {
             self.send(r, t.to.0, t.class, t.frame);
         }
@@ -917,6 +954,7 @@ impl<O: Observer> Sim<O> {
         slot.node = None;
         slot.held = Vec::new();
         slot.wake = None;
+        self.fail_join_conns_of(r);
         let at = self.world.now + self.world.cfg.net.link_down_delay;
         for p in self.world.net.peers(r) {
             self.world.net.unlink(r, p);

@@ -83,6 +83,9 @@ pub const TAG_WIREUP: u16 = 1;
 /// Tag of the no-op a new root puts in place of an op that died with every rank holding it
 /// (internal; delivers nothing).
 pub const TAG_NOOP: u16 = 2;
+/// Tag of the coordinator's admission of joiners (internal, process-first, in op order: the
+/// payload is a [`crate::join::AdmitNotice`]).
+pub const TAG_JOIN_NOTICE: u16 = 3;
 /// Tags from here up are application tags (forward-first).
 pub const FIRST_APP_TAG: u16 = 16;
 

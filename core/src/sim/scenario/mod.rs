@@ -10,6 +10,7 @@
 //! - [`membership`]: the heartbeat detector and membership under every fault kind the
 //!   simulator has, against a fault oracle.
 
+pub mod elastic;
 pub mod flood;
 pub mod membership;
 pub mod relm;

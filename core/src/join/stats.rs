@@ -1,0 +1,31 @@
+//! Join counters of one member.
+
+/// What a member did for joins (as contact, as coordinator, applying admissions). Read with
+/// [`Node::join_stats`](crate::Node::join_stats); kept with the join state, which a rank
+/// allocates on its first join traffic (all zero before).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct JoinStats {
+    /// Join requests received from joiners (as their contact).
+    pub join_requests_in: u64,
+    /// Join requests forwarded to the coordinator (re-forwards included).
+    pub join_forwards_out: u64,
+    /// Forwarded join requests received (as coordinator, or stale).
+    pub join_forwards_in: u64,
+    /// Waiting requests forwarded again because the coordinator changed.
+    pub join_reforwards: u64,
+    /// Admissions answered to joiners.
+    pub join_accepts_sent: u64,
+    /// "Retry" answers to joiners (busy, timed out, not a member).
+    pub join_retries_sent: u64,
+    /// Requests that waited past `join.timeout` here.
+    pub joins_timed_out: u64,
+    /// Coordinator: joins refused because its queue was full.
+    pub joins_refused_busy: u64,
+    /// Coordinator: joiners admitted.
+    pub joins_admitted: u64,
+    /// Coordinator: views that admitted joiners.
+    pub join_views: u64,
+    /// Join requests that did not decode.
+    pub join_requests_malformed: u64,
+}

@@ -1,0 +1,468 @@
+//! Joins, the member side (see [`crate::join`] for the protocol): a contact's waiting
+//! requests, the coordinator's FIFO and its admissions, and applying a delivered admission.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use bytes::Bytes;
+
+use super::{Membership, MembershipEvent, MembershipTimer};
+use crate::join::{
+    Admission, AdmitNotice, Admitted, JoinAnswerMsg, JoinConn, JoinForwardMsg, JoinId, JoinReply,
+    JoinRequest, JoinVerdict, RetryReason,
+};
+use crate::machine::{Ctx, Effect};
+use crate::time::Instant;
+use crate::timer::TimerToken;
+use crate::tree::{Layout, Rank, Snapshot};
+use crate::xcast;
+
+/// A request waiting at its contact for the admission.
+#[derive(Debug, Clone)]
+struct Waiting {
+    conn: JoinConn,
+    addr: Bytes,
+    deadline: Instant,
+}
+
+/// One join in the coordinator's queue.
+#[derive(Debug, Clone)]
+struct Queued {
+    id: JoinId,
+    addr: Bytes,
+}
+
+/// Join state of one member.
+#[derive(Debug, Default)]
+pub(super) struct Joins {
+    /// Contact: requests waiting for their admission, one entry per join id.
+    waiting: BTreeMap<JoinId, Waiting>,
+    /// Contact: the earliest deadline the expiry timer is armed for.
+    expiry_at: Option<Instant>,
+    /// The coordinator the waiting requests were last forwarded to.
+    forwarded_to: Option<Rank>,
+    /// Coordinator: joins in arrival order, and their nonces (a nonce is queued once).
+    queue: VecDeque<Queued>,
+    queued: BTreeSet<u64>,
+    batch_timer: Option<TimerToken>,
+    /// Coordinator: the next rank to give (past every rank it admitted, even before its own
+    /// admission is applied here).
+    next_rank: u32,
+    /// Recently admitted nonces: (rank, epoch), oldest first in `admitted_order`.
+    admitted: BTreeMap<u64, (Rank, u64)>,
+    admitted_order: VecDeque<u64>,
+    /// Answers for the adapter ([`crate::Node::poll_join_reply`]).
+    replies: VecDeque<(JoinConn, JoinReply)>,
+    pub(super) stats: crate::join::JoinStats,
+}
+
+impl Joins {
+    /// Requests and queued joins held (for leak checks).
+    pub(super) fn held(&self) -> usize {
+        self.waiting.len() + self.queue.len() + self.replies.len()
+    }
+
+    pub(super) fn poll_reply(&mut self) -> Option<(JoinConn, JoinReply)> {
+        self.replies.pop_front()
+    }
+}
+
+impl Membership {
+    /// The join state, created on first use (most ranks never hold any: 8 bytes until then).
+    fn j(&mut self) -> &mut Joins {
+        self.joins.get_or_insert_with(Box::default)
+    }
+
+    /// This rank's tree as a joiner admitted now would need it.
+    fn snapshot(ctx: &Ctx<'_>, span: u32) -> Option<Snapshot> {
+        let layout = Layout::new(span, ctx.tree.layout().radix()).ok()?;
+        Some(Snapshot {
+            layout,
+            dead: ctx.tree.dead().clone(),
+        })
+    }
+
+    /// The coordinator: the root of this rank's view.
+    fn coordinator(ctx: &Ctx<'_>) -> Option<Rank> {
+        let v = ctx.tree.view()?;
+        Some(v.ancestors().first().copied().unwrap_or(ctx.me()))
+    }
+
+    fn answer(&mut self, conn: JoinConn, id: JoinId, verdict: JoinVerdict) {
+        match &verdict {
+            JoinVerdict::Accepted(_) => self.j().stats.join_accepts_sent += 1,
+            JoinVerdict::Retry { .. } => self.j().stats.join_retries_sent += 1,
+        }
+        self.j()
+            .replies
+            .push_back((conn, JoinReply { id, verdict }));
+    }
+
+    fn retry(&mut self, ctx: &mut Ctx<'_>, conn: JoinConn, id: JoinId, reason: RetryReason) {
+        let after = ctx.cfg.join.retry_after;
+        self.answer(conn, id, JoinVerdict::Retry { reason, after });
+    }
+
+    /// Answers `conn` with the admission of rank `rank` at `epoch`, with this rank's tree (it
+    /// has applied that admission: `rank` is in its span).
+    fn accept(&mut self, ctx: &mut Ctx<'_>, conn: JoinConn, id: JoinId, rank: Rank, epoch: u64) {
+        let span = ctx.tree.layout().span();
+        let Some(snapshot) = Self::snapshot(ctx, span) else {
+            return;
+        };
+        if ctx.tree.dead().contains(rank) {
+            // Admitted, then removed before it answered: a rejoin needs a new process.
+            self.retry(ctx, conn, id, RetryReason::NotMember);
+            return;
+        }
+        let a = Admission {
+            rank,
+            epoch,
+            snapshot,
+        };
+        self.answer(conn, id, JoinVerdict::Accepted(a));
+    }
+
+    /// A joiner's request arrived on the adapter's connection `conn`: answer at once (already
+    /// admitted, not a member, full) or keep it and forward it to the coordinator.
+    pub(crate) fn on_join_request(&mut self, ctx: &mut Ctx<'_>, conn: JoinConn, req: JoinRequest) {
+        self.j().stats.join_requests_in += 1;
+        let id = req.id;
+        if self.evicted || ctx.tree.view().is_none() {
+            self.retry(ctx, conn, id, RetryReason::NotMember);
+            return;
+        }
+        if let Some(&(rank, epoch)) = self.j().admitted.get(&id.nonce) {
+            if ctx.tree.layout().contains(rank) {
+                self.accept(ctx, conn, id, rank, epoch);
+                return;
+            }
+        }
+        let full = self.j().waiting.len() >= ctx.cfg.join.max_pending as usize;
+        if full || self.j().waiting.contains_key(&id) {
+            self.retry(ctx, conn, id, RetryReason::Busy);
+            return;
+        }
+        let deadline = ctx.now + ctx.cfg.join.timeout;
+        self.j().waiting.insert(
+            id,
+            Waiting {
+                conn,
+                addr: req.addr.clone(),
+                deadline,
+            },
+        );
+        self.arm_expiry(ctx, deadline);
+        self.forward(ctx, id, req.addr);
+    }
+
+    /// Sends one waiting request to the coordinator (this rank: queued here).
+    fn forward(&mut self, ctx: &mut Ctx<'_>, id: JoinId, addr: Bytes) {
+        let Some(coord) = Self::coordinator(ctx) else {
+            return;
+        };
+        self.j().forwarded_to = Some(coord);
+        if coord == ctx.me() {
+            self.enqueue(ctx, ctx.me(), id, addr);
+        } else {
+            self.j().stats.join_forwards_out += 1;
+            ctx.send(coord, JoinForwardMsg { id, addr });
+        }
+    }
+
+    fn arm_expiry(&mut self, ctx: &mut Ctx<'_>, at: Instant) {
+        if self.j().expiry_at.is_some_and(|t| t <= at) {
+            return;
+        }
+        self.j().expiry_at = Some(at);
+        ctx.timers.set(MembershipTimer::JoinExpiry, at);
+    }
+
+    /// Contact: requests past their deadline are answered "retry" (timed out).
+    pub(super) fn on_join_expiry(&mut self, ctx: &mut Ctx<'_>) {
+        self.j().expiry_at = None;
+        let now = ctx.now;
+        let due: Vec<JoinId> = self
+            .j()
+            .waiting
+            .iter()
+            .filter(|(_, w)| w.deadline <= now)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in due {
+            if let Some(w) = self.j().waiting.remove(&id) {
+                self.j().stats.joins_timed_out += 1;
+                self.retry(ctx, w.conn, id, RetryReason::TimedOut);
+            }
+        }
+        if let Some(next) = self.j().waiting.values().map(|w| w.deadline).min() {
+            self.arm_expiry(ctx, next);
+        }
+    }
+
+    /// The adapter's join connection closed: its waiting requests are dropped (the
+    /// coordinator may still admit the joiner; it then asks again and gets its rank).
+    pub(crate) fn on_join_conn_closed(&mut self, _ctx: &mut Ctx<'_>, conn: JoinConn) {
+        if let Some(j) = self.joins.as_mut() {
+            j.waiting.retain(|_, w| w.conn != conn);
+        }
+    }
+
+    /// A contact forwarded a request: queue it if this rank is the coordinator.
+    pub(super) fn on_join_forward(&mut self, ctx: &mut Ctx<'_>, from: Rank, m: JoinForwardMsg) {
+        self.j().stats.join_forwards_in += 1;
+        if Self::coordinator(ctx) != Some(ctx.me()) {
+            // Not (or no longer) the coordinator: the contact re-forwards when it sees the
+            // root change; until then its joiner waits (or times out and retries).
+            ctx.stats.membership.stale += 1;
+            return;
+        }
+        self.enqueue(ctx, from, m.id, m.addr);
+    }
+
+    /// Coordinator: queue a join (FIFO, one entry per nonce), or answer its contact at once.
+    fn enqueue(&mut self, ctx: &mut Ctx<'_>, contact: Rank, id: JoinId, addr: Bytes) {
+        if let Some(&(rank, epoch)) = self.j().admitted.get(&id.nonce) {
+            self.answer_contact(
+                ctx,
+                contact,
+                JoinAnswerMsg {
+                    id,
+                    admitted: Some((rank, epoch)),
+                },
+            );
+            return;
+        }
+        if self.j().queued.contains(&id.nonce) {
+            return;
+        }
+        if self.j().queue.len() >= ctx.cfg.join.max_pending as usize {
+            self.j().stats.joins_refused_busy += 1;
+            self.answer_contact(ctx, contact, JoinAnswerMsg { id, admitted: None });
+            return;
+        }
+        self.j().queued.insert(id.nonce);
+        self.j().queue.push_back(Queued { id, addr });
+        if self.j().batch_timer.is_none() {
+            let at = ctx.now + ctx.cfg.join.batch;
+            self.j().batch_timer = Some(ctx.timers.set(MembershipTimer::JoinBatch, at));
+        }
+    }
+
+    fn answer_contact(&mut self, ctx: &mut Ctx<'_>, contact: Rank, m: JoinAnswerMsg) {
+        if contact == ctx.me() {
+            self.on_join_answer(ctx, m);
+        } else {
+            ctx.send(contact, m);
+        }
+    }
+
+    /// Contact: the coordinator's answer to a request it did not queue.
+    pub(super) fn on_join_answer(&mut self, ctx: &mut Ctx<'_>, m: JoinAnswerMsg) {
+        let Some(w) = self.j().waiting.get(&m.id).cloned() else {
+            return;
+        };
+        match m.admitted {
+            // Admitted by a view this rank has applied: answer now; otherwise the admission,
+            // when it arrives here, answers.
+            Some((rank, epoch)) if ctx.tree.layout().contains(rank) => {
+                self.j().waiting.remove(&m.id);
+                self.accept(ctx, w.conn, m.id, rank, epoch);
+            }
+            Some(_) => {}
+            None => {
+                self.j().waiting.remove(&m.id);
+                self.retry(ctx, w.conn, m.id, RetryReason::Busy);
+            }
+        }
+    }
+
+    /// Coordinator: the batch window passed: admit the queue's head in one view change.
+    pub(super) fn on_join_batch(&mut self, ctx: &mut Ctx<'_>, token: TimerToken) {
+        if self.j().batch_timer != Some(token) {
+            ctx.stats.stale_timers += 1;
+            return;
+        }
+        self.j().batch_timer = None;
+        if Self::coordinator(ctx) != Some(ctx.me()) {
+            // No longer the coordinator: the contacts re-forward to the new one.
+            self.j().queue.clear();
+            self.j().queued.clear();
+            return;
+        }
+        let limits = ctx.cfg.limits();
+        let room = limits.payload_room(64);
+        let cap = ctx.cfg.join.max_per_view.min(ctx.cfg.max_list) as usize;
+        let mut joiners = Vec::new();
+        let mut size = 16;
+        while let Some(q) = self.j().queue.front() {
+            let len = 16 + q.addr.len();
+            if joiners.len() >= cap || size + len > room {
+                break;
+            }
+            size += len;
+            let q = self.j().queue.pop_front().expect("front exists");
+            self.j().queued.remove(&q.id.nonce);
+            if self.j().admitted.contains_key(&q.id.nonce) {
+                continue;
+            }
+            joiners.push((q.id, q.addr));
+        }
+        if !self.j().queue.is_empty() {
+            let at = ctx.now + ctx.cfg.join.batch;
+            self.j().batch_timer = Some(ctx.timers.set(MembershipTimer::JoinBatch, at));
+        }
+        if joiners.is_empty() {
+            return;
+        }
+        let first = self.j().next_rank.max(ctx.tree.layout().span());
+        let n = joiners.len() as u32;
+        let Some(next) = first.checked_add(n) else {
+            self.j().stats.joins_refused_busy += u64::from(n);
+            return;
+        };
+        self.j().next_rank = next;
+        self.epoch += 1;
+        self.j().stats.join_views += 1;
+        self.j().stats.joins_admitted += u64::from(n);
+        let m = AdmitNotice {
+            epoch: self.epoch,
+            first: Rank(first),
+            joiners,
+        };
+        ctx.effect(Effect::RootBroadcast {
+            tag: xcast::TAG_JOIN_NOTICE,
+            payload: m.to_payload(),
+        });
+    }
+
+    /// A delivered admission (in op order): the joiners are members as of its epoch. The
+    /// event first (the adapter learns their addresses), then the grow, then the answers of
+    /// the joiners waiting here.
+    pub(super) fn on_admit_notice(&mut self, ctx: &mut Ctx<'_>, payload: Bytes) {
+        let m = match AdmitNotice::from_payload(payload, &ctx.cfg.limits()) {
+            Ok(m) => m,
+            Err(_) => {
+                ctx.stats.membership.inconsistent += 1;
+                return;
+            }
+        };
+        self.epoch = self.epoch.max(m.epoch);
+        self.agreed.apply(m.epoch, &[]);
+        let span = ctx.tree.layout().span();
+        let new_span = m.span_after().max(span);
+        if m.first.0 != span {
+            // Ranks given past a span this rank does not hold (a local grow command, or a
+            // notice it cannot place): applied, and counted.
+            ctx.stats.membership.inconsistent += 1;
+        }
+        let joiners: Vec<Admitted> = m.admitted().collect();
+        for a in &joiners {
+            self.remember(ctx, a.id.nonce, a.rank, m.epoch);
+            if self.j().queued.remove(&a.id.nonce) {
+                self.j().queue.retain(|q| q.id.nonce != a.id.nonce);
+            }
+        }
+        self.j().next_rank = self.j().next_rank.max(new_span);
+        let dead_now = ctx.tree.dead().iter().filter(|r| r.0 < new_span).count() as u32;
+        ctx.effect(Effect::Event(
+            MembershipEvent::Joined {
+                epoch: m.epoch,
+                joiners: joiners.clone(),
+                members: new_span - dead_now,
+            }
+            .into(),
+        ));
+        if new_span > span {
+            ctx.effect(Effect::Grow { new_span });
+        }
+        // The joiners waiting here get their answers with the tree as of this view.
+        let Some(snapshot) = Self::snapshot(ctx, new_span) else {
+            return;
+        };
+        for a in joiners {
+            let ids: Vec<JoinId> = self
+                .j()
+                .waiting
+                .range(
+                    JoinId {
+                        nonce: a.id.nonce,
+                        seq: 0,
+                    }..=JoinId {
+                        nonce: a.id.nonce,
+                        seq: u32::MAX,
+                    },
+                )
+                .map(|(id, _)| *id)
+                .collect();
+            for id in ids {
+                let Some(w) = self.j().waiting.remove(&id) else {
+                    continue;
+                };
+                self.j().stats.join_accepts_sent += 1;
+                let adm = Admission {
+                    rank: a.rank,
+                    epoch: m.epoch,
+                    snapshot: snapshot.clone(),
+                };
+                self.j().replies.push_back((
+                    w.conn,
+                    JoinReply {
+                        id,
+                        verdict: JoinVerdict::Accepted(adm),
+                    },
+                ));
+            }
+        }
+    }
+
+    fn remember(&mut self, ctx: &Ctx<'_>, nonce: u64, rank: Rank, epoch: u64) {
+        if self.j().admitted.insert(nonce, (rank, epoch)).is_none() {
+            self.j().admitted_order.push_back(nonce);
+        }
+        while self.j().admitted_order.len() > ctx.cfg.join.remembered as usize {
+            if let Some(old) = self.j().admitted_order.pop_front() {
+                self.j().admitted.remove(&old);
+            }
+        }
+    }
+
+    /// After a view change: if the coordinator changed, the waiting requests go to the new
+    /// one (idempotent there: it queues a nonce once and answers an admitted one); a rank that
+    /// is no longer the coordinator drops its queue (the contacts re-forward it).
+    pub(super) fn joins_after_view_change(&mut self, ctx: &mut Ctx<'_>) {
+        if self.joins.is_none() {
+            return;
+        }
+        let coord = Self::coordinator(ctx);
+        if coord != Some(ctx.me()) && !self.j().queue.is_empty() {
+            self.j().queue.clear();
+            self.j().queued.clear();
+        }
+        if coord.is_none() || coord == self.j().forwarded_to || self.j().waiting.is_empty() {
+            return;
+        }
+        let again: Vec<(JoinId, Bytes)> = self
+            .j()
+            .waiting
+            .iter()
+            .map(|(id, w)| (*id, w.addr.clone()))
+            .collect();
+        self.j().stats.join_reforwards += again.len() as u64;
+        for (id, addr) in again {
+            self.forward(ctx, id, addr);
+        }
+    }
+
+    /// This rank stopped being a member: every waiting joiner is told to ask someone else.
+    pub(super) fn joins_on_evicted(&mut self, ctx: &mut Ctx<'_>) {
+        if self.joins.is_none() {
+            return;
+        }
+        let waiting = std::mem::take(&mut self.j().waiting);
+        for (id, w) in waiting {
+            self.retry(ctx, w.conn, id, RetryReason::NotMember);
+        }
+        self.j().queue.clear();
+        self.j().queued.clear();
+    }
+}

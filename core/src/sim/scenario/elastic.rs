@@ -1,0 +1,447 @@
+//! The elastic scenario: joiners join a running cluster through real contacts, under start
+//! skew, contacts and the coordinator crashing mid-join, joiners crashing, and CPU-starved
+//! ranks, against an oracle.
+//!
+//! - **Joiners** start spread uniformly over `skew_ms` after a warm-up; each asks `contacts`
+//!   members in turn (the same one for every joiner when `contacts` is 0: many joins through
+//!   one contact).
+//! - **Contact crashes**: members that are some joiner's first contact crash at random times
+//!   inside the join window (their waiting joiners must retry elsewhere).
+//! - **Coordinator crash** (`crash_coordinator`): rank 0, the root, crashes inside the join
+//!   window (its queue is lost; contacts re-forward to the new root).
+//! - **Joiner crashes**: joiners whose process dies at a random time in the window (before or
+//!   after their admission: an admitted joiner that never starts must be removed).
+//! - **Starved ranks**: members whose process is frozen for 20–150 ms at a time, again and
+//!   again, for the whole window (timers fire late, frames are handled late); they must not
+//!   be removed.
+//!
+//! The oracle, checked on every event and at the end:
+//! - no joiner receives an admission carrying another joiner's id (mixed-up replies);
+//! - a rank is given to one nonce, and a nonce gets one rank;
+//! - every member that applies an admission applies the same one for its epoch (views agree);
+//! - every joiner that did not crash is admitted and started by the end;
+//! - no rank is removed without a fault of its own (wrongful eviction);
+//! - at the end every live node holds the same span, and an xcast from the lowest live rank
+//!   reaches every live node, joiners included, exactly once.
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+
+use crate::event::Event;
+use crate::membership::MembershipEvent;
+use crate::rng::Rng;
+use crate::sim::{Fault, Hooks, Observer, Sim, SimConfig, SimFailure, World};
+use crate::time::{Duration, Instant};
+use crate::tree::{Rank, RankSet};
+use crate::xcast::XcastEvent;
+
+/// The shape of one elastic run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ElasticParams {
+    /// Members at the start.
+    pub ranks: u32,
+    /// Tree radix.
+    pub radix: u32,
+    /// The run's one seed.
+    pub seed: u64,
+    /// Joiners.
+    pub joins: u32,
+    /// Contacts each joiner may ask (0: every joiner asks the same one member).
+    pub contacts: u32,
+    /// Joiners start spread over this many ms.
+    pub skew_ms: u64,
+    /// Members that crash while joins go on (each some joiner's first contact).
+    pub contact_crashes: u32,
+    /// The coordinator (rank 0) crashes while joins go on.
+    pub crash_coordinator: bool,
+    /// Joiners whose process crashes while joins go on.
+    pub joiner_crashes: u32,
+    /// CPU-starved members (frozen 20–150 ms at a time through the window).
+    pub starved: u32,
+}
+
+impl ElasticParams {
+    /// `joins` joiners with 3 contacts each, over 1 s, no faults.
+    pub fn new(ranks: u32, radix: u32, seed: u64, joins: u32) -> Self {
+        Self {
+            ranks,
+            radix,
+            seed,
+            joins,
+            contacts: 3,
+            skew_ms: 1_000,
+            contact_crashes: 0,
+            crash_coordinator: false,
+            joiner_crashes: 0,
+            starved: 0,
+        }
+    }
+
+    /// The command line that replays this run.
+    pub fn replay_command(&self) -> String {
+        format!(
+            "cargo run --release -p lifeline-cli -- sim elastic --ranks {} --radix {} --seed {} --joins {} --contacts {} --skew-ms {} --contact-crashes {} {}--joiner-crashes {} --starved {} --trace",
+            self.ranks,
+            self.radix,
+            self.seed,
+            self.joins,
+            self.contacts,
+            self.skew_ms,
+            self.contact_crashes,
+            if self.crash_coordinator { "--crash-coordinator " } else { "" },
+            self.joiner_crashes,
+            self.starved,
+        )
+    }
+}
+
+/// What one elastic run measured.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ElasticReport {
+    /// Joiners.
+    pub joins: u32,
+    /// Joiners admitted (their answer arrived and their node started).
+    pub joins_admitted: u32,
+    /// Joiners that did not crash and were not admitted by the end (must be 0).
+    pub joins_missing: u32,
+    /// Per admitted joiner: ms from its start to its admission.
+    pub join_ms: Vec<f64>,
+    /// Requests sent by all joiners (retries included).
+    pub join_tries: u64,
+    /// Views that admitted joiners.
+    pub join_views: u32,
+    /// Answers carrying another joiner's id (must be 0).
+    pub mixed_replies: u32,
+    /// Ranks removed with no fault of their own (must be 0).
+    pub wrongful_evictions: u32,
+    /// Oracle violations seen during the run (disagreeing views, a rank given twice, ...).
+    pub violations: Vec<String>,
+    /// Live nodes whose span differs from the largest at the end (must be 0).
+    pub span_disagreements: u32,
+    /// Live nodes that did not deliver the final xcast exactly once (must be 0).
+    pub xcast_missing: u32,
+    /// The final span.
+    pub span: u32,
+}
+
+impl ElasticReport {
+    /// Every violation, one line each (empty when the run is correct).
+    pub fn all_violations(&self) -> Vec<String> {
+        let mut v = self.violations.clone();
+        for (n, what) in [
+            (self.joins_missing, "live joiners not admitted"),
+            (self.mixed_replies, "mixed-up replies"),
+            (self.wrongful_evictions, "wrongful evictions"),
+            (self.span_disagreements, "nodes disagreeing on the span"),
+            (self.xcast_missing, "nodes missing the final xcast"),
+        ] {
+            if n > 0 {
+                v.push(format!("{n} {what}"));
+            }
+        }
+        v
+    }
+}
+
+/// The payload of the xcast sent once the joins settled.
+const FINAL: &[u8] = b"after joins";
+
+/// The oracle's running state.
+#[derive(Default)]
+struct Oracle {
+    /// epoch → the admission (rank, nonce) list the first member applied.
+    views: BTreeMap<u64, Vec<(Rank, u64)>>,
+    rank_of: BTreeMap<u64, Rank>,
+    nonce_of: BTreeMap<Rank, u64>,
+    removed: RankSet,
+    violations: Vec<String>,
+    /// The final xcast was sent.
+    final_sent: bool,
+    /// Deliveries of the final xcast, per rank.
+    final_got: BTreeMap<Rank, u32>,
+}
+
+impl Observer for Oracle {
+    fn on_event(&mut self, _w: &World, rank: Rank, e: &Event) {
+        match e {
+            Event::Membership(MembershipEvent::Joined { epoch, joiners, .. }) => {
+                let list: Vec<(Rank, u64)> = joiners.iter().map(|a| (a.rank, a.id.nonce)).collect();
+                match self.views.get(epoch) {
+                    Some(v) if *v != list => self.violations.push(format!(
+                        "rank {} applied admission epoch {epoch} as {list:?}, another member as {v:?}",
+                        rank.0
+                    )),
+                    Some(_) => {}
+                    None => {
+                        for &(r, n) in &list {
+                            if self.rank_of.insert(n, r).is_some_and(|old| old != r) {
+                                self.violations.push(format!("nonce {n:x} admitted twice"));
+                            }
+                            if self.nonce_of.insert(r, n).is_some_and(|old| old != n) {
+                                self.violations.push(format!("rank {} given twice", r.0));
+                            }
+                        }
+                        self.views.insert(*epoch, list);
+                    }
+                }
+            }
+            Event::Membership(MembershipEvent::FailureConfirmed { ranks, .. }) => {
+                self.removed.extend(ranks.iter());
+            }
+            Event::Xcast(XcastEvent::Delivered { payload, .. }) if payload.as_ref() == FINAL => {
+                *self.final_got.entry(rank).or_insert(0) += 1;
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Runs the elastic scenario; a [`SimFailure`] only for an invalid shape or a stuck run (the
+/// oracle's verdicts are in the report: [`ElasticReport::all_violations`]).
+pub fn run_elastic(p: &ElasticParams, hooks: Hooks) -> Result<ElasticReport, SimFailure> {
+    let fail = |reason: String| SimFailure {
+        seed: p.seed,
+        step: 0,
+        now: Instant::ZERO,
+        reason,
+        replay: p.replay_command(),
+    };
+    let victims = p.contact_crashes + p.starved + u32::from(p.crash_coordinator);
+    if p.ranks < 2 || victims * 2 >= p.ranks {
+        return Err(fail(format!(
+            "{} ranks cannot host {victims} crashed or starved members (keep them under half)",
+            p.ranks
+        )));
+    }
+    if p.joiner_crashes > p.joins {
+        return Err(fail("more joiner crashes than joiners".into()));
+    }
+    let mut cfg = SimConfig::new(p.ranks, p.radix, p.seed);
+    cfg.node.detect.enabled = true;
+    let mut sim = Sim::new(cfg, Oracle::default()).map_err(|e| fail(format!("{e}")))?;
+    sim.set_replay(p.replay_command());
+    sim.set_hooks(hooks);
+    let mut rng = Rng::new(p.seed).fork(0x656c_6173);
+    let warm = Instant::ZERO + Duration::from_millis(300);
+    let window = Duration::from_millis(p.skew_ms.max(1));
+    let at = |rng: &mut Rng| warm + Duration::from_millis(rng.below(window.as_millis().max(1)));
+    // Members other than rank 0 in a seeded order: crashed contacts first, then starved.
+    let mut order: Vec<Rank> = (1..p.ranks).map(Rank).collect();
+    for i in (1..order.len()).rev() {
+        let j = rng.below(i as u64 + 1) as usize;
+        order.swap(i, j);
+    }
+    let crashed: Vec<Rank> = order
+        .iter()
+        .copied()
+        .take(p.contact_crashes as usize)
+        .collect();
+    let starved: Vec<Rank> = order
+        .iter()
+        .copied()
+        .skip(p.contact_crashes as usize)
+        .take(p.starved as usize)
+        .collect();
+    let one_contact = Rank(1 + rng.below(u64::from(p.ranks - 1)) as u32);
+    for j in 0..p.joins {
+        let start = at(&mut rng);
+        let contacts: Vec<Rank> = if p.contacts == 0 {
+            vec![one_contact]
+        } else {
+            let mut c = Vec::new();
+            // The first contact of the first joiners is a member due to crash.
+            if let Some(&r) = crashed.get(j as usize) {
+                c.push(r);
+            }
+            while c.len() < p.contacts.min(p.ranks) as usize {
+                let r = Rank(rng.below(u64::from(p.ranks)) as u32);
+                if !c.contains(&r) {
+                    c.push(r);
+                }
+            }
+            c
+        };
+        sim.add_joiner(start, contacts);
+    }
+    let mut faulty = RankSet::new();
+    for &r in &crashed {
+        sim.schedule(at(&mut rng), Fault::Crash(r));
+        faulty.insert(r);
+    }
+    if p.crash_coordinator {
+        sim.schedule(at(&mut rng), Fault::Crash(Rank(0)));
+        faulty.insert(Rank(0));
+    }
+    let end = warm + window + Duration::from_millis(200);
+    for &r in &starved {
+        let mut t = warm;
+        while t < end {
+            let stall = Duration::from_millis(20 + rng.below(131));
+            sim.schedule(t, Fault::Pause(r));
+            sim.schedule(t + stall, Fault::Resume(r));
+            t = t + stall + Duration::from_millis(50 + rng.below(250));
+        }
+    }
+    let mut crashed_joiners: Vec<(usize, Instant)> = Vec::new();
+    for _ in 0..p.joiner_crashes {
+        let j = rng.below(u64::from(p.joins)) as usize;
+        if !crashed_joiners.iter().any(|&(k, _)| k == j) {
+            crashed_joiners.push((j, at(&mut rng)));
+        }
+    }
+    // Run the window, crashing joiners on time.
+    crashed_joiners.sort_by_key(|&(_, t)| t);
+    for &(j, t) in &crashed_joiners {
+        sim.run_until(t)?;
+        sim.crash_joiner(j);
+    }
+    sim.run_until(end)?;
+    // Settle: every live joiner admitted, removals of crashed ones done.
+    let settle = end + Duration::from_secs(8);
+    sim.run_until(settle)?;
+    // The final xcast from the lowest live member.
+    let origin = sim.world().live_ranks().find(|&r| {
+        sim.world()
+            .node(r)
+            .is_some_and(|n| n.tree().view().is_some())
+    });
+    if let Some(o) = origin {
+        sim.observer_mut().final_sent = true;
+        let sent = sim.command(o, |n, now| {
+            n.xcast(now, crate::xcast::FIRST_APP_TAG, Bytes::from_static(FINAL))
+        });
+        if !matches!(sent, Some(Ok(_))) {
+            sim.observer_mut().final_sent = false;
+        }
+    }
+    sim.run_until(settle + Duration::from_secs(2))?;
+
+    let w = sim.world();
+    let obs = sim.observer();
+    let mut report = ElasticReport {
+        joins: p.joins,
+        violations: obs.violations.clone(),
+        join_views: obs.views.len() as u32,
+        ..Default::default()
+    };
+    // Ranks with a fault of their own: crashed members, crashed joiners' ranks.
+    for (i, j) in w.joiners().enumerate() {
+        report.join_tries += u64::from(j.tries);
+        report.mixed_replies += j.foreign_answers;
+        match j.admitted {
+            Some((r, _, t)) => {
+                report.joins_admitted += 1;
+                report
+                    .join_ms
+                    .push(t.saturating_since(j.start).as_millis_f64());
+                if j.crashed {
+                    faulty.insert(r);
+                }
+            }
+            None if !j.crashed => {
+                report.joins_missing += 1;
+                report.violations.push(format!(
+                    "joiner {i} (nonce {:x}) not admitted after {} tries",
+                    j.nonce, j.tries
+                ));
+            }
+            None => {}
+        }
+    }
+    // Admitted ranks whose joiner crashed before its answer arrived are faulty too.
+    for (i, j) in w.joiners().enumerate() {
+        if j.crashed && j.admitted.is_none() {
+            if let Some(&r) = obs.rank_of.get(&j.nonce) {
+                let _ = i;
+                faulty.insert(r);
+            }
+        }
+    }
+    for r in obs.removed.iter() {
+        if !faulty.contains(r) {
+            report.wrongful_evictions += 1;
+            report
+                .violations
+                .push(format!("rank {} removed without a fault", r.0));
+        }
+    }
+    let live: Vec<Rank> = w
+        .live_ranks()
+        .filter(|&r| w.node(r).is_some_and(|n| n.tree().view().is_some()))
+        .collect();
+    let span = live
+        .iter()
+        .filter_map(|&r| w.node(r))
+        .map(|n| n.tree().layout().span())
+        .max()
+        .unwrap_or(0);
+    report.span = span;
+    for &r in &live {
+        if w.node(r).is_some_and(|n| n.tree().layout().span() != span) {
+            report.span_disagreements += 1;
+        }
+        if obs.final_sent && obs.final_got.get(&r).copied() != Some(1) {
+            report.xcast_missing += 1;
+        }
+    }
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(p: &ElasticParams) -> ElasticReport {
+        let r = run_elastic(p, Hooks::default()).unwrap();
+        assert!(
+            r.all_violations().is_empty(),
+            "{:?}\nreplay: {}",
+            r.all_violations(),
+            p.replay_command()
+        );
+        r
+    }
+
+    #[test]
+    fn joiners_are_admitted_in_few_view_changes() {
+        let p = ElasticParams::new(16, 4, 1, 8);
+        let r = check(&p);
+        assert_eq!((r.joins_admitted, r.span), (8, 24));
+        assert!(r.join_views <= 8, "{r:?}");
+    }
+
+    #[test]
+    fn many_joins_through_one_contact() {
+        let mut p = ElasticParams::new(32, 4, 2, 64);
+        p.contacts = 0;
+        p.skew_ms = 200;
+        let r = check(&p);
+        assert_eq!(r.joins_admitted, 64);
+        assert!(
+            r.join_views < 32,
+            "batched: {} views for 64 joins",
+            r.join_views
+        );
+    }
+
+    #[test]
+    fn contacts_and_the_coordinator_crash_mid_join() {
+        for seed in 0..6 {
+            let mut p = ElasticParams::new(24, 4, seed, 12);
+            p.contact_crashes = 2;
+            p.crash_coordinator = seed % 2 == 0;
+            p.joiner_crashes = 2;
+            check(&p);
+        }
+    }
+
+    #[test]
+    fn starved_members_are_not_removed() {
+        for seed in 0..4 {
+            let mut p = ElasticParams::new(24, 4, seed, 8);
+            p.starved = 3;
+            check(&p);
+        }
+    }
+}
