@@ -24,6 +24,7 @@ mod nft;
 mod node_cmd;
 mod node_out;
 mod sim_cmd;
+mod sim_elastic;
 mod sim_membership;
 mod tree_cmd;
 

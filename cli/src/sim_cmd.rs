@@ -65,6 +65,11 @@ enum SimCommand {
     /// their link for --cut-ms. Prints detection-latency percentiles (silent and hard
     /// separately), view changes and frames per view change; --svg writes the latency CDF.
     Membership(crate::sim_membership::MembershipArgs),
+    /// Joiners join a running cluster through real contacts (start skew, one or many contacts,
+    /// contacts and the coordinator crashing mid-join, joiners crashing, CPU-starved members);
+    /// check the oracle (no mixed-up reply, one rank per joiner, views agree, every live joiner
+    /// admitted, no wrongful eviction, a later broadcast reaches the joiners).
+    Elastic(crate::sim_elastic::ElasticArgs),
 }
 
 /// Arguments of `lifeline sim flood`.
@@ -167,6 +172,7 @@ pub(crate) fn run(args: &SimArgs) -> Result<(), CliError> {
         SimCommand::Xcast(a) => xcast(a),
         SimCommand::Relm(a) => relm(a),
         SimCommand::Membership(a) => crate::sim_membership::run(a),
+        SimCommand::Elastic(a) => crate::sim_elastic::run(a),
     }
 }
 

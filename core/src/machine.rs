@@ -47,8 +47,9 @@ pub(crate) enum Effect {
     /// coordinator refuses to decide while most of its sample is silent (it is probably the one
     /// cut off).
     Reachability { suspected: u32, watching: u32 },
-    /// An admission grew the span to `new_span` (the node grows its tree and tells every
-    /// machine, as for [`Node::grow`](crate::Node::grow)).
+    /// An admission grows the span to `new_span`: once the op carrying it has gone on to this
+    /// rank's children, the node grows its tree and tells every machine, as for
+    /// [`Node::grow`](crate::Node::grow).
     Grow { new_span: u32 },
     /// An application event that must follow the effects pushed before it (e.g. a failure
     /// confirmation after the repair it caused).

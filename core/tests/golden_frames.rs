@@ -6,6 +6,7 @@
 //! `LIFELINE_BLESS=1 cargo test -p lifeline-core --test golden_frames`.
 
 use bytes::Bytes;
+use lifeline_core::join::{AdmitNotice, JoinAnswerMsg, JoinForwardMsg, JoinId, JoinRequest};
 use lifeline_core::membership::{RemovalCause, UnreachableMsg};
 use lifeline_core::relm::Uid;
 use lifeline_core::tree::Rank;
@@ -221,6 +222,23 @@ fn frames() -> Vec<(&'static str, Bytes)> {
             "unreachable",
             Message::from(UnreachableMsg { peer: Rank(12) }),
         ),
+        (
+            "join_forward",
+            Message::from(JoinForwardMsg {
+                id: JoinId {
+                    nonce: 0x0102_0304_0506_0708,
+                    seq: 2,
+                },
+                addr: Bytes::from_static(b"127.0.0.1:7003"),
+            }),
+        ),
+        (
+            "join_answer",
+            Message::from(JoinAnswerMsg {
+                id: JoinId { nonce: 9, seq: 1 },
+                admitted: Some((Rank(16), 4)),
+            }),
+        ),
     ];
     let msgs: Vec<(&'static str, Message)> =
         msgs.into_iter().chain(detect).chain(membership).collect();
@@ -234,6 +252,25 @@ fn frames() -> Vec<(&'static str, Bytes)> {
             causes: vec![RemovalCause::LinkLost, RemovalCause::Declared],
         }
         .to_payload(),
+    ));
+    out.push((
+        "admit_payload",
+        AdmitNotice {
+            epoch: 4,
+            joiners: vec![(
+                JoinId { nonce: 9, seq: 1 },
+                Bytes::from_static(b"127.0.0.1:7003"),
+            )],
+        }
+        .to_payload(),
+    ));
+    out.push((
+        "join_request",
+        JoinRequest {
+            id: JoinId { nonce: 9, seq: 1 },
+            addr: Bytes::from_static(b"127.0.0.1:7003"),
+        }
+        .encode(),
     ));
     out
 }
@@ -264,7 +301,11 @@ fn golden_frames_decode_back_and_cover_every_kind() {
     let limits = Limits::default();
     let mut kinds = std::collections::BTreeSet::new();
     for (name, f) in frames() {
-        if name == "global_failure_payload" {
+        // Payloads and joiner frames are not envelopes of the message table.
+        if matches!(
+            name,
+            "global_failure_payload" | "admit_payload" | "join_request"
+        ) {
             continue;
         }
         let m = Message::decode(f.clone(), &limits).unwrap();

@@ -37,6 +37,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use bytes::Bytes;
 use lifeline_core::detect::{HeartbeatMsg, SuspectMsg};
+use lifeline_core::join::{JoinAnswerMsg, JoinForwardMsg, JoinId};
 use lifeline_core::membership::RemovalCause;
 use lifeline_core::relm::{Uid, UID_INVALID, UID_MAX, UID_NONE, UID_UNKNOWN};
 use lifeline_core::sim::testing::{Frame, Net, Solo};
@@ -531,6 +532,37 @@ fn samples() -> Vec<Sample> {
         fixed(
             "unreachable/outside-span",
             Message::from(UnreachableMsg { peer: Rank(SPAN) }),
+        ),
+        fixed(
+            "join-forward/plain",
+            Message::from(JoinForwardMsg {
+                id: JoinId { nonce: 7, seq: 1 },
+                addr: Bytes::from_static(b"127.0.0.1:7003"),
+            }),
+        ),
+        fixed(
+            "join-forward/empty-addr",
+            Message::from(JoinForwardMsg {
+                id: JoinId {
+                    nonce: u64::MAX,
+                    seq: u32::MAX,
+                },
+                addr: Bytes::new(),
+            }),
+        ),
+        fixed(
+            "join-answer/admitted",
+            Message::from(JoinAnswerMsg {
+                id: JoinId { nonce: 7, seq: 1 },
+                admitted: Some((Rank(SPAN), 3)),
+            }),
+        ),
+        fixed(
+            "join-answer/busy",
+            Message::from(JoinAnswerMsg {
+                id: JoinId { nonce: 7, seq: 1 },
+                admitted: None,
+            }),
         ),
         relm_link(
             "relm-link/wrong-depth",

@@ -26,6 +26,9 @@ pub struct JoinStats {
     pub joins_admitted: u64,
     /// Coordinator: views that admitted joiners.
     pub join_views: u64,
+    /// Admissions applied for a nonce already admitted (after a coordinator failover): the
+    /// extra rank is never started and is removed.
+    pub joins_readmitted: u64,
     /// Join requests that did not decode.
     pub join_requests_malformed: u64,
 }

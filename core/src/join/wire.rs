@@ -325,6 +325,10 @@ impl Codec for JoinAnswerMsg {
         let some = r.bool()?;
         let rank = r.rank()?;
         let epoch = crate::wire::counter(r.u64()?)?;
+        if !some && (rank.0 != 0 || epoch != 0) {
+            // One encoding per message: "busy" carries zeros.
+            return Err(DecodeError::Invalid("join answer: busy with a rank"));
+        }
         Ok(Self {
             id,
             admitted: some.then_some((rank, epoch)),
@@ -343,35 +347,32 @@ pub struct Admitted {
     pub addr: Bytes,
 }
 
-/// The coordinator's admission, broadcast as a process-first xcast payload: the joiners get
-/// consecutive ranks from `first`, in this order, as of `epoch` (one view change for the whole
-/// batch).
+/// The coordinator's admission, broadcast as a process-first xcast payload: one view change
+/// admitting these joiners, in this order, as of `epoch`.
+///
+/// The ranks are not in the notice: every member gives the joiners consecutive ranks from its
+/// span when it applies the notice. Members apply notices in the same op order (a new root's
+/// recovery included), so they all give the same ranks, and a coordinator that fails over
+/// cannot hand out a rank its predecessor's admission, still in flight, will also give.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AdmitNotice {
     /// The view's epoch (the same counter as failure notices').
     pub epoch: u64,
-    /// The first joiner's rank (the span before this view, at the coordinator).
-    pub first: Rank,
     /// The joiners, in rank order.
     pub joiners: Vec<(JoinId, Bytes)>,
 }
 
 impl AdmitNotice {
-    /// The joiners with their ranks.
-    pub fn admitted(&self) -> impl Iterator<Item = Admitted> + '_ {
+    /// The joiners with their ranks, applied at span `first`.
+    pub fn admitted(&self, first: Rank) -> impl Iterator<Item = Admitted> + '_ {
         self.joiners
             .iter()
             .enumerate()
             .map(move |(i, (id, addr))| Admitted {
-                rank: Rank(self.first.0 + i as u32),
+                rank: Rank(first.0.saturating_add(i as u32)),
                 id: *id,
                 addr: addr.clone(),
             })
-    }
-
-    /// The span once this view applies.
-    pub fn span_after(&self) -> u32 {
-        self.first.0.saturating_add(self.joiners.len() as u32)
     }
 
     /// The notice as an xcast payload.
@@ -402,7 +403,6 @@ impl Codec for AdmitNotice {
     }
     fn encode(&self, buf: &mut impl BufMut) {
         buf.put_u64(self.epoch);
-        buf.put_u32(self.first.0);
         buf.put_u32(self.joiners.len() as u32);
         for (id, addr) in &self.joiners {
             id.put(buf);
@@ -412,19 +412,11 @@ impl Codec for AdmitNotice {
     }
     fn decode(r: &mut Reader, limits: &Limits) -> Result<Self, DecodeError> {
         let epoch = crate::wire::counter(r.u64()?)?;
-        let first = r.rank()?;
         let n = r.count(16, limits.max_list)?;
-        if u64::from(first.0) + n as u64 > u64::from(u32::MAX) {
-            return Err(DecodeError::Invalid("admitted ranks past u32"));
-        }
         let joiners = (0..n)
             .map(|_| Ok((JoinId::get(r)?, r.bytes(MAX_ADDR_LEN)?)))
             .collect::<Result<Vec<_>, DecodeError>>()?;
-        Ok(Self {
-            epoch,
-            first,
-            joiners,
-        })
+        Ok(Self { epoch, joiners })
     }
 }
 
@@ -467,7 +459,6 @@ mod tests {
         assert_eq!(JoinReply::decode(retry.encode(), 100), Ok(retry));
         let notice = AdmitNotice {
             epoch: 9,
-            first: Rank(16),
             joiners: vec![(id(), Bytes::from_static(b"a")), (id(), Bytes::new())],
         };
         let lim = Limits::default();
@@ -475,7 +466,8 @@ mod tests {
             AdmitNotice::from_payload(notice.to_payload(), &lim),
             Ok(notice.clone())
         );
-        assert_eq!(notice.span_after(), 18);
+        let ranks: Vec<Rank> = notice.admitted(Rank(16)).map(|a| a.rank).collect();
+        assert_eq!(ranks, [Rank(16), Rank(17)]);
     }
 
     /// Every prefix, every single-byte change and some trailing bytes of each message decode

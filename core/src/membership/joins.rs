@@ -22,6 +22,8 @@ struct Waiting {
     conn: JoinConn,
     addr: Bytes,
     deadline: Instant,
+    /// The coordinator confirmed the admission (rank, epoch) before it was applied here.
+    confirmed: Option<(Rank, u64)>,
 }
 
 /// One join in the coordinator's queue.
@@ -44,9 +46,6 @@ pub(super) struct Joins {
     queue: VecDeque<Queued>,
     queued: BTreeSet<u64>,
     batch_timer: Option<TimerToken>,
-    /// Coordinator: the next rank to give (past every rank it admitted, even before its own
-    /// admission is applied here).
-    next_rank: u32,
     /// Recently admitted nonces: (rank, epoch), oldest first in `admitted_order`.
     admitted: BTreeMap<u64, (Rank, u64)>,
     admitted_order: VecDeque<u64>,
@@ -105,7 +104,7 @@ impl Membership {
     /// Answers `conn` with the admission of rank `rank` at `epoch`, with this rank's tree (it
     /// has applied that admission: `rank` is in its span).
     fn accept(&mut self, ctx: &mut Ctx<'_>, conn: JoinConn, id: JoinId, rank: Rank, epoch: u64) {
-        let span = ctx.tree.layout().span();
+        let span = self.admitted_span;
         let Some(snapshot) = Self::snapshot(ctx, span) else {
             return;
         };
@@ -131,12 +130,9 @@ impl Membership {
             self.retry(ctx, conn, id, RetryReason::NotMember);
             return;
         }
-        if let Some(&(rank, epoch)) = self.j().admitted.get(&id.nonce) {
-            if ctx.tree.layout().contains(rank) {
-                self.accept(ctx, conn, id, rank, epoch);
-                return;
-            }
-        }
+        // Already admitted or not, the coordinator answers (an admission is answered only once
+        // it is applied everywhere, so a joiner never starts with a rank a failover could give
+        // to another).
         let full = self.j().waiting.len() >= ctx.cfg.join.max_pending as usize;
         if full || self.j().waiting.contains_key(&id) {
             self.retry(ctx, conn, id, RetryReason::Busy);
@@ -149,6 +145,7 @@ impl Membership {
                 conn,
                 addr: req.addr.clone(),
                 deadline,
+                confirmed: None,
             },
         );
         self.arm_expiry(ctx, deadline);
@@ -264,11 +261,15 @@ impl Membership {
         match m.admitted {
             // Admitted by a view this rank has applied: answer now; otherwise the admission,
             // when it arrives here, answers.
-            Some((rank, epoch)) if ctx.tree.layout().contains(rank) => {
+            Some((rank, epoch)) if rank.0 < self.admitted_span => {
                 self.j().waiting.remove(&m.id);
                 self.accept(ctx, w.conn, m.id, rank, epoch);
             }
-            Some(_) => {}
+            Some(confirmed) => {
+                if let Some(w) = self.j().waiting.get_mut(&m.id) {
+                    w.confirmed = Some(confirmed);
+                }
+            }
             None => {
                 self.j().waiting.remove(&m.id);
                 self.retry(ctx, w.conn, m.id, RetryReason::Busy);
@@ -314,19 +315,16 @@ impl Membership {
         if joiners.is_empty() {
             return;
         }
-        let first = self.j().next_rank.max(ctx.tree.layout().span());
-        let n = joiners.len() as u32;
-        let Some(next) = first.checked_add(n) else {
-            self.j().stats.joins_refused_busy += u64::from(n);
+        let n = joiners.len() as u64;
+        if u64::from(ctx.tree.layout().span()) + n > u64::from(u32::MAX) {
+            self.j().stats.joins_refused_busy += n;
             return;
-        };
-        self.j().next_rank = next;
+        }
         self.epoch += 1;
         self.j().stats.join_views += 1;
-        self.j().stats.joins_admitted += u64::from(n);
+        self.j().stats.joins_admitted += n;
         let m = AdmitNotice {
             epoch: self.epoch,
-            first: Rank(first),
             joiners,
         };
         ctx.effect(Effect::RootBroadcast {
@@ -335,9 +333,10 @@ impl Membership {
         });
     }
 
-    /// A delivered admission (in op order): the joiners are members as of its epoch. The
-    /// event first (the adapter learns their addresses), then the grow, then the answers of
-    /// the joiners waiting here.
+    /// A delivered admission (in op order): the joiners are members as of its epoch, with
+    /// consecutive ranks from this rank's span (every member applies the same notices in the
+    /// same order, so every member gives the same ranks). The event first (the adapter learns
+    /// their addresses), then the grow, then the answers of the joiners waiting here.
     pub(super) fn on_admit_notice(&mut self, ctx: &mut Ctx<'_>, payload: Bytes) {
         let m = match AdmitNotice::from_payload(payload, &ctx.cfg.limits()) {
             Ok(m) => m,
@@ -346,23 +345,29 @@ impl Membership {
                 return;
             }
         };
+        if self.joiner && m.epoch <= ctx.cfg.epoch {
+            // This joiner's own admission (or an earlier one), forwarded to it after it
+            // started: its snapshot holds it already.
+            return;
+        }
+        let span = self.admitted_span;
+        let Some(new_span) = u32::try_from(m.joiners.len())
+            .ok()
+            .and_then(|n| span.checked_add(n))
+        else {
+            ctx.stats.membership.inconsistent += 1;
+            return;
+        };
         self.epoch = self.epoch.max(m.epoch);
         self.agreed.apply(m.epoch, &[]);
-        let span = ctx.tree.layout().span();
-        let new_span = m.span_after().max(span);
-        if m.first.0 != span {
-            // Ranks given past a span this rank does not hold (a local grow command, or a
-            // notice it cannot place): applied, and counted.
-            ctx.stats.membership.inconsistent += 1;
-        }
-        let joiners: Vec<Admitted> = m.admitted().collect();
+        self.admitted_span = new_span;
+        let joiners: Vec<Admitted> = m.admitted(Rank(span)).collect();
         for a in &joiners {
             self.remember(ctx, a.id.nonce, a.rank, m.epoch);
             if self.j().queued.remove(&a.id.nonce) {
                 self.j().queue.retain(|q| q.id.nonce != a.id.nonce);
             }
         }
-        self.j().next_rank = self.j().next_rank.max(new_span);
         let dead_now = ctx.tree.dead().iter().filter(|r| r.0 < new_span).count() as u32;
         ctx.effect(Effect::Event(
             MembershipEvent::Joined {
@@ -372,53 +377,52 @@ impl Membership {
             }
             .into(),
         ));
-        if new_span > span {
+        if new_span > ctx.tree.layout().span() {
             ctx.effect(Effect::Grow { new_span });
         }
-        // The joiners waiting here get their answers with the tree as of this view.
+        // The requests waiting here that this view admits, or that the coordinator confirmed
+        // and this view makes applicable, are answered with the tree as of this view (a
+        // nonce admitted twice, after a failover, keeps its first rank).
+        let j = self.j();
+        let ready: Vec<(JoinId, Rank, u64)> = j
+            .waiting
+            .iter()
+            .filter_map(|(id, w)| {
+                let by_nonce = j.admitted.get(&id.nonce).copied();
+                by_nonce.or(w.confirmed).map(|(r, e)| (*id, r, e))
+            })
+            .filter(|&(_, r, _)| r.0 < new_span)
+            .collect();
+        if ready.is_empty() {
+            return;
+        }
         let Some(snapshot) = Self::snapshot(ctx, new_span) else {
             return;
         };
-        for a in joiners {
-            let ids: Vec<JoinId> = self
-                .j()
-                .waiting
-                .range(
-                    JoinId {
-                        nonce: a.id.nonce,
-                        seq: 0,
-                    }..=JoinId {
-                        nonce: a.id.nonce,
-                        seq: u32::MAX,
-                    },
-                )
-                .map(|(id, _)| *id)
-                .collect();
-            for id in ids {
-                let Some(w) = self.j().waiting.remove(&id) else {
-                    continue;
-                };
-                self.j().stats.join_accepts_sent += 1;
-                let adm = Admission {
-                    rank: a.rank,
-                    epoch: m.epoch,
-                    snapshot: snapshot.clone(),
-                };
-                self.j().replies.push_back((
-                    w.conn,
-                    JoinReply {
-                        id,
-                        verdict: JoinVerdict::Accepted(adm),
-                    },
-                ));
-            }
+        for (id, rank, epoch) in ready {
+            let Some(w) = self.j().waiting.remove(&id) else {
+                continue;
+            };
+            let a = Admission {
+                rank,
+                epoch,
+                snapshot: snapshot.clone(),
+            };
+            self.answer(w.conn, id, JoinVerdict::Accepted(a));
         }
     }
 
+    /// Remembers a nonce's admission; a nonce admitted again (a retry that reached a new
+    /// coordinator before its predecessor's admission did) keeps its first rank: the second
+    /// is a rank nobody starts, removed once its join grace is over.
     fn remember(&mut self, ctx: &Ctx<'_>, nonce: u64, rank: Rank, epoch: u64) {
-        if self.j().admitted.insert(nonce, (rank, epoch)).is_none() {
-            self.j().admitted_order.push_back(nonce);
+        let j = self.j();
+        if j.admitted.contains_key(&nonce) {
+            j.stats.joins_readmitted += 1;
+            return;
         }
+        j.admitted.insert(nonce, (rank, epoch));
+        j.admitted_order.push_back(nonce);
         while self.j().admitted_order.len() > ctx.cfg.join.remembered as usize {
             if let Some(old) = self.j().admitted_order.pop_front() {
                 self.j().admitted.remove(&old);
@@ -434,9 +438,10 @@ impl Membership {
             return;
         }
         let coord = Self::coordinator(ctx);
-        if coord != Some(ctx.me()) && !self.j().queue.is_empty() {
-            self.j().queue.clear();
-            self.j().queued.clear();
+        if coord != Some(ctx.me()) {
+            let j = self.j();
+            j.queue.clear();
+            j.queued.clear();
         }
         if coord.is_none() || coord == self.j().forwarded_to || self.j().waiting.is_empty() {
             return;

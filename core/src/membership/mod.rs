@@ -189,6 +189,10 @@ pub(crate) struct Membership {
     /// (held until it completes), then its mark. A repair's members change can cause another
     /// repair before its own completes; the inner one's decisions and mark sit above.
     repairs: Vec<Owed>,
+    /// The span as of the admissions applied here (and grows granted out of band): the next
+    /// admission numbers its joiners from here. The tree's span may run ahead of it (see
+    /// `Node::catch_up_span`).
+    admitted_span: u32,
     /// Joins: a contact's waiting requests, the coordinator's queue, recent admissions
     /// (boxed on first use).
     joins: Option<Box<joins::Joins>>,
@@ -206,6 +210,11 @@ enum Owed {
 }
 
 impl Membership {
+    /// A grow granted out of band ([`crate::Node::grow`]): its ranks are members.
+    pub(crate) fn note_granted_span(&mut self, span: u32) {
+        self.admitted_span = self.admitted_span.max(span);
+    }
+
     /// Join counters (zero until this rank's first join traffic).
     pub(crate) fn join_stats(&self) -> crate::join::JoinStats {
         self.joins
@@ -234,9 +243,10 @@ impl Membership {
         self.epoch
     }
 
-    /// The view the root's notices applied here have made (see [`MembershipView`]).
-    pub(crate) fn view(&self, span: u32) -> MembershipView {
-        self.agreed.view(span)
+    /// The view the root's notices applied here have made (see [`MembershipView`]); its span
+    /// is the admissions' (the tree's may run ahead of it).
+    pub(crate) fn view(&self) -> MembershipView {
+        self.agreed.view(self.admitted_span)
     }
 
     /// Reacts to a view change: adoption notices first (so they precede xcast's replays on each
@@ -714,6 +724,7 @@ impl Machine for Membership {
         let mut m = Self {
             joiner: cfg.joiner,
             epoch: cfg.epoch,
+            admitted_span: cfg.span,
             ..Self::default()
         };
         m.agreed.epoch = cfg.epoch;

@@ -87,6 +87,8 @@ impl Node {
     pub fn grow(&mut self, now: Instant, new_span: u32) -> Result<(), CommandError> {
         self.clamp(now);
         self.grow_span(new_span)?;
+        // Ranks granted out of band are members: later admissions number past them.
+        self.m.membership.note_granted_span(new_span);
         self.drive_xcast();
         Ok(())
     }

@@ -127,6 +127,37 @@ machines! {
 }
 
 impl Node {
+    /// A tree neighbour's adoption or lineage notice computed under a larger span: this rank
+    /// is behind on admissions. They reach it through its parent, which a grow may have made a
+    /// joiner that is not running yet (or one that failed before it started); until this rank
+    /// holds the larger span it cannot read its new parent's lineage, so it would never learn
+    /// that its parent is gone. The tree grows first, so the notice's lineage is reconciled
+    /// and the tree repaired; the admissions themselves (their events, the ranks they give)
+    /// follow in op order. Not believed past `join.max_per_view` × 64 ranks ahead, or where the
+    /// tree would grow deeper than `max_list` (lineages must stay within the frame limits).
+    fn catch_up_span(&mut self, msg: &Message) {
+        use crate::membership::MembershipMsg;
+        let span = match msg {
+            Message::Membership(MembershipMsg::Adopt(m)) => m.span,
+            Message::Membership(MembershipMsg::Lineage(m)) => m.span,
+            _ => return,
+        };
+        let now = self.tree.layout().span();
+        let bound = u64::from(self.cfg.join.max_per_view) * 64;
+        if span <= now || u64::from(span - now) > bound {
+            return;
+        }
+        let Ok(layout) = self.tree.layout().with_span(span) else {
+            return;
+        };
+        if layout.max_depth() >= self.cfg.max_list {
+            return;
+        }
+        if self.grow_span(span).is_ok() {
+            self.stats.membership.spans_caught_up += 1;
+        }
+    }
+
     /// One whole frame: peer checks, decode, the machine's admission check, then the machine.
     /// Nothing changes before the frame has decoded completely; every refusal is counted.
     pub(super) fn dispatch_frame(&mut self, from: Rank, frame: Bytes) {
@@ -155,6 +186,7 @@ impl Node {
             return;
         }
         self.frame_from_to_machines(from);
+        self.catch_up_span(&msg);
         self.dispatch_message(from, msg);
     }
 }

@@ -49,6 +49,6 @@ impl Node {
     /// ranks removed as of it. Members that applied the same epoch hold the same view; a data
     /// plane sizes its communicator from it (see [`MembershipView`](crate::MembershipView)).
     pub fn view(&self) -> crate::MembershipView {
-        self.m.membership.view(self.tree().layout().span())
+        self.m.membership.view()
     }
 }

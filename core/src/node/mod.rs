@@ -82,6 +82,8 @@ pub struct Node {
     stats: Stats,
     /// Effects pushed by the machine call in progress (empty between calls).
     effects: Vec<Effect>,
+    /// A span an admission being delivered grows to, applied once its op is forwarded.
+    pending_grow: u32,
 }
 
 impl Node {
@@ -131,6 +133,7 @@ impl Node {
             out: Outbox::default(),
             stats: Stats::default(),
             effects: Vec::new(),
+            pending_grow: 0,
         };
         node.start_machines();
         Ok(node)

@@ -65,10 +65,9 @@ impl Node {
                 suspected,
                 watching,
             } => run!(self, membership.on_reachability(suspected, watching)),
+            // Applied once the op that caused it is forwarded (see `drive_xcast`).
             Effect::Grow { new_span } => {
-                if self.grow_span(new_span).is_err() {
-                    self.stats.membership.inconsistent += 1;
-                }
+                self.pending_grow = self.pending_grow.max(new_span);
             }
             Effect::Event(e) => ctx!(self).event(e),
         }
@@ -153,6 +152,20 @@ impl Node {
                 });
             }
             run!(self, xcast.processed(d.op));
+            self.apply_pending_grow();
+        }
+    }
+
+    /// Applies a grow an admission asked for, after its op went on to this rank's children
+    /// in the tree *before* the grow: the ranks it admits may move into dead slots and
+    /// re-parent this rank's children under a joiner that has not started (or under a
+    /// rank that has not applied the admission yet), so the admission travels the tree every
+    /// member still agrees on; each rank then grows, and the new parents adopt their
+    /// children.
+    fn apply_pending_grow(&mut self) {
+        let new_span = std::mem::take(&mut self.pending_grow);
+        if new_span > self.tree.layout().span() && self.grow_span(new_span).is_err() {
+            self.stats.membership.inconsistent += 1;
         }
     }
 }

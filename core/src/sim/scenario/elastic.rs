@@ -78,6 +78,30 @@ impl ElasticParams {
         }
     }
 
+    /// A shape drawn from `seed`: members log-uniform in `24..=max`, `joins_per_64` joiners
+    /// per 64 members (at least one), one contact for all in a fifth of the runs (else 1–4
+    /// each), a skew of 50 ms to 3 s, up to 2 contact crashes, a coordinator crash in a quarter
+    /// of the runs, up to 2 joiner crashes and up to 3 starved members.
+    pub fn varied(radix: u32, seed: u64, max: u32, joins_per_64: u32) -> Self {
+        let mut rng = Rng::new(seed).fork(0x7661_7279);
+        let (lo, hi) = (24f64.ln(), f64::from(max.max(24)).ln());
+        let u = rng.below(1 << 20) as f64 / f64::from(1u32 << 20);
+        let ranks = ((lo + (hi - lo) * u).exp().round() as u32).clamp(24, max.max(24));
+        let joins = (ranks * joins_per_64 / 64).max(1);
+        let mut p = Self::new(ranks, radix, seed, joins);
+        p.contacts = if rng.chance(0.2) {
+            0
+        } else {
+            1 + rng.below(4) as u32
+        };
+        p.skew_ms = 50 + rng.below(3_000);
+        p.contact_crashes = rng.below(3) as u32;
+        p.crash_coordinator = rng.chance(0.25);
+        p.joiner_crashes = (rng.below(3) as u32).min(p.joins);
+        p.starved = rng.below(4) as u32;
+        p
+    }
+
     /// The command line that replays this run.
     pub fn replay_command(&self) -> String {
         format!(
@@ -254,7 +278,13 @@ pub fn run_elastic(p: &ElasticParams, hooks: Hooks) -> Result<ElasticReport, Sim
             if let Some(&r) = crashed.get(j as usize) {
                 c.push(r);
             }
-            while c.len() < p.contacts.min(p.ranks) as usize {
+            // A joiner whose first contact will crash has another to turn to.
+            let want = if c.is_empty() {
+                p.contacts
+            } else {
+                p.contacts.max(2)
+            };
+            while c.len() < want.min(p.ranks) as usize {
                 let r = Rank(rng.below(u64::from(p.ranks)) as u32);
                 if !c.contains(&r) {
                     c.push(r);
@@ -378,8 +408,16 @@ pub fn run_elastic(p: &ElasticParams, hooks: Hooks) -> Result<ElasticReport, Sim
         .unwrap_or(0);
     report.span = span;
     for &r in &live {
-        if w.node(r).is_some_and(|n| n.tree().layout().span() != span) {
+        if let Some(n) = w.node(r).filter(|n| n.tree().layout().span() != span) {
             report.span_disagreements += 1;
+            if report.span_disagreements <= 3 {
+                report.violations.push(format!(
+                    "rank {} holds span {} (others {span}), epoch {}",
+                    r.0,
+                    n.tree().layout().span(),
+                    n.view().epoch
+                ));
+            }
         }
         if obs.final_sent && obs.final_got.get(&r).copied() != Some(1) {
             report.xcast_missing += 1;
@@ -432,6 +470,24 @@ mod tests {
             p.contact_crashes = 2;
             p.crash_coordinator = seed % 2 == 0;
             p.joiner_crashes = 2;
+            check(&p);
+        }
+    }
+
+    /// Shapes drawn from the seed (24 to 512 members, every fault kind mixed), then two at
+    /// 4,096 members: the oracle holds in every run. `lifeline sim elastic --vary --seeds 1000
+    /// --ranks 4096` is the long form.
+    #[test]
+    fn varied_runs_hold_the_oracle() {
+        for seed in 0..40 {
+            check(&ElasticParams::varied(16, seed, 512, 8));
+        }
+        for seed in [7, 8] {
+            let mut p = ElasticParams::new(4096, 64, seed, 64);
+            p.contact_crashes = 2;
+            p.crash_coordinator = seed % 2 == 0;
+            p.joiner_crashes = 2;
+            p.starved = 3;
             check(&p);
         }
     }
