@@ -55,6 +55,7 @@ use crate::xcast;
 mod alerts;
 mod cause;
 mod config;
+mod corroborate;
 mod event;
 mod links;
 mod stats;
@@ -71,8 +72,8 @@ pub use stats::MembershipStats;
 pub use timer::MembershipTimer;
 pub use view::MembershipView;
 pub use wire::{
-    AdoptMsg, AlertEntry, AlertMsg, EvictedMsg, GlobalFailureMsg, LineageMsg, MembershipMsg,
-    RemovedMsg, UnreachableMsg,
+    AdoptMsg, AlertEntry, AlertMsg, CorroborateMsg, CorroborateOp, EvictedMsg, GlobalFailureMsg,
+    LineageMsg, MembershipMsg, RemovedMsg, UnreachableMsg,
 };
 
 /// What the coordinator holds about one subject.
@@ -159,6 +160,10 @@ pub(crate) struct Membership {
     /// Coordinator: standing evidence per subject.
     reports: BTreeMap<Rank, Reports>,
     decide_timer: Option<TimerToken>,
+    /// When the decide timer fires.
+    decide_due: Option<Instant>,
+    /// Refused dials being corroborated, probes, overload holds (`corroborate.rs`).
+    corroboration: corroborate::Corroboration,
     /// Removed ranks last told of their removal, and when.
     fenced: BTreeMap<Rank, Instant>,
     /// This rank learned it was removed.
@@ -588,6 +593,7 @@ impl Membership {
             return;
         }
         self.decide_timer = None;
+        self.decide_due = None;
         self.decide(ctx);
     }
 
@@ -717,6 +723,7 @@ impl Machine for Membership {
         self.suspects.retain(|s, _| tree.is_alive(*s));
         self.own.retain(|s, _| tree.is_alive(*s));
         self.gray.retain(|p, _| tree.is_alive(*p));
+        self.corroboration.retain_alive(|r| tree.is_alive(r));
         // The rings are a function of the live set.
         self.observers.clear();
     }
@@ -779,6 +786,7 @@ impl Machine for Membership {
             MembershipMsg::Evicted(m) => self.on_evicted_msg(ctx, m),
             MembershipMsg::Removed(m) => self.on_removed(ctx, from, m),
             MembershipMsg::Unreachable(m) => self.on_unreachable(ctx, from, m),
+            MembershipMsg::Corroborate(m) => self.on_corroborate(ctx, from, m),
         }
     }
 
@@ -788,6 +796,7 @@ impl Machine for Membership {
             MembershipTimer::Alerts => self.on_alert_timer(ctx, token),
             MembershipTimer::Decide => self.on_decide_timer(ctx, token),
             MembershipTimer::Gray(peer) => self.on_gray_timer(ctx, peer),
+            MembershipTimer::Corroborate(subject) => self.on_corroborate_timer(ctx, subject),
         }
     }
 }

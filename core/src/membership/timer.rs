@@ -12,4 +12,7 @@ pub enum MembershipTimer {
     Decide,
     /// The gray timeout of the tree link to this rank (re-armed while it stands).
     Gray(crate::tree::Rank),
+    /// Coordinator: a refused dial about this rank was not corroborated or refuted in
+    /// `corroborate_timeout` (or its overload hold ended): settle it.
+    Corroborate(crate::tree::Rank),
 }
