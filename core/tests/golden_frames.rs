@@ -6,7 +6,7 @@
 //! `LIFELINE_BLESS=1 cargo test -p lifeline-core --test golden_frames`.
 
 use bytes::Bytes;
-use lifeline_core::membership::{RemovalCause, UnreachableMsg};
+use lifeline_core::membership::{CorroborateMsg, CorroborateOp, RemovalCause, UnreachableMsg};
 use lifeline_core::relm::Uid;
 use lifeline_core::tree::Rank;
 use lifeline_core::wire::MembershipMsg;
@@ -220,6 +220,13 @@ fn frames() -> Vec<(&'static str, Bytes)> {
         (
             "unreachable",
             Message::from(UnreachableMsg { peer: Rank(12) }),
+        ),
+        (
+            "corroborate",
+            Message::from(CorroborateMsg {
+                op: CorroborateOp::Refused,
+                subject: Rank(9),
+            }),
         ),
     ];
     let msgs: Vec<(&'static str, Message)> =

@@ -48,7 +48,8 @@ use lifeline_core::wire::{
     SyncMsg, UidRange, HEADER_LEN, VERSION,
 };
 use lifeline_core::wire::{
-    AlertEntry, AlertMsg, EvictedMsg, MembershipMsg, RelmMsg, RemovedMsg, UnreachableMsg, XcastMsg,
+    AlertEntry, AlertMsg, CorroborateMsg, CorroborateOp, EvictedMsg, MembershipMsg, RelmMsg,
+    RemovedMsg, UnreachableMsg, XcastMsg,
 };
 use lifeline_core::{
     xcast, CommandError, Config, Duration, Event, FloodEvent, Instant, LinkCause, MembershipEvent,
@@ -531,6 +532,27 @@ fn samples() -> Vec<Sample> {
         fixed(
             "unreachable/outside-span",
             Message::from(UnreachableMsg { peer: Rank(SPAN) }),
+        ),
+        fixed(
+            "corroborate/refused",
+            Message::from(CorroborateMsg {
+                op: CorroborateOp::Refused,
+                subject: Rank(21),
+            }),
+        ),
+        fixed(
+            "corroborate/probe-outside-span",
+            Message::from(CorroborateMsg {
+                op: CorroborateOp::Probe,
+                subject: Rank(SPAN),
+            }),
+        ),
+        fixed(
+            "corroborate/pong-of-another",
+            Message::from(CorroborateMsg {
+                op: CorroborateOp::Pong,
+                subject: Rank(3),
+            }),
         ),
         relm_link(
             "relm-link/wrong-depth",

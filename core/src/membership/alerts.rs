@@ -220,7 +220,7 @@ impl Membership {
     /// every notice). The root floods the removal again as its own decision, at most once per
     /// ten detector periods per rank, and not within two periods of learning the death
     /// (evidence sent before it was in flight).
-    pub(super) fn missed_removal(&mut self, ctx: &mut Ctx<'_>, subject: Rank) {
+    fn missed_removal(&mut self, ctx: &mut Ctx<'_>, subject: Rank) {
         if !ctx.tree.view().is_some_and(|v| v.is_root()) || !ctx.tree.layout().contains(subject) {
             return;
         }

@@ -14,8 +14,10 @@
 //!   itself ([`CorroborateOp::Ping`]) unless its own dial was the one refused;
 //! - a refusal from a **second rank** (a prober's dial, the coordinator's own, or another
 //!   observer's report: a killed process refuses everyone linked to it within a millisecond)
-//!   decides the removal, cause [`RemovalCause::LinkLost`], through the usual decision flood and
-//!   global notice;
+//!   decides the removal, cause [`RemovalCause::LinkLost`]: a death learned at the coordinator
+//!   (the root of the view without the subject), announced in its next global notice, and at
+//!   every rank that reported the refusal ([`CorroborateOp::Dead`]: they were linked to the
+//!   subject, so the tree around it is repaired at once), as hard evidence always was;
 //! - an answer refutes the case: the subject's [`CorroborateOp::Pong`] or a new link to it at
 //!   the coordinator, or at a prober (which says so with [`CorroborateOp::Contact`]). Only an
 //!   answer to a ping sent after the case opened counts, or a link made since: a frame the
@@ -50,9 +52,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::{CorroborateMsg, CorroborateOp, Membership, MembershipTimer, RemovalCause};
-use crate::machine::Ctx;
+use crate::machine::{Ctx, Effect};
 use crate::time::Instant;
-use crate::tree::Rank;
+use crate::tree::{Rank, Scope};
 
 /// Coordinator: one refused dial's case.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -70,14 +72,40 @@ pub(super) struct Corroboration {
     cases: BTreeMap<Rank, Refusal>,
     /// Prober: subjects a coordinator asked this rank to dial: (that coordinator, until when).
     probing: BTreeMap<Rank, (Rank, Instant)>,
-    /// This rank's refused-dial reports, per subject: when last sent.
-    sent: BTreeMap<Rank, Instant>,
+    /// This rank's refused-dial reports, per subject: when last sent, and to whom.
+    sent: BTreeMap<Rank, (Instant, Rank)>,
     /// Coordinator: subjects whose removal the overload hold keeps back (each counted once).
     held: BTreeSet<Rank>,
     /// Coordinator: when each subject's accusation (down evidence of any kind) first arrived;
     /// kept for `membership.overload_window`, removed subjects included, and while the
     /// evidence stands.
     accused: BTreeMap<Rank, Instant>,
+}
+
+impl Membership {
+    /// The live set changed: a refusal reported within `membership.corroborate_timeout` to a
+    /// coordinator that is no longer the subject's (it was removed: frozen, or cut off) goes to
+    /// the new one.
+    pub(super) fn resend_refusals(&mut self, ctx: &mut Ctx<'_>) {
+        let Some(c) = self.corroboration.as_deref_mut() else {
+            return;
+        };
+        let every = ctx.cfg.membership.corroborate_timeout;
+        let moved: Vec<Rank> = c
+            .sent
+            .iter()
+            .filter(|(&s, &(t, to))| {
+                ctx.now < t + every && ctx.tree.root_without(s).is_some_and(|n| n != to)
+            })
+            .map(|(&s, _)| s)
+            .collect();
+        for &s in &moved {
+            c.sent.remove(&s);
+        }
+        for s in moved {
+            self.dial_refused(ctx, s);
+        }
+    }
 }
 
 impl Corroboration {
@@ -91,6 +119,12 @@ impl Corroboration {
 }
 
 impl Membership {
+    /// The corroboration state, made on first use (a rank without the detector never needs
+    /// it: the node's inline size stays as it was).
+    fn corr(&mut self) -> &mut Corroboration {
+        self.corroboration.get_or_insert_with(Box::default)
+    }
+
     /// This rank's fresh dial to `peer` was refused (detector on): reported to the subject's
     /// coordinator (or, for a probe, to the coordinator that asked), never a verdict here.
     pub(super) fn dial_refused(&mut self, ctx: &mut Ctx<'_>, peer: Rank) {
@@ -98,7 +132,7 @@ impl Membership {
             return;
         }
         let me = ctx.me();
-        let asked = self.corroboration.probing.remove(&peer).map(|(c, _)| c);
+        let asked = self.corr().probing.remove(&peer).map(|(c, _)| c);
         let Some(coordinator) = asked.or_else(|| ctx.tree.root_without(peer)) else {
             return;
         };
@@ -107,11 +141,11 @@ impl Membership {
             return;
         }
         let every = ctx.cfg.membership.corroborate_timeout;
-        let c = &mut self.corroboration;
-        if asked.is_none() && c.sent.get(&peer).is_some_and(|&t| ctx.now < t + every) {
+        let c = self.corr();
+        if asked.is_none() && c.sent.get(&peer).is_some_and(|&(t, _)| ctx.now < t + every) {
             return;
         }
-        c.sent.insert(peer, ctx.now);
+        c.sent.insert(peer, (ctx.now, coordinator));
         ctx.stats.membership.refusals_out += 1;
         let m = CorroborateMsg {
             op: CorroborateOp::Refused,
@@ -139,6 +173,14 @@ impl Membership {
             }
             CorroborateOp::Pong if m.subject == from => self.contact(ctx, from),
             CorroborateOp::Contact if ctx.tree.is_alive(from) => self.refute(ctx, m.subject),
+            // Only a rank that reported the subject refused hears the verdict.
+            CorroborateOp::Dead if self.corr().sent.contains_key(&m.subject) => {
+                self.corr().sent.remove(&m.subject);
+                ctx.effect(Effect::Deaths {
+                    ranks: vec![m.subject],
+                    scope: Scope::Local,
+                });
+            }
             _ => ctx.stats.membership.stale += 1,
         }
     }
@@ -147,7 +189,7 @@ impl Membership {
     /// it is refuted; a prober tells the coordinator that asked.
     pub(super) fn contact(&mut self, ctx: &mut Ctx<'_>, peer: Rank) {
         self.refute(ctx, peer);
-        if let Some((coordinator, until)) = self.corroboration.probing.remove(&peer) {
+        if let Some((coordinator, until)) = self.corr().probing.remove(&peer) {
             if ctx.now < until && coordinator != ctx.me() {
                 let m = CorroborateMsg {
                     op: CorroborateOp::Contact,
@@ -160,7 +202,7 @@ impl Membership {
 
     /// Coordinator: drops the case about `subject`, refuted.
     fn refute(&mut self, ctx: &mut Ctx<'_>, subject: Rank) {
-        let c = &mut self.corroboration;
+        let c = self.corr();
         if c.cases.remove(&subject).is_some() {
             c.held.remove(&subject);
             ctx.stats.membership.refusals_refuted += 1;
@@ -172,20 +214,26 @@ impl Membership {
     fn on_refused(&mut self, ctx: &mut Ctx<'_>, witness: Rank, subject: Rank) {
         ctx.stats.membership.refusals_in += 1;
         let me = ctx.me();
-        if !ctx.tree.is_alive(subject) {
-            // Its sender missed the removal (or it was in flight).
-            self.missed_removal(ctx, subject);
-            ctx.stats.membership.stale += 1;
+        // About a rank dead here already: its reporter is told (it was linked to it).
+        if !ctx.tree.is_alive(subject) && ctx.tree.is_alive(witness) && witness != me {
+            let m = CorroborateMsg {
+                op: CorroborateOp::Dead,
+                subject,
+            };
+            ctx.send(witness, m);
             return;
         }
-        if !ctx.tree.is_alive(witness) || ctx.tree.root_without(subject) != Some(me) {
+        if !ctx.tree.is_alive(subject)
+            || !ctx.tree.is_alive(witness)
+            || ctx.tree.root_without(subject) != Some(me)
+        {
             ctx.stats.membership.stale += 1;
             return;
         }
         let now = ctx.now;
         self.accuse(now, subject);
-        let fresh = !self.corroboration.cases.contains_key(&subject);
-        self.corroboration
+        let fresh = !self.corr().cases.contains_key(&subject);
+        self.corr()
             .cases
             .entry(subject)
             .or_insert_with(|| Refusal {
@@ -206,7 +254,7 @@ impl Membership {
     /// pings it itself unless its own dial was the one refused.
     fn ask_probes(&mut self, ctx: &mut Ctx<'_>, subject: Rank) {
         let me = ctx.me();
-        let Some(case) = self.corroboration.cases.get(&subject) else {
+        let Some(case) = self.corr().cases.get(&subject) else {
             return;
         };
         let witnesses = case.witnesses.clone();
@@ -243,7 +291,7 @@ impl Membership {
             return;
         }
         let until = ctx.now + ctx.cfg.membership.corroborate_timeout;
-        self.corroboration.probing.insert(subject, (from, until));
+        self.corr().probing.insert(subject, (from, until));
         let ping = CorroborateMsg {
             op: CorroborateOp::Ping,
             subject,
@@ -254,7 +302,7 @@ impl Membership {
     /// Coordinator: removes `subject` once two ranks' dials were refused (one, when the view
     /// holds only this coordinator besides it), unless the overload hold keeps it back.
     fn settle_refusal(&mut self, ctx: &mut Ctx<'_>, subject: Rank) {
-        let Some(case) = self.corroboration.cases.get(&subject) else {
+        let Some(case) = self.corr().cases.get(&subject) else {
             return;
         };
         let members = ctx.tree.layout().span() as usize - ctx.tree.dead().len();
@@ -266,18 +314,42 @@ impl Membership {
             ctx.timers.set(MembershipTimer::Corroborate(subject), at);
             return;
         }
-        self.corroboration.cases.remove(&subject);
-        self.corroboration.held.remove(&subject);
+        let witnesses = self
+            .corr()
+            .cases
+            .remove(&subject)
+            .map(|c| c.witnesses)
+            .unwrap_or_default();
+        self.corr().held.remove(&subject);
         ctx.timers.cancel(MembershipTimer::Corroborate(subject));
-        // Its soft evidence is moot too: one decision.
+        // The ranks that reported it were linked to it: they repair around it at once, as
+        // they did when a refused dial was a verdict.
+        let me = ctx.me();
+        let dead = CorroborateMsg {
+            op: CorroborateOp::Dead,
+            subject,
+        };
+        ctx.send_all(witnesses.into_iter().filter(|&w| w != me), dead);
+        // Its soft evidence is moot too.
         self.reports.remove(&subject);
-        self.remove(ctx, vec![subject], RemovalCause::LinkLost);
+        // A death learned here, as hard evidence always was: this coordinator is the root of
+        // the view without the subject, so it announces it in the next global notice. No
+        // decision flood: the ranks linked to a killed process saw their own dials refused and
+        // are told above (later reporters when their report arrives), so the tree around it
+        // is repaired where it matters, and the coordinator's links carry only the notice.
+        self.recent_removals.push((ctx.now, 1));
+        ctx.stats.membership.removed_on_evidence += 1;
+        self.causes.insert(subject, RemovalCause::LinkLost);
+        ctx.effect(Effect::Deaths {
+            ranks: vec![subject],
+            scope: Scope::Local,
+        });
     }
 
     /// A case's timer: the overload hold ended (settle it), or the case was neither
     /// corroborated nor refuted in time (drop it: the observers decide).
     pub(super) fn on_corroborate_timer(&mut self, ctx: &mut Ctx<'_>, subject: Rank) {
-        let Some(case) = self.corroboration.cases.get(&subject) else {
+        let Some(case) = self.corr().cases.get(&subject) else {
             return;
         };
         let members = ctx.tree.layout().span() as usize - ctx.tree.dead().len();
@@ -290,26 +362,26 @@ impl Membership {
             ctx.timers.set(MembershipTimer::Corroborate(subject), due);
             return;
         }
-        self.corroboration.cases.remove(&subject);
-        self.corroboration.held.remove(&subject);
+        self.corr().cases.remove(&subject);
+        self.corr().held.remove(&subject);
         ctx.stats.membership.refusals_unconfirmed += 1;
     }
 
     /// Coordinator: down evidence about `subject` arrived (the overload hold counts it).
     pub(super) fn accuse(&mut self, now: Instant, subject: Rank) {
-        self.corroboration.accused.entry(subject).or_insert(now);
+        self.corr().accused.entry(subject).or_insert(now);
     }
 
     /// The overload hold: when the decision about `subject` may be made, if it must wait
     /// (counted once per subject). Evidence that stood for `membership.overload_window` since
     /// the subject was first accused is never held.
     pub(super) fn overload_holds(&mut self, ctx: &mut Ctx<'_>, subject: Rank) -> Option<Instant> {
-        let first = self.corroboration.accused.get(&subject).copied()?;
+        let first = self.corr().accused.get(&subject).copied()?;
         let release = first + ctx.cfg.membership.overload_window;
         if ctx.now >= release || !self.overloaded(ctx) {
             return None;
         }
-        if self.corroboration.held.insert(subject) {
+        if self.corr().held.insert(subject) {
             ctx.stats.membership.decisions_held_overload += 1;
         }
         Some(release)
@@ -322,15 +394,15 @@ impl Membership {
     pub(super) fn overloaded(&mut self, ctx: &Ctx<'_>) -> bool {
         let m = &ctx.cfg.membership;
         let (now, window) = (ctx.now, m.overload_window);
+        let c = self.corroboration.get_or_insert_with(Box::default);
         let reports = &self.reports;
-        let cases = &self.corroboration.cases;
+        let cases = &c.cases;
         let standing =
             |s: &Rank| cases.contains_key(s) || reports.get(s).is_some_and(|r| r.downs() > 0);
-        self.corroboration
-            .accused
-            .retain(|s, t| now < *t + window || standing(s));
+        let accused = &mut c.accused;
+        accused.retain(|s, t| now < *t + window || standing(s));
         let (mut n, mut gone) = (0u64, 0u64);
-        for (&s, &t) in &self.corroboration.accused {
+        for (&s, &t) in accused.iter() {
             if now < t + window {
                 n += 1;
                 gone += u64::from(!ctx.tree.is_alive(s));
@@ -342,10 +414,12 @@ impl Membership {
 
     /// Forgets overload holds of subjects no longer accused.
     pub(super) fn release_unaccused(&mut self) {
+        let Some(c) = self.corroboration.as_deref_mut() else {
+            return;
+        };
         let reports = &self.reports;
-        let cases = &self.corroboration.cases;
-        self.corroboration
-            .held
+        let cases = &c.cases;
+        c.held
             .retain(|s| cases.contains_key(s) || reports.get(s).is_some_and(|r| r.downs() > 0));
     }
 }

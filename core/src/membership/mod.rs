@@ -163,7 +163,7 @@ pub(crate) struct Membership {
     /// When the decide timer fires.
     decide_due: Option<Instant>,
     /// Refused dials being corroborated, probes, overload holds (`corroborate.rs`).
-    corroboration: corroborate::Corroboration,
+    corroboration: Option<Box<corroborate::Corroboration>>,
     /// Removed ranks last told of their removal, and when.
     fenced: BTreeMap<Rank, Instant>,
     /// This rank learned it was removed.
@@ -723,7 +723,9 @@ impl Machine for Membership {
         self.suspects.retain(|s, _| tree.is_alive(*s));
         self.own.retain(|s, _| tree.is_alive(*s));
         self.gray.retain(|p, _| tree.is_alive(*p));
-        self.corroboration.retain_alive(|r| tree.is_alive(r));
+        if let Some(c) = self.corroboration.as_mut() {
+            c.retain_alive(|r| tree.is_alive(r));
+        }
         // The rings are a function of the live set.
         self.observers.clear();
     }
@@ -738,6 +740,7 @@ impl Machine for Membership {
             return;
         };
         self.repairs.pop();
+        self.resend_refusals(ctx);
         if change.grown {
             self.adopt_children(ctx);
             if !hello_sent {

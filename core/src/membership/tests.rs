@@ -5,9 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{
-    AlertEntry, AlertMsg, CorroborateMsg, CorroborateOp, MembershipEvent, MembershipMsg,
-};
+use super::{AlertEntry, AlertMsg, CorroborateMsg, CorroborateOp, MembershipEvent, MembershipMsg};
 use crate::event::Event;
 use crate::sim::{Fault, Observer, Sim, SimConfig, World};
 use crate::time::{Duration, Instant};
@@ -851,16 +849,37 @@ fn the_coordinator_removes_on_a_second_refusal_only() {
     assert_eq!(probes.len(), 2, "{out:?}");
     assert!(probes.iter().all(|p| obs.contains(p) && *p != obs[0]));
     assert!(out.contains(&(subject, CorroborateMsg { op: Ping, subject })));
-    // A probed observer's dial is refused too: removed.
+    // A probed observer's dial is refused too: dead here (announced in the next notice), and
+    // both reporters told.
     n.handle_frame(t, probes[0], corroborate(Refused, subject));
     assert!(!n.tree().is_alive(subject), "two ranks' word");
-    let removed = sent_removals(&mut n);
-    assert!(removed
+    let out = sent_corroboration(&mut n);
+    let told: Vec<Rank> = out
         .iter()
-        .all(|m| m.ranks == [subject] && m.cause == super::RemovalCause::LinkLost));
-    assert!(!removed.is_empty());
+        .filter(|(_, m)| m.op == Dead && m.subject == subject)
+        .map(|(to, _)| *to)
+        .collect();
+    assert_eq!(told, [obs[0].min(probes[0]), obs[0].max(probes[0])]);
+    // A late reporter is told too.
+    n.handle_frame(t, obs[5], corroborate(Refused, subject));
+    assert_eq!(
+        sent_corroboration(&mut n),
+        [(obs[5], CorroborateMsg { op: Dead, subject })]
+    );
     let st = n.stats().membership.clone();
-    assert_eq!((st.refusals_in, st.probes_out, st.removed_on_evidence), (2, 2, 1));
+    assert_eq!(
+        (st.refusals_in, st.probes_out, st.removed_on_evidence),
+        (3, 2, 1)
+    );
+    // The root announces it, cause "link lost".
+    n.handle_timeout(t + Duration::from_millis(5));
+    let mut announced = false;
+    while let Some(e) = n.poll_event() {
+        if let Event::Membership(MembershipEvent::FailureConfirmed { causes, .. }) = e {
+            announced = causes.get(&subject) == Some(&super::RemovalCause::LinkLost);
+        }
+    }
+    assert!(announced);
 
     // Another subject: its answer to the coordinator's ping refutes the case.
     let (mut n, subject, obs) = coordinator_node();
@@ -895,25 +914,57 @@ fn a_prober_pings_and_reports_what_it_found() {
     n.handle_frame(ms(100), Rank(0), corroborate(Probe, a));
     assert_eq!(
         sent_corroboration(&mut n),
-        [(a, CorroborateMsg { op: Ping, subject: a })]
+        [(
+            a,
+            CorroborateMsg {
+                op: Ping,
+                subject: a
+            }
+        )]
     );
     n.handle_frame(ms(101), a, corroborate(Pong, a));
     assert_eq!(
         sent_corroboration(&mut n),
-        [(Rank(0), CorroborateMsg { op: Contact, subject: a })]
+        [(
+            Rank(0),
+            CorroborateMsg {
+                op: Contact,
+                subject: a
+            }
+        )]
     );
     n.handle_link_down(ms(102), b, crate::LinkCause::Refused);
     n.handle_frame(ms(103), Rank(0), corroborate(Probe, b));
     sent_corroboration(&mut n);
     n.handle_link_down(ms(104), b, crate::LinkCause::Refused);
     let out = sent_corroboration(&mut n);
-    assert_eq!(out, [(Rank(0), CorroborateMsg { op: Refused, subject: b })]);
+    assert_eq!(
+        out,
+        [(
+            Rank(0),
+            CorroborateMsg {
+                op: Refused,
+                subject: b
+            }
+        )]
+    );
     assert!(n.tree().is_alive(b));
+    // The verdict: heard only about a subject it reported.
+    n.handle_frame(ms(104), Rank(0), corroborate(Dead, a));
+    assert!(n.tree().is_alive(a));
+    n.handle_frame(ms(104), Rank(0), corroborate(Dead, b));
+    assert!(!n.tree().is_alive(b));
     // A ping answered by its subject.
     n.handle_frame(ms(105), Rank(4), corroborate(Ping, Rank(9)));
     assert_eq!(
         sent_corroboration(&mut n),
-        [(Rank(4), CorroborateMsg { op: Pong, subject: Rank(9) })]
+        [(
+            Rank(4),
+            CorroborateMsg {
+                op: Pong,
+                subject: Rank(9)
+            }
+        )]
     );
 }
 
@@ -964,7 +1015,10 @@ fn one_ranks_refused_dial_removes_nobody_and_a_kill_is_removed_within_20_ms() {
             let now = s.world().now();
             s.run_until(now + step).unwrap();
         }
-        eprintln!("seed {seed}: kill removed everywhere in {:?}", s.world().now() - t0);
+        eprintln!(
+            "seed {seed}: kill removed everywhere in {:?}",
+            s.world().now() - t0
+        );
     }
 }
 
@@ -1018,13 +1072,23 @@ fn the_coordinator_holds_decisions_against_a_quarter_of_its_members() {
         sent_corroboration(&mut n);
         let st = n.stats().membership.clone();
         if count == 16 {
-            assert_eq!((st.removed_on_evidence, st.decisions_held_overload), (16, 0));
+            assert_eq!(
+                (st.removed_on_evidence, st.decisions_held_overload),
+                (16, 0)
+            );
             continue;
         }
-        assert_eq!((st.removed_on_evidence, st.decisions_held_overload), (0, 17));
+        assert_eq!(
+            (st.removed_on_evidence, st.decisions_held_overload),
+            (0, 17)
+        );
         // A held subject answers: refuted, never removed.
         let refuted = subjects[16];
-        n.handle_frame(t + Duration::from_millis(100), refuted, corroborate(Pong, refuted));
+        n.handle_frame(
+            t + Duration::from_millis(100),
+            refuted,
+            corroborate(Pong, refuted),
+        );
         n.handle_timeout(t + Duration::from_millis(300));
         assert_eq!(n.stats().membership.removed_on_evidence, 0, "still held");
         n.handle_timeout(t + Duration::from_millis(500));

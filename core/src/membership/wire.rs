@@ -300,6 +300,9 @@ pub enum CorroborateOp {
     Pong,
     /// Prober to the coordinator: "the subject answered my ping" (the refusal is refuted).
     Contact,
+    /// Coordinator to a rank that reported the refusal: "corroborated: the subject is dead"
+    /// (the reporter marks it dead and repairs, as hard evidence always did).
+    Dead,
 }
 
 impl CorroborateOp {
@@ -311,6 +314,7 @@ impl CorroborateOp {
             Self::Ping => 2,
             Self::Pong => 3,
             Self::Contact => 4,
+            Self::Dead => 5,
         }
     }
 
@@ -322,6 +326,7 @@ impl CorroborateOp {
             2 => Self::Ping,
             3 => Self::Pong,
             4 => Self::Contact,
+            5 => Self::Dead,
             _ => return None,
         })
     }

@@ -18,7 +18,8 @@ use crate::xcast::Xcast;
 #[test]
 fn inline_sizes_stay_bounded() {
     let parts = [
-        ("node (all)", size_of::<super::Node>(), 2_200),
+        // 2,200 until the six corroboration and overload counters (48 B of stats) came.
+        ("node (all)", size_of::<super::Node>(), 2_248),
         ("  flood", size_of::<Flood>(), 96),
         ("  membership", size_of::<Membership>(), 512),
         ("  xcast", size_of::<Xcast>(), 280),

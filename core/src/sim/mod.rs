@@ -953,11 +953,11 @@ impl<O: Observer> Sim<O> {
         self.world.net.refuse(from, to);
         if self.world.net.unlink(from, to) {
             let at = self.world.now + self.world.cfg.net.link_down_delay;
-            for (rank, peer, cause) in [
-                (from, to, LinkCause::Refused),
-                (to, from, LinkCause::Reset),
-            ] {
-                self.world.push(at, SimEvent::LinkDown { rank, peer, cause });
+            for (rank, peer, cause) in
+                [(from, to, LinkCause::Refused), (to, from, LinkCause::Reset)]
+            {
+                self.world
+                    .push(at, SimEvent::LinkDown { rank, peer, cause });
             }
         }
     }
