@@ -18,14 +18,14 @@ use crate::xcast::Xcast;
 #[test]
 fn inline_sizes_stay_bounded() {
     let parts = [
-        // 2,200 until the six corroboration and overload counters (48 B of stats) came.
-        ("node (all)", size_of::<super::Node>(), 2_248),
+        ("node (all)", size_of::<super::Node>(), 2_200),
         ("  flood", size_of::<Flood>(), 96),
         ("  membership", size_of::<Membership>(), 512),
         ("  xcast", size_of::<Xcast>(), 280),
         ("  relm", size_of::<Relm>(), 300),
         ("  detect (off: absent)", size_of::<Detector>(), 8),
-        ("  stats", size_of::<Stats>(), 640),
+        // 640 until the six corroboration and overload counters (48 B) came.
+        ("  stats", size_of::<Stats>(), 688),
         ("  tree", size_of::<Tree>(), 176),
         ("  timers", size_of::<Timers>(), 64),
         (
