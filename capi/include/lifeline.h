@@ -488,6 +488,21 @@ typedef struct lifeline_stats {
   // (membership) Dials of this rank refused with the verdict "removed"
   // (`lifeline_node_handle_fenced`).
   uint64_t membership_fenced_dials_in;
+  // (membership) Refused dials this rank reported to the subject's coordinator (detector on:
+  // a refused dial is corroborated before a removal, never a verdict on its own).
+  uint64_t membership_refusals_out;
+  // (membership) Refused-dial reports received as coordinator (its own included).
+  uint64_t membership_refusals_in;
+  // (membership) Ranks asked to dial a subject at once (a refused dial reported by one rank).
+  uint64_t membership_probes_out;
+  // (membership) Refused-dial reports refuted: the subject answered a probe.
+  uint64_t membership_refusals_refuted;
+  // (membership) Refused-dial reports dropped after `membership.corroborate_timeout`, neither
+  // corroborated nor refuted (the subject's observers decide).
+  uint64_t membership_refusals_unconfirmed;
+  // (membership) Subjects whose removal the coordinator held because down evidence arrived
+  // against a large share of its members within `membership.overload_window`.
+  uint64_t membership_decisions_held_overload;
   // (xcast) Xcast frames from a rank that is not the expected neighbour, ACKs for unknown ops
   // or rounds, and other stale protocol input.
   uint64_t xcast_stale;
@@ -663,7 +678,11 @@ void lifeline_config_free(struct lifeline_config *config);
 // - `membership_notice_batch_ns`, `membership_stable_reports`, `membership_flux_reports`,
 //   `membership_flux_hold_ns`, `membership_alert_batch_ns`, `membership_relay_batch_ns`,
 //   `membership_evicted_interval_ns`, `membership_majority_window_ns`,
-//   `membership_gray_timeout_ns`: failure knowledge and the coordinator's decisions.
+//   `membership_gray_timeout_ns`: failure knowledge and the coordinator's decisions;
+//   `membership_corroborate_timeout_ns`, `membership_corroborate_probes`: how a refused dial
+//   reported by one rank is corroborated; `membership_overload_window_ns`,
+//   `membership_overload_percent`, `membership_overload_min_subjects`: the coordinator's
+//   overload hold.
 // - `xcast_max_inflight`, `xcast_max_bytes`: broadcasts awaiting completion (back-pressure);
 //   `xcast_retry_ns`: the origin's re-send interval.
 // - `relm_window` (per destination), `relm_max_bytes` (in all): unacknowledged reliable

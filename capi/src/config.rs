@@ -79,6 +79,11 @@ fn field<'a>(c: &'a mut lifeline_core::Config, key: &str) -> Option<Field<'a>> {
         "membership_evicted_interval_ns" => Nanos(&mut c.membership.evicted_interval),
         "membership_majority_window_ns" => Nanos(&mut c.membership.majority_window),
         "membership_gray_timeout_ns" => Nanos(&mut c.membership.gray_timeout),
+        "membership_corroborate_timeout_ns" => Nanos(&mut c.membership.corroborate_timeout),
+        "membership_corroborate_probes" => U32(&mut c.membership.corroborate_probes),
+        "membership_overload_window_ns" => Nanos(&mut c.membership.overload_window),
+        "membership_overload_percent" => U32(&mut c.membership.overload_percent),
+        "membership_overload_min_subjects" => U32(&mut c.membership.overload_min_subjects),
         "xcast_max_inflight" => Usize(&mut c.xcast.max_inflight),
         "xcast_max_bytes" => Usize(&mut c.xcast.max_bytes),
         "xcast_retry_ns" => Nanos(&mut c.xcast.retry),
@@ -176,7 +181,11 @@ unsafe fn with_field(
 /// - `membership_notice_batch_ns`, `membership_stable_reports`, `membership_flux_reports`,
 ///   `membership_flux_hold_ns`, `membership_alert_batch_ns`, `membership_relay_batch_ns`,
 ///   `membership_evicted_interval_ns`, `membership_majority_window_ns`,
-///   `membership_gray_timeout_ns`: failure knowledge and the coordinator's decisions.
+///   `membership_gray_timeout_ns`: failure knowledge and the coordinator's decisions;
+///   `membership_corroborate_timeout_ns`, `membership_corroborate_probes`: how a refused dial
+///   reported by one rank is corroborated; `membership_overload_window_ns`,
+///   `membership_overload_percent`, `membership_overload_min_subjects`: the coordinator's
+///   overload hold.
 /// - `xcast_max_inflight`, `xcast_max_bytes`: broadcasts awaiting completion (back-pressure);
 ///   `xcast_retry_ns`: the origin's re-send interval.
 /// - `relm_window` (per destination), `relm_max_bytes` (in all): unacknowledged reliable

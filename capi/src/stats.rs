@@ -86,6 +86,21 @@ pub struct Stats {
     /// (membership) Dials of this rank refused with the verdict "removed"
     /// (`lifeline_node_handle_fenced`).
     pub membership_fenced_dials_in: u64,
+    /// (membership) Refused dials this rank reported to the subject's coordinator (detector on:
+    /// a refused dial is corroborated before a removal, never a verdict on its own).
+    pub membership_refusals_out: u64,
+    /// (membership) Refused-dial reports received as coordinator (its own included).
+    pub membership_refusals_in: u64,
+    /// (membership) Ranks asked to dial a subject at once (a refused dial reported by one rank).
+    pub membership_probes_out: u64,
+    /// (membership) Refused-dial reports refuted: the subject answered a probe.
+    pub membership_refusals_refuted: u64,
+    /// (membership) Refused-dial reports dropped after `membership.corroborate_timeout`, neither
+    /// corroborated nor refuted (the subject's observers decide).
+    pub membership_refusals_unconfirmed: u64,
+    /// (membership) Subjects whose removal the coordinator held because down evidence arrived
+    /// against a large share of its members within `membership.overload_window`.
+    pub membership_decisions_held_overload: u64,
     /// (xcast) Xcast frames from a rank that is not the expected neighbour, ACKs for unknown ops
     /// or rounds, and other stale protocol input.
     pub xcast_stale: u64,
@@ -225,6 +240,12 @@ impl From<&CoreStats> for Stats {
             membership_unreachable_out: s.membership.unreachable_out,
             membership_unreachable_in: s.membership.unreachable_in,
             membership_fenced_dials_in: s.membership.fenced_dials_in,
+            membership_refusals_out: s.membership.refusals_out,
+            membership_refusals_in: s.membership.refusals_in,
+            membership_probes_out: s.membership.probes_out,
+            membership_refusals_refuted: s.membership.refusals_refuted,
+            membership_refusals_unconfirmed: s.membership.refusals_unconfirmed,
+            membership_decisions_held_overload: s.membership.decisions_held_overload,
             xcast_stale: s.xcast.stale,
             xcast_duplicate_relays: s.xcast.duplicate_relays,
             xcast_deferred_relays: s.xcast.deferred_relays,

@@ -7,7 +7,7 @@
 
 use bytes::Bytes;
 use lifeline_core::join::{AdmitNotice, JoinAnswerMsg, JoinForwardMsg, JoinId, JoinRequest};
-use lifeline_core::membership::{RemovalCause, UnreachableMsg};
+use lifeline_core::membership::{CorroborateMsg, CorroborateOp, RemovalCause, UnreachableMsg};
 use lifeline_core::relm::Uid;
 use lifeline_core::tree::Rank;
 use lifeline_core::wire::MembershipMsg;
@@ -237,6 +237,13 @@ fn frames() -> Vec<(&'static str, Bytes)> {
             Message::from(JoinAnswerMsg {
                 id: JoinId { nonce: 9, seq: 1 },
                 admitted: Some((Rank(16), 4)),
+            }),
+        ),
+        (
+            "corroborate",
+            Message::from(CorroborateMsg {
+                op: CorroborateOp::Refused,
+                subject: Rank(9),
             }),
         ),
     ];

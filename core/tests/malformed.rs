@@ -49,7 +49,8 @@ use lifeline_core::wire::{
     SyncMsg, UidRange, HEADER_LEN, VERSION,
 };
 use lifeline_core::wire::{
-    AlertEntry, AlertMsg, EvictedMsg, MembershipMsg, RelmMsg, RemovedMsg, UnreachableMsg, XcastMsg,
+    AlertEntry, AlertMsg, CorroborateMsg, CorroborateOp, EvictedMsg, MembershipMsg, RelmMsg,
+    RemovedMsg, UnreachableMsg, XcastMsg,
 };
 use lifeline_core::{
     xcast, CommandError, Config, Duration, Event, FloodEvent, Instant, LinkCause, MembershipEvent,
@@ -562,6 +563,27 @@ fn samples() -> Vec<Sample> {
             Message::from(JoinAnswerMsg {
                 id: JoinId { nonce: 7, seq: 1 },
                 admitted: None,
+            }),
+        ),
+        fixed(
+            "corroborate/refused",
+            Message::from(CorroborateMsg {
+                op: CorroborateOp::Refused,
+                subject: Rank(21),
+            }),
+        ),
+        fixed(
+            "corroborate/probe-outside-span",
+            Message::from(CorroborateMsg {
+                op: CorroborateOp::Probe,
+                subject: Rank(SPAN),
+            }),
+        ),
+        fixed(
+            "corroborate/pong-of-another",
+            Message::from(CorroborateMsg {
+                op: CorroborateOp::Pong,
+                subject: Rank(3),
             }),
         ),
         relm_link(

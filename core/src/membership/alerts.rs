@@ -276,15 +276,26 @@ impl Membership {
         });
         if !r.record(ctx.now, observer, p.incarnation, p.down) {
             ctx.stats.membership.alerts_stale += 1;
+        } else if p.down {
+            self.accuse(ctx.now, subject);
         }
     }
 
     /// The subject's expected observers in the current live set (cached until it changes).
-    fn observers_of(&mut self, ctx: &Ctx<'_>, subject: Rank) -> &BTreeSet<Rank> {
+    pub(super) fn observers_of(&mut self, ctx: &Ctx<'_>, subject: Rank) -> &BTreeSet<Rank> {
         self.observers.entry(subject).or_insert_with(|| {
             let d = &ctx.cfg.detect;
             Rings::compute_for(ctx.tree, subject, d.ring_seed, d.observers).observers
         })
+    }
+
+    /// Arms the decide timer for `at`, unless it already fires no later.
+    fn arm_decide(&mut self, ctx: &mut Ctx<'_>, at: Instant) {
+        if self.decide_timer.is_some() && self.decide_due.is_some_and(|due| due <= at) {
+            return;
+        }
+        self.decide_timer = Some(ctx.timers.set(MembershipTimer::Decide, at));
+        self.decide_due = Some(at);
     }
 
     /// Coordinator: removes every stable subject in one decision, unless one is in flux (then
@@ -349,15 +360,25 @@ impl Membership {
                 hold = Some(hold.map_or(until, |t: Instant| t.max(until)));
             }
         }
+        // The overload hold (`corroborate.rs`): evidence against a large share of the members
+        // at once waits until it has stood for the window.
+        self.release_unaccused();
+        let mut released: Option<Instant> = None;
+        for s in stable.clone() {
+            if let Some(at) = self.overload_holds(ctx, s) {
+                stable.retain(|&x| x != s);
+                released = Some(released.map_or(at, |t: Instant| t.min(at)));
+            }
+        }
+        if let Some(at) = released {
+            self.arm_decide(ctx, at);
+        }
         if stable.is_empty() {
             return;
         }
         if let Some(release) = hold {
             ctx.stats.membership.decisions_deferred += 1;
-            if self.decide_timer.is_none() {
-                let key = MembershipTimer::Decide;
-                self.decide_timer = Some(ctx.timers.set(key, release));
-            }
+            self.arm_decide(ctx, release);
             return;
         }
         // Every subject with a standing report counts against the guard, not only the stable

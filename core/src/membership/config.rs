@@ -33,6 +33,28 @@ pub struct MembershipConfig {
     /// How long a tree link may stay down, both endpoints alive, before its lower endpoint
     /// (the child) is removed with cause "unreachable" (the gray timeout).
     pub gray_timeout: Duration,
+    /// Coordinator (detector on): how long a refused dial reported by one rank waits for its
+    /// corroboration (a second rank's refused dial, the coordinator's own included) or its
+    /// refutation (the subject answers a probe). Unsettled by then, the report is dropped: the
+    /// subject's observers decide on their evidence. Also the least interval between one
+    /// rank's reports about one subject.
+    pub corroborate_timeout: Duration,
+    /// Coordinator: how many of the subject's observers (other than the ranks that reported
+    /// it) are asked to dial it at once when one rank reports a refused dial; the coordinator
+    /// dials it too.
+    pub corroborate_probes: u32,
+    /// Coordinator: the overload window. Down evidence (an observer's alert or a refused dial)
+    /// against more than `overload_percent` of the members, and at least
+    /// `overload_min_subjects` of them, first arriving within this window means the trouble
+    /// is probably this coordinator's own or the network's (Lifeguard): it holds its decisions
+    /// about those subjects until their evidence has stood this long, or is refuted.
+    pub overload_window: Duration,
+    /// Coordinator: the share of the members (in percent, 1..=100) that down evidence arriving
+    /// within `overload_window` must exceed to hold decisions.
+    pub overload_percent: u32,
+    /// Coordinator: fewer subjects accused within `overload_window` never hold a decision
+    /// (small views: one loss in eight ranks is no overload). At least 1.
+    pub overload_min_subjects: u32,
 }
 
 impl Default for MembershipConfig {
@@ -47,12 +69,18 @@ impl Default for MembershipConfig {
             evicted_interval: Duration::from_millis(100),
             majority_window: Duration::from_secs(30),
             gray_timeout: Duration::from_secs(10),
+            corroborate_timeout: Duration::from_millis(200),
+            corroborate_probes: 2,
+            overload_window: Duration::from_millis(500),
+            overload_percent: 25,
+            overload_min_subjects: 4,
         }
     }
 }
 
 impl MembershipConfig {
-    /// Checks every field (zero batches are allowed: send at once): 2 ≤ L ≤ H.
+    /// Checks every field (zero batches are allowed: send at once): 2 ≤ L ≤ H, positive
+    /// timeouts and windows, an overload share in 1..=100 and at least one subject.
     pub fn validate(&self) -> Result<(), ConfigError> {
         if self.stable_reports < 2 {
             return Err(ConfigError::Invalid(
@@ -67,6 +95,26 @@ impl MembershipConfig {
         if self.gray_timeout == Duration::ZERO {
             return Err(ConfigError::Invalid(
                 "membership.gray_timeout must be positive: a link down for an instant is no verdict",
+            ));
+        }
+        if self.corroborate_timeout == Duration::ZERO {
+            return Err(ConfigError::Invalid(
+                "membership.corroborate_timeout must be positive: a refused dial needs time to be corroborated",
+            ));
+        }
+        if self.overload_window == Duration::ZERO {
+            return Err(ConfigError::Invalid(
+                "membership.overload_window must be positive",
+            ));
+        }
+        if self.overload_percent == 0 || self.overload_percent > 100 {
+            return Err(ConfigError::Invalid(
+                "membership.overload_percent must be in 1..=100",
+            ));
+        }
+        if self.overload_min_subjects == 0 {
+            return Err(ConfigError::Invalid(
+                "membership.overload_min_subjects must be at least 1",
             ));
         }
         Ok(())

@@ -1,6 +1,6 @@
 //! Links and the failure policy on them: what a link up or down means (a hello to the parent,
-//! a gray link, a death), frames from removed ranks (fencing), and gray links (a tree link down
-//! with both ends alive, past `membership.gray_timeout`).
+//! a gray link, a refused dial to corroborate, a death), frames from removed ranks (fencing), and
+//! gray links (a tree link down with both ends alive, past `membership.gray_timeout`).
 
 use super::{EvictedMsg, Membership, MembershipTimer, UnreachableMsg};
 use crate::link::LinkCause;
@@ -10,23 +10,40 @@ use crate::tree::{LinkRole, Rank, Scope};
 
 impl Membership {
     /// A link to `peer` is up: a late joiner says hello to its parent as soon as it can reach
-    /// it.
+    /// it. With the detector on, the peer is alive now: a refused dial about it is refuted
+    /// (`corroborate.rs`).
     pub(super) fn link_up(&mut self, ctx: &mut Ctx<'_>, peer: Rank) {
         if self.joiner && ctx.tree.view().and_then(|v| v.parent()) == Some(peer) {
             self.say_hello(ctx);
         }
+        if ctx.cfg.detect.enabled {
+            self.contact(ctx, peer);
+        }
     }
 
     /// The link to `peer` (alive here) is lost. With the heartbeat detector on
-    /// (`detect.enabled`), only hard evidence ([`LinkCause::is_hard`]: a refused fresh dial,
-    /// another incarnation) marks the peer dead at once, on a tree link or a lateral one (the
-    /// tree is repaired and the parent told); a reset, timeout or close is counted in
-    /// `soft_link_downs` (the peer's observers and the coordinator decide) and, for the
-    /// parent's link, answered with a hello that re-establishes it and re-syncs this rank.
+    /// (`detect.enabled`):
+    /// - a refused fresh dial ([`LinkCause::Refused`]) is hard evidence but one rank's word: it
+    ///   goes to the subject's coordinator to be corroborated by a second rank's dial before a
+    ///   removal (`corroborate.rs`); a tree link starts its gray timeout meanwhile;
+    /// - another incarnation answering ([`LinkCause::Incarnation`]) marks the peer dead at once,
+    ///   on a tree link or a lateral one (the tree is repaired and the parent told);
+    /// - a reset, timeout or close is counted in `soft_link_downs` (the peer's observers and the
+    ///   coordinator decide) and, for the parent's link, answered with a hello that
+    ///   re-establishes it and re-syncs this rank.
+    ///
     /// With the detector off, any loss of a tree link repairs (the link is the only detector)
     /// and a lateral link's loss never does.
     pub(super) fn link_down(&mut self, ctx: &mut Ctx<'_>, peer: Rank, cause: LinkCause) {
         let role = ctx.tree.link_role(peer);
+        if ctx.cfg.detect.enabled && cause == LinkCause::Refused {
+            // No hello to a refused parent: it would only be dialled and refused again.
+            if role != LinkRole::Lateral {
+                self.on_tree_link_down(ctx, peer);
+            }
+            self.dial_refused(ctx, peer);
+            return;
+        }
         if ctx.cfg.detect.enabled && !cause.is_hard() {
             ctx.stats.soft_link_downs += 1;
             // The link is wanted back: a hello to the parent asks the driver to reconnect, and
@@ -43,9 +60,8 @@ impl Membership {
             return;
         }
         match role {
-            // Without the detector a lateral link is no detector; with it, hard evidence is
-            // true on any link: a rank sending evidence to a coordinator that is gone learns
-            // it here (and tells its parent), or its evidence would go on to the dead rank.
+            // Without the detector a lateral link is no detector; with it, another
+            // incarnation's answer is true on any link.
             LinkRole::Lateral if !ctx.cfg.detect.enabled => ctx.stats.lateral_link_downs += 1,
             LinkRole::Lateral | LinkRole::Parent | LinkRole::Child(_) => {
                 ctx.effect(Effect::Deaths {

@@ -55,6 +55,7 @@ use crate::xcast;
 mod alerts;
 mod cause;
 mod config;
+mod corroborate;
 mod event;
 mod joins;
 mod links;
@@ -72,8 +73,8 @@ pub use stats::MembershipStats;
 pub use timer::MembershipTimer;
 pub use view::MembershipView;
 pub use wire::{
-    AdoptMsg, AlertEntry, AlertMsg, EvictedMsg, GlobalFailureMsg, LineageMsg, MembershipMsg,
-    RemovedMsg, UnreachableMsg,
+    AdoptMsg, AlertEntry, AlertMsg, CorroborateMsg, CorroborateOp, EvictedMsg, GlobalFailureMsg,
+    LineageMsg, MembershipMsg, RemovedMsg, UnreachableMsg,
 };
 
 /// What the coordinator holds about one subject.
@@ -160,6 +161,10 @@ pub(crate) struct Membership {
     /// Coordinator: standing evidence per subject.
     reports: BTreeMap<Rank, Reports>,
     decide_timer: Option<TimerToken>,
+    /// When the decide timer fires.
+    decide_due: Option<Instant>,
+    /// Refused dials being corroborated, probes, overload holds (`corroborate.rs`).
+    corroboration: Option<Box<corroborate::Corroboration>>,
     /// Removed ranks last told of their removal, and when.
     fenced: BTreeMap<Rank, Instant>,
     /// This rank learned it was removed.
@@ -626,6 +631,7 @@ impl Membership {
             return;
         }
         self.decide_timer = None;
+        self.decide_due = None;
         self.decide(ctx);
     }
 
@@ -764,6 +770,9 @@ impl Machine for Membership {
         self.suspects.retain(|s, _| tree.is_alive(*s));
         self.own.retain(|s, _| tree.is_alive(*s));
         self.gray.retain(|p, _| tree.is_alive(*p));
+        if let Some(c) = self.corroboration.as_mut() {
+            c.retain_alive(|r| tree.is_alive(r));
+        }
         // The rings are a function of the live set.
         self.observers.clear();
     }
@@ -778,6 +787,7 @@ impl Machine for Membership {
             return;
         };
         self.repairs.pop();
+        self.resend_refusals(ctx);
         if change.grown {
             self.adopt_children(ctx);
             if !hello_sent {
@@ -832,6 +842,7 @@ impl Machine for Membership {
             MembershipMsg::Unreachable(m) => self.on_unreachable(ctx, from, m),
             MembershipMsg::JoinForward(m) => self.on_join_forward(ctx, from, m),
             MembershipMsg::JoinAnswer(m) => self.on_join_answer(ctx, m),
+            MembershipMsg::Corroborate(m) => self.on_corroborate(ctx, from, m),
         }
     }
 
@@ -843,6 +854,7 @@ impl Machine for Membership {
             MembershipTimer::Gray(peer) => self.on_gray_timer(ctx, peer),
             MembershipTimer::JoinBatch => self.on_join_batch(ctx, token),
             MembershipTimer::JoinExpiry => self.on_join_expiry(ctx),
+            MembershipTimer::Corroborate(subject) => self.on_corroborate_timer(ctx, subject),
         }
     }
 }

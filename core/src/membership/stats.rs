@@ -43,4 +43,20 @@ pub struct MembershipStats {
     /// Times this rank grew its tree ahead of its admissions, on a neighbour's notice
     /// computed under a larger span (it was behind: its parent had failed or had not started).
     pub spans_caught_up: u64,
+    /// Refused dials this rank reported to the subject's coordinator (detector on: a refused
+    /// dial is corroborated before a removal, never a verdict on its own).
+    pub refusals_out: u64,
+    /// Refused-dial reports received as coordinator (its own included).
+    pub refusals_in: u64,
+    /// Ranks asked to dial a subject at once (a refused dial reported by one rank).
+    pub probes_out: u64,
+    /// Refused-dial reports refuted: the subject answered a probe.
+    pub refusals_refuted: u64,
+    /// Refused-dial reports dropped after `membership.corroborate_timeout`, neither
+    /// corroborated nor refuted (the subject's observers decide).
+    pub refusals_unconfirmed: u64,
+    /// Subjects whose removal the coordinator held because down evidence arrived against a
+    /// large share of its members within `membership.overload_window` (counted once per
+    /// subject and accusation).
+    pub decisions_held_overload: u64,
 }

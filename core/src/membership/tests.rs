@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{AlertEntry, AlertMsg, MembershipEvent, MembershipMsg};
+use super::{AlertEntry, AlertMsg, CorroborateMsg, CorroborateOp, MembershipEvent, MembershipMsg};
 use crate::event::Event;
 use crate::sim::{Fault, Observer, Sim, SimConfig, World};
 use crate::time::{Duration, Instant};
@@ -744,56 +744,358 @@ fn silence_counts_across_incarnations_but_a_refutation_is_not_undone_by_an_older
     assert_eq!(n.stats().membership.removed_on_evidence, 1);
 }
 
-/// With the detector on, hard evidence on a lateral link (a refused dial to a rank that is not
-/// a tree neighbour, such as a coordinator evidence was going to) marks it dead here; without
-/// the detector a lateral link is no detector.
+/// With the detector on, a refused dial is one rank's word: not a death here, on a lateral
+/// link or a tree link, but a report to the subject's coordinator (the root). Without the
+/// detector a lost tree link is the detector (a death at once) and a lateral link is none.
+/// Another incarnation answering is a death at once, detector or not, on a tree link.
 #[test]
-fn hard_evidence_on_a_lateral_link_marks_the_peer_dead_with_the_detector_on() {
+fn a_refused_dial_is_reported_not_a_death_with_the_detector_on() {
+    let limits = crate::Config::new(64, 4).limits();
     for enabled in [true, false] {
         let mut cfg = crate::Config::new(64, 4);
         cfg.detect.enabled = enabled;
         let me = Rank(63);
         let mut n = crate::Node::new(cfg, me, 1, Instant::ZERO).unwrap();
+        while n.poll_transmit().is_some() {}
         let view = n.tree().view().unwrap().clone();
-        let lateral = (0..64)
+        let parent = view.parent().unwrap();
+        let lateral = (1..64)
             .map(Rank)
             .find(|&r| r != me && !view.is_neighbor(r))
             .unwrap();
         n.handle_link_down(ms(10), lateral, crate::LinkCause::Refused);
+        assert!(!n.tree().dead().contains(lateral), "detector {enabled}");
+        n.handle_link_down(ms(11), parent, crate::LinkCause::Refused);
         assert_eq!(
-            n.tree().dead().contains(lateral),
-            enabled,
-            "detector {enabled}"
+            n.tree().dead().contains(parent),
+            !enabled,
+            "detector {enabled}: a refused parent"
         );
+        let mut reports = Vec::new();
+        while let Some(t) = n.poll_transmit() {
+            if let Ok(crate::wire::Message::Membership(MembershipMsg::Corroborate(m))) =
+                crate::wire::Message::decode(t.frame, &limits)
+            {
+                reports.push((t.to, m));
+            }
+        }
+        if enabled {
+            let want = [lateral, parent].map(|s| {
+                (
+                    Rank(0),
+                    CorroborateMsg {
+                        op: CorroborateOp::Refused,
+                        subject: s,
+                    },
+                )
+            });
+            assert_eq!(reports, want, "both reported to the root");
+            assert_eq!(n.stats().membership.refusals_out, 2);
+            // Refused again at once: one report per `corroborate_timeout`.
+            n.handle_link_down(ms(12), lateral, crate::LinkCause::Refused);
+            assert_eq!(n.stats().membership.refusals_out, 2);
+            let sibling = (0..64)
+                .map(Rank)
+                .find(|&r| r != me && view.is_neighbor(r) && r != parent);
+            if let Some(c) = sibling {
+                n.handle_link_down(ms(13), c, crate::LinkCause::Incarnation);
+                assert!(n.tree().dead().contains(c), "another incarnation: at once");
+            }
+        } else {
+            assert!(reports.is_empty());
+        }
         n.handle_link_down(ms(20), Rank(62), crate::LinkCause::TimedOut);
         assert!(!n.tree().dead().contains(Rank(62)), "soft evidence never");
     }
 }
 
-/// Down evidence reaching the root about a rank it already holds removed means its sender
-/// missed the removal: after two detector periods the root floods the removal again, at most
-/// once per ten periods per rank.
+fn corroborate(op: CorroborateOp, subject: Rank) -> bytes::Bytes {
+    crate::wire::Message::from(CorroborateMsg { op, subject }).encode()
+}
+
+/// The corroboration messages `n` sent (decoded, with their destination), and drains its
+/// output.
+fn sent_corroboration(n: &mut crate::Node) -> Vec<(Rank, CorroborateMsg)> {
+    let limits = crate::Config::new(64, 4).limits();
+    let mut v = Vec::new();
+    while let Some(t) = n.poll_transmit() {
+        if let Ok(crate::wire::Message::Membership(MembershipMsg::Corroborate(m))) =
+            crate::wire::Message::decode(t.frame, &limits)
+        {
+            v.push((t.to, m));
+        }
+    }
+    while n.poll_event().is_some() {}
+    v
+}
+
+/// The coordinator's side: one observer's refused dial opens a case (two of the subject's
+/// other observers asked to dial it, the subject pinged); a second rank's refusal removes it,
+/// cause "link lost"; the subject's answer refutes another case; a case neither corroborated
+/// nor refuted is dropped after `corroborate_timeout`.
 #[test]
-fn the_root_floods_again_a_removal_that_evidence_shows_someone_missed() {
+fn the_coordinator_removes_on_a_second_refusal_only() {
+    use CorroborateOp::*;
     let (mut n, subject, obs) = coordinator_node();
-    n.declare_dead(ms(1_000), &[subject].into_iter().collect())
-        .unwrap();
-    sent_removals(&mut n);
-    // Evidence in flight when the removal was made: no new flood.
-    n.handle_frame(ms(1_050), obs[0], evidence(subject, 0, true, &obs[..1]));
-    assert!(sent_removals(&mut n).is_empty());
-    // Still coming two periods later: its sender missed it.
-    n.handle_frame(ms(1_300), obs[0], evidence(subject, 0, true, &obs[..1]));
-    let again = sent_removals(&mut n);
-    assert!(!again.is_empty(), "{:?}", n.stats().membership);
-    assert!(again
+    let t = ms(1_000);
+    n.handle_frame(t, obs[0], corroborate(Refused, subject));
+    assert!(n.tree().is_alive(subject), "one rank's word");
+    let out = sent_corroboration(&mut n);
+    let probes: Vec<Rank> = out
         .iter()
-        .all(|m| m.ranks == [subject] && m.coordinator == Rank(0)));
-    assert_eq!(n.stats().membership.removals_reflooded, 1);
-    // Rate-limited, then again.
-    n.handle_frame(ms(1_500), obs[0], evidence(subject, 0, true, &obs[..1]));
+        .filter(|(_, m)| m.op == Probe && m.subject == subject)
+        .map(|(to, _)| *to)
+        .collect();
+    assert_eq!(probes.len(), 2, "{out:?}");
+    assert!(probes.iter().all(|p| obs.contains(p) && *p != obs[0]));
+    assert!(out.contains(&(subject, CorroborateMsg { op: Ping, subject })));
+    // A probed observer's dial is refused too: dead here (announced in the next notice), and
+    // both reporters told.
+    n.handle_frame(t, probes[0], corroborate(Refused, subject));
+    assert!(!n.tree().is_alive(subject), "two ranks' word");
+    let out = sent_corroboration(&mut n);
+    let told: Vec<Rank> = out
+        .iter()
+        .filter(|(_, m)| m.op == Dead && m.subject == subject)
+        .map(|(to, _)| *to)
+        .collect();
+    assert_eq!(told, [obs[0].min(probes[0]), obs[0].max(probes[0])]);
+    // A late reporter is told too.
+    n.handle_frame(t, obs[5], corroborate(Refused, subject));
+    assert_eq!(
+        sent_corroboration(&mut n),
+        [(obs[5], CorroborateMsg { op: Dead, subject })]
+    );
+    let st = n.stats().membership.clone();
+    assert_eq!(
+        (st.refusals_in, st.probes_out, st.removed_on_evidence),
+        (3, 2, 1)
+    );
+    // The root announces it, cause "link lost".
+    n.handle_timeout(t + Duration::from_millis(5));
+    let mut announced = false;
+    while let Some(e) = n.poll_event() {
+        if let Event::Membership(MembershipEvent::FailureConfirmed { causes, .. }) = e {
+            announced = causes.get(&subject) == Some(&super::RemovalCause::LinkLost);
+        }
+    }
+    assert!(announced);
+
+    // Another subject: its answer to the coordinator's ping refutes the case.
+    let (mut n, subject, obs) = coordinator_node();
+    n.handle_frame(t, obs[0], corroborate(Refused, subject));
+    sent_corroboration(&mut n);
+    n.handle_frame(t, subject, corroborate(Pong, subject));
+    n.handle_frame(t, obs[1], corroborate(Refused, subject));
+    assert!(n.tree().is_alive(subject), "refuted, then a new case");
+    assert_eq!(n.stats().membership.refusals_refuted, 1);
+    // A prober's contact refutes it too.
+    n.handle_frame(t, obs[2], corroborate(Contact, subject));
+    assert_eq!(n.stats().membership.refusals_refuted, 2);
+    // Neither: dropped after the timeout, nobody removed.
+    n.handle_frame(t, obs[3], corroborate(Refused, subject));
+    n.handle_timeout(t + Duration::from_millis(250));
+    assert!(n.tree().is_alive(subject));
+    assert_eq!(n.stats().membership.refusals_unconfirmed, 1);
     assert!(sent_removals(&mut n).is_empty());
-    n.handle_frame(ms(2_400), obs[0], evidence(subject, 0, true, &obs[..1]));
-    assert!(!sent_removals(&mut n).is_empty());
-    assert_eq!(n.stats().membership.removals_reflooded, 2);
+}
+
+/// The prober's side: asked to dial a subject, it pings it; the answer goes back to the
+/// coordinator as a contact, a refused dial as its own refusal report (even within the report
+/// interval: it was asked).
+#[test]
+fn a_prober_pings_and_reports_what_it_found() {
+    use CorroborateOp::*;
+    let mut cfg = crate::Config::new(64, 4);
+    cfg.detect.enabled = true;
+    let mut n = crate::Node::new(cfg, Rank(9), 1, Instant::ZERO).unwrap();
+    while n.poll_transmit().is_some() {}
+    let (a, b) = (Rank(30), Rank(31));
+    n.handle_frame(ms(100), Rank(0), corroborate(Probe, a));
+    assert_eq!(
+        sent_corroboration(&mut n),
+        [(
+            a,
+            CorroborateMsg {
+                op: Ping,
+                subject: a
+            }
+        )]
+    );
+    n.handle_frame(ms(101), a, corroborate(Pong, a));
+    assert_eq!(
+        sent_corroboration(&mut n),
+        [(
+            Rank(0),
+            CorroborateMsg {
+                op: Contact,
+                subject: a
+            }
+        )]
+    );
+    n.handle_link_down(ms(102), b, crate::LinkCause::Refused);
+    n.handle_frame(ms(103), Rank(0), corroborate(Probe, b));
+    sent_corroboration(&mut n);
+    n.handle_link_down(ms(104), b, crate::LinkCause::Refused);
+    let out = sent_corroboration(&mut n);
+    assert_eq!(
+        out,
+        [(
+            Rank(0),
+            CorroborateMsg {
+                op: Refused,
+                subject: b
+            }
+        )]
+    );
+    assert!(n.tree().is_alive(b));
+    // The verdict: heard only about a subject it reported.
+    n.handle_frame(ms(104), Rank(0), corroborate(Dead, a));
+    assert!(n.tree().is_alive(a));
+    n.handle_frame(ms(104), Rank(0), corroborate(Dead, b));
+    assert!(!n.tree().is_alive(b));
+    // A ping answered by its subject.
+    n.handle_frame(ms(105), Rank(4), corroborate(Ping, Rank(9)));
+    assert_eq!(
+        sent_corroboration(&mut n),
+        [(
+            Rank(4),
+            CorroborateMsg {
+                op: Pong,
+                subject: Rank(9)
+            }
+        )]
+    );
+}
+
+/// Through the simulator, over several seeds: one rank whose dials to a live rank are refused
+/// (its tree parent, one of its observers, the root, or its child) removes nobody; a killed rank (every
+/// rank linked to it sees its re-dial refused) is removed everywhere within 20 ms.
+#[test]
+fn one_ranks_refused_dial_removes_nobody_and_a_kill_is_removed_within_20_ms() {
+    for seed in 1..=4u64 {
+        let mut s = sim(64, 4, seed);
+        s.run_until(ms(400)).unwrap();
+        let subject = Rank(5 + 11 * seed as u32);
+        let n = s.world().node(subject).unwrap();
+        let parent = n.tree().view().unwrap().parent().unwrap();
+        let observer = n.detect_observers().find(|&o| o != parent).unwrap();
+        let child = n.tree().view().unwrap().live_children().next();
+        let from = match seed {
+            1 => parent,
+            2 => observer,
+            3 => Rank(0),
+            _ => child.unwrap_or(observer),
+        };
+        s.apply(Fault::RefuseDials { from, to: subject });
+        // And the other way, on another pair: the subject cannot dial its parent.
+        s.apply(Fault::RefuseDials {
+            from: subject,
+            to: parent,
+        });
+        s.run_until(ms(2_500)).unwrap();
+        for r in 0..64 {
+            assert!(dead_at(&s, Rank(r)).is_empty(), "seed {seed}: rank {r}");
+        }
+        let root = s.world().node(Rank(0)).unwrap().stats().membership.clone();
+        assert!(root.refusals_in >= 1, "seed {seed}: {root:?}");
+        assert_eq!(root.removed_on_evidence, 0);
+        // A kill: hard evidence from every rank linked to it, corroborated at once.
+        s.apply(Fault::Heal);
+        let victim = Rank(40 + seed as u32);
+        s.apply(Fault::Crash(victim));
+        let t0 = s.world().now();
+        let step = Duration::from_millis(1);
+        let survivors = others(64, &[victim.0]);
+        while !survivors.iter().all(|&r| dead_at(&s, r) == [victim.0]) {
+            assert!(
+                s.world().now() - t0 <= Duration::from_millis(20),
+                "seed {seed}: kill not removed everywhere within 20 ms"
+            );
+            let now = s.world().now();
+            s.run_until(now + step).unwrap();
+        }
+        eprintln!(
+            "seed {seed}: kill removed everywhere in {:?}",
+            s.world().now() - t0
+        );
+    }
+}
+
+/// Small views: with three members the coordinator's own dial is the second witness; with
+/// two, the coordinator's own refused dial decides. A refused dial between the two others of
+/// three removes nobody.
+#[test]
+fn small_views_corroborate_with_the_coordinators_own_dial() {
+    for span in [2u32, 3] {
+        let mut s = sim(span, 2, 7);
+        s.run_until(ms(300)).unwrap();
+        if span == 3 {
+            s.apply(Fault::RefuseDials {
+                from: Rank(1),
+                to: Rank(2),
+            });
+            s.run_until(ms(1_300)).unwrap();
+            assert!((0..3).all(|r| dead_at(&s, Rank(r)).is_empty()), "refuted");
+            s.apply(Fault::Heal);
+        }
+        let victim = Rank(span - 1);
+        s.apply(Fault::Crash(victim));
+        let t0 = s.world().now();
+        let at = until_removed(
+            &mut s,
+            &others(span, &[victim.0]),
+            &[victim.0],
+            Duration::from_millis(20),
+        );
+        assert!(at - t0 <= Duration::from_millis(20), "span {span}");
+    }
+}
+
+/// The overload hold: refused dials reported against more than a quarter of the members (17
+/// of 64) within the window, then corroborated, are held, counted once each; one refuted
+/// meanwhile is never removed; the rest, still standing at the end of the window, are removed.
+/// Below the share (16), nothing is held.
+#[test]
+fn the_coordinator_holds_decisions_against_a_quarter_of_its_members() {
+    use CorroborateOp::*;
+    for count in [16u32, 17] {
+        let (mut n, _, _) = coordinator_node();
+        let t = ms(1_000);
+        let subjects: Vec<Rank> = (1..=count).map(Rank).collect();
+        for &s in &subjects {
+            n.handle_frame(t, Rank(40), corroborate(Refused, s));
+        }
+        for &s in &subjects {
+            n.handle_frame(t, Rank(41), corroborate(Refused, s));
+        }
+        sent_corroboration(&mut n);
+        let st = n.stats().membership.clone();
+        if count == 16 {
+            assert_eq!(
+                (st.removed_on_evidence, st.decisions_held_overload),
+                (16, 0)
+            );
+            continue;
+        }
+        assert_eq!(
+            (st.removed_on_evidence, st.decisions_held_overload),
+            (0, 17)
+        );
+        // A held subject answers: refuted, never removed.
+        let refuted = subjects[16];
+        n.handle_frame(
+            t + Duration::from_millis(100),
+            refuted,
+            corroborate(Pong, refuted),
+        );
+        n.handle_timeout(t + Duration::from_millis(300));
+        assert_eq!(n.stats().membership.removed_on_evidence, 0, "still held");
+        n.handle_timeout(t + Duration::from_millis(500));
+        let st = n.stats().membership.clone();
+        assert_eq!(st.removed_on_evidence, 16, "{st:?}");
+        assert_eq!(st.decisions_held_overload, 17, "{st:?}");
+        assert!(n.tree().is_alive(refuted));
+        assert!(subjects[..16].iter().all(|&s| !n.tree().is_alive(s)));
+    }
 }

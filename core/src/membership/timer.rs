@@ -16,4 +16,7 @@ pub enum MembershipTimer {
     JoinBatch,
     /// Contact: answer the requests whose admission did not come in time.
     JoinExpiry,
+    /// Coordinator: a refused dial about this rank was not corroborated or refuted in
+    /// `corroborate_timeout` (or its overload hold ended): settle it.
+    Corroborate(crate::tree::Rank),
 }

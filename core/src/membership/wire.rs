@@ -287,8 +287,83 @@ impl Codec for UnreachableMsg {
     }
 }
 
+/// What a [`CorroborateMsg`] says about its subject.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum CorroborateOp {
+    /// Observer to the subject's coordinator: "my fresh dial to the subject was refused".
+    Refused,
+    /// Coordinator to a prober: "dial the subject now, and tell me if it answers" (a refusal
+    /// comes back as the prober's own [`CorroborateOp::Refused`]).
+    Probe,
+    /// Prober (or coordinator) to the subject: "answer me".
+    Ping,
+    /// The subject's answer to a [`CorroborateOp::Ping`] (its subject is the sender).
+    Pong,
+    /// Prober to the coordinator: "the subject answered my ping" (the refusal is refuted).
+    Contact,
+    /// Coordinator to a rank that reported the refusal: "corroborated: the subject is dead"
+    /// (the reporter marks it dead and repairs, as hard evidence always did).
+    Dead,
+}
+
+impl CorroborateOp {
+    /// The wire byte.
+    pub const fn byte(self) -> u8 {
+        match self {
+            Self::Refused => 0,
+            Self::Probe => 1,
+            Self::Ping => 2,
+            Self::Pong => 3,
+            Self::Contact => 4,
+            Self::Dead => 5,
+        }
+    }
+
+    /// The op a wire byte names.
+    pub const fn from_byte(b: u8) -> Option<Self> {
+        Some(match b {
+            0 => Self::Refused,
+            1 => Self::Probe,
+            2 => Self::Ping,
+            3 => Self::Pong,
+            4 => Self::Contact,
+            5 => Self::Dead,
+            _ => return None,
+        })
+    }
+}
+
+/// Corroboration of a refused dial (detector on): one rank's refused dial is reported to the
+/// subject's coordinator, which asks other ranks to dial the subject at once; a second refusal
+/// removes it, an answer refutes the report. Fixed size: one op byte, one rank.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CorroborateMsg {
+    /// What the sender says or asks.
+    pub op: CorroborateOp,
+    /// The rank whose dial was refused.
+    pub subject: Rank,
+}
+
+impl Codec for CorroborateMsg {
+    fn encoded_len(&self) -> usize {
+        1 + 4
+    }
+    fn encode(&self, buf: &mut impl BufMut) {
+        buf.put_u8(self.op.byte());
+        buf.put_u32(self.subject.0);
+    }
+    fn decode(r: &mut Reader, _limits: &Limits) -> Result<Self, DecodeError> {
+        let op = CorroborateOp::from_byte(r.u8()?)
+            .ok_or(DecodeError::Invalid("unknown corroboration op"))?;
+        Ok(Self {
+            op,
+            subject: r.rank()?,
+        })
+    }
+}
+
 crate::message_family! { Membership =>
-    /// Failure-knowledge messages (kinds 2–3, 40–43) and joins (60–61).
+    /// Failure-knowledge messages (kinds 2–3, 40–43, 49) and joins (60–61).
     pub enum MembershipMsg {
         /// Adoption notice, parent to new child ([`AdoptMsg`]).
         Adopt(AdoptMsg) = 2, Control, Adopt, "adopt";
@@ -306,5 +381,7 @@ crate::message_family! { Membership =>
         JoinForward(JoinForwardMsg) = 60, Control, JoinForward, "join-forward";
         /// The coordinator's answer to a request it did not queue ([`JoinAnswerMsg`]).
         JoinAnswer(JoinAnswerMsg) = 61, Control, JoinAnswer, "join-answer";
+        /// Corroboration of a refused dial ([`CorroborateMsg`]).
+        Corroborate(CorroborateMsg) = 49, Control, Corroborate, "corroborate";
     }
 }

@@ -16,6 +16,8 @@
 //!   retransmission timeout ([`NetConfig::rto_min`], doubling on consecutive losses of the same
 //!   frame up to [`NetConfig::rto_max`]), and later frames on the same directed link wait
 //!   behind it, in order (head-of-line blocking); drawn from the run's seed like everything else;
+//! - **refused dials** ([`Fault::RefuseDials`]): one rank's dials to a live rank are refused
+//!   (one rank's word against a live rank);
 //! - **pause-then-resume** ([`Fault::Pause`]/[`Fault::Resume`]): a frozen process receives
 //!   nothing and fires no timer; on resume it processes the backlog in order and its overdue
 //!   timers fire late;
@@ -77,8 +79,20 @@ pub enum Fault {
     /// Split the ranks into groups; frames between different groups stall. Ranks not listed
     /// form one more group.
     Partition(Vec<Vec<Rank>>),
-    /// Remove every cut and partition; stalled frames go out in order. Lossy ranks stay lossy.
+    /// Remove every cut, partition and refusal; stalled frames go out in order. Lossy ranks
+    /// stay lossy.
     Heal,
+    /// Dials from `from` to `to` are refused although `to` is alive (an overloaded dialer, a
+    /// full accept queue at `to`: one rank's word against a live rank), until the heal. An
+    /// established link between them breaks now: `from` sees a refused re-dial (hard
+    /// evidence), `to` a reset. Dials from `to` to `from` still connect, and the link they make
+    /// carries frames both ways.
+    RefuseDials {
+        /// The rank whose dials are refused.
+        from: Rank,
+        /// The live rank it cannot dial.
+        to: Rank,
+    },
     /// Every link to and from `rank` loses each transmission of a frame with probability
     /// `pct`% (clamped to 100; 0 makes them clean again) for frames sent in the next
     /// `duration`. A lost frame is retransmitted as TCP does (see [`NetConfig::rto_min`]): it
@@ -549,6 +563,7 @@ impl<O: Observer> Sim<O> {
                 }
             }
             Fault::Heal => self.heal(),
+            Fault::RefuseDials { from, to } => self.refuse_dials(from.0, to.0),
             Fault::Lossy {
                 rank,
                 pct,
@@ -889,8 +904,9 @@ impl<O: Observer> Sim<O> {
             return;
         }
         if !w.net.linked(from, to) {
-            // A dial: it succeeds unless the peer crashed, in which case it fails after the delay.
-            if w.slots[to as usize].state == SlotState::Crashed {
+            // A dial: it succeeds unless the peer crashed or refuses this dialer, in which case
+            // it fails after the delay.
+            if w.slots[to as usize].state == SlotState::Crashed || w.net.refuses(from, to) {
                 w.stats.frames_lost += 1;
                 let at = now + w.cfg.net.link_down_delay;
                 w.push(
@@ -968,6 +984,19 @@ impl<O: Observer> Sim<O> {
                     cause,
                 },
             );
+        }
+    }
+
+    fn refuse_dials(&mut self, from: u32, to: u32) {
+        self.world.net.refuse(from, to);
+        if self.world.net.unlink(from, to) {
+            let at = self.world.now + self.world.cfg.net.link_down_delay;
+            for (rank, peer, cause) in
+                [(from, to, LinkCause::Refused), (to, from, LinkCause::Reset)]
+            {
+                self.world
+                    .push(at, SimEvent::LinkDown { rank, peer, cause });
+            }
         }
     }
 

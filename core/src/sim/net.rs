@@ -78,6 +78,9 @@ pub(crate) struct Net {
     /// Lossy ranks: every link to and from the rank loses each frame (each transmission of
     /// it) with this percentage, for frames sent before this time.
     lossy: BTreeMap<u32, (u32, Instant)>,
+    /// Directed refusals: dials from .0 to .1 are refused although .1 is alive (an overloaded
+    /// dialer, a full accept queue); dials the other way succeed.
+    refused: BTreeSet<(u32, u32)>,
 }
 
 impl Net {
@@ -187,6 +190,16 @@ impl Net {
         at
     }
 
+    /// Dials from `a` to `b` are refused from now on (until the heal).
+    pub(crate) fn refuse(&mut self, a: u32, b: u32) {
+        self.refused.insert((a, b));
+    }
+
+    /// Whether a dial from `a` to `b` is refused while `b` is alive.
+    pub(crate) fn refuses(&self, a: u32, b: u32) -> bool {
+        self.refused.contains(&(a, b))
+    }
+
     pub(crate) fn cut(&mut self, a: u32, b: u32) {
         self.cuts.insert((a, b));
     }
@@ -199,9 +212,11 @@ impl Net {
         }
     }
 
-    /// Removes every cut and partition; returns the stalled frames to re-send, per link, in order.
+    /// Removes every cut, partition and refusal; returns the stalled frames to re-send, per
+    /// link, in order.
     pub(crate) fn heal(&mut self) -> BTreeMap<(u32, u32), VecDeque<Stalled>> {
         self.cuts.clear();
+        self.refused.clear();
         self.groups.clear();
         self.cut_gen += 1;
         std::mem::take(&mut self.stalled)
