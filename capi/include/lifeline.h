@@ -3,12 +3,15 @@
  *
  * Driving contract: make a node with lifeline_node_new, then feed it one input at a time
  * (lifeline_node_handle_*, commands), each with the current time of one monotonic clock in ns.
- * After EVERY input drain lifeline_node_poll_transmit and lifeline_node_poll_event until
- * LIFELINE_DONE, then re-arm one timer at lifeline_node_poll_timeout.
+ * After EVERY input drain lifeline_node_poll_transmit and lifeline_node_poll_event (and, for
+ * a node that accepts join connections, lifeline_node_poll_join_reply) until LIFELINE_DONE,
+ * then re-arm one timer at lifeline_node_poll_timeout. A process that is not a member yet
+ * drives a lifeline_joiner the same way until it is admitted, then builds its node with
+ * lifeline_node_new_from_admission.
  *
  * Ownership: handles are allocated by the library and released with their *_free (NULL is a
  * no-op). Inputs are copied. Transmits are copied into the caller's buffer. An event is owned
- * by the node and valid until the next call on that node.
+ * by the node and valid until the next call on that node (a joiner's event: by the joiner).
  *
  * Threads: one thread at a time per node (a node may move between threads); nodes are
  * independent; there is no global state and there are no callbacks. lifeline_version,
@@ -117,6 +120,15 @@
 // Detector (advisory): suspected `rank` (incarnation `seq`) did not refute in time.
 #define LIFELINE_EVENT_UNRESPONSIVE 15
 
+// A view admitted joiners (at every member, in the same op order): `joiners[0..joiners_len]`
+// are members as of `epoch`, with ranks past the span before it (in rank order); `count` =
+// members of the new view; the span grew to the last joiner's rank + 1. Add each joiner's
+// `addr` to the transport's address book before sending it anything: the same input may also
+// queue transmits to it, and `lifeline_node_poll_transmit` can return them before this event
+// is polled (hold frames to a rank without an address until its event, or drain events
+// first).
+#define LIFELINE_EVENT_JOINED 16
+
 // `LIFELINE_EVENT_VIEW_CHANGED` flag: the slot moved up (shallower).
 #define LIFELINE_VIEW_PROMOTED 1
 
@@ -167,6 +179,48 @@
 // RESULT: the dialer was removed from the cluster as of the epoch: call
 // `lifeline_node_handle_fenced`.
 #define LIFELINE_VERDICT_REMOVED 3
+
+// The largest join message (request or reply) the library decodes or produces: a
+// `lifeline_node_poll_join_reply` or `lifeline_joiner_poll_transmit` buffer of this size never
+// gets `LIFELINE_ERR_BUFFER_TOO_SHORT`, and a transport may close a join connection that sends
+// more.
+#define LIFELINE_MAX_JOIN_MSG (1 << 20)
+
+// The longest joiner address (`lifeline_joiner_new`'s `addr`), in bytes.
+#define LIFELINE_MAX_JOIN_ADDR 256
+
+// `lifeline_joiner_event.kind`: an event this version of the C API does not know. Ignore it.
+#define LIFELINE_JOINER_EVENT_UNKNOWN 0
+
+// `lifeline_joiner_event.kind`: admitted as `rank` by the view of `epoch` (whose tree spans
+// `span` ranks), answering the try `nonce`/`seq`. Build the node with
+// `lifeline_node_new_from_admission`; the joiner takes no more input.
+#define LIFELINE_JOINER_EVENT_ADMITTED 1
+
+// `lifeline_joiner_event.kind`: the try `nonce`/`seq` failed for `reason` (a
+// `LIFELINE_JOIN_RETRY_*`); the next goes to contact `next_contact` in `after_ns`
+// (`lifeline_joiner_poll_timeout` says when).
+#define LIFELINE_JOINER_EVENT_RETRYING 2
+
+// Retry reason: a reason this version of the C API does not know.
+#define LIFELINE_JOIN_RETRY_UNKNOWN 0
+
+// Retry reason: the contact's or the coordinator's join queue is full (the same contact is
+// asked again).
+#define LIFELINE_JOIN_RETRY_BUSY 1
+
+// Retry reason: the contact saw no admission within its `join_timeout_ns`.
+#define LIFELINE_JOIN_RETRY_TIMED_OUT 2
+
+// Retry reason: the contact is not a member (removed, or stopping).
+#define LIFELINE_JOIN_RETRY_NOT_MEMBER 3
+
+// Retry reason: the join connection failed or closed before the answer
+// (`lifeline_joiner_handle_contact_failed`).
+#define LIFELINE_JOIN_RETRY_CONTACT_FAILED 4
+
+// Retry reason: no answer within the joiner's `attempt_timeout_ns`.
+#define LIFELINE_JOIN_RETRY_NO_ANSWER 5
 
 // `lifeline_link_action.kind`: dial `peer` for `slot` and feed the outcome back with `attempt`.
 #define LIFELINE_LINK_ACTION_DIAL 0
@@ -260,7 +314,9 @@ typedef enum lifeline_result {
   // queued (nothing was lost).
   LIFELINE_ERR_BUFFER_TOO_SHORT = -4,
   // `lifeline_node_frame_len`: the header is not a valid frame header (bad version, unknown
-  // kind, or longer than `max_frame`). Close the connection.
+  // kind, or longer than `max_frame`). `lifeline_node_handle_join_request`,
+  // `lifeline_joiner_handle_reply`: the bytes are not a join message of that kind (counted;
+  // nothing else changed). Close the connection.
   LIFELINE_ERR_MALFORMED = -5,
   // This rank is dead (evicted, or removed): it takes no more commands and must stop.
   LIFELINE_ERR_DEAD = -6,
@@ -302,13 +358,17 @@ typedef enum lifeline_result {
 // `lifeline_config_free`.
 typedef struct lifeline_config lifeline_config;
 
+// An opaque joiner: a process asking a running cluster to admit it. Made by
+// `lifeline_joiner_new`, released by `lifeline_joiner_free`. One thread at a time.
+typedef struct lifeline_joiner lifeline_joiner;
+
 // An opaque link policy: made by `lifeline_links_new`, released by `lifeline_links_free`. One
 // thread at a time.
 typedef struct lifeline_links lifeline_links;
 
-// An opaque node: one rank of a Lifeline overlay. Made by `lifeline_node_new`, released by
-// `lifeline_node_free`. One thread at a time per node (it may move between threads); different
-// nodes are independent.
+// An opaque node: one rank of a Lifeline overlay. Made by `lifeline_node_new` (or, for a
+// joiner, `lifeline_node_new_from_admission`), released by `lifeline_node_free`. One thread
+// at a time per node (it may move between threads); different nodes are independent.
 typedef struct lifeline_node lifeline_node;
 
 // An opaque acceptor's handshake state (between CHALLENGE and PROOF).
@@ -319,6 +379,72 @@ typedef struct lifeline_tcp_dialer lifeline_tcp_dialer;
 
 // An opaque cluster key (32 bytes derived from the shared secret).
 typedef struct lifeline_tcp_key lifeline_tcp_key;
+
+// A joiner's tuning (the core's `JoinerConfig` besides contacts and address);
+// `lifeline_joiner_config_default` fills the defaults (back-off 50 ms doubling to 2 s, a try
+// given up after 15 s, spans up to 2^24).
+typedef struct lifeline_joiner_config {
+  // First back-off after a failed try (ns). Positive, at most `retry_max_ns`.
+  uint64_t retry_min_ns;
+  // Longest back-off (ns): the doubling stops here.
+  uint64_t retry_max_ns;
+  // A try with no answer for this long has failed (ns, positive). Keep it above the
+  // members' `join_timeout_ns` (after which a contact answers "retry" itself).
+  uint64_t attempt_timeout_ns;
+  // Largest span accepted in an admission (a larger one is a malformed reply).
+  uint32_t max_span;
+} lifeline_joiner_config;
+
+// One join request to send, described by `lifeline_joiner_poll_transmit` (the bytes go to the
+// caller's buffer): open a join connection to contact `contact` and write them.
+typedef struct lifeline_join_transmit {
+  // The contact's index (`0..contacts` of `lifeline_joiner_new`).
+  uint32_t contact;
+  // The try's join id: sequence number (1 for the first try, raised on each retry).
+  uint32_t seq;
+  // The try's join id: this process's nonce (the same in every try).
+  uint64_t nonce;
+  // The request's length (on `LIFELINE_ERR_BUFFER_TOO_SHORT`: the buffer size needed).
+  size_t len;
+} lifeline_join_transmit;
+
+// One joiner event, owned by the joiner: the pointer from `lifeline_joiner_poll_event` stays
+// valid until the next call on that joiner. Each kind documents the fields it sets; the others
+// are zero (`rank`: `LIFELINE_NO_RANK`). Unknown kinds must be ignored. New fields are only
+// ever appended.
+typedef struct lifeline_joiner_event {
+  // A `LIFELINE_JOINER_EVENT_*` kind.
+  uint32_t kind;
+  // `ADMITTED`: this process's rank.
+  uint32_t rank;
+  // The try's join id: nonce.
+  uint64_t nonce;
+  // The try's join id: sequence number.
+  uint32_t seq;
+  // `RETRYING`: a `LIFELINE_JOIN_RETRY_*`.
+  uint32_t reason;
+  // `ADMITTED`: the epoch of the view that admitted it.
+  uint64_t epoch;
+  // `ADMITTED`: the span of that view's tree (this rank included).
+  uint32_t span;
+  // `RETRYING`: the contact the next try goes to.
+  uint32_t next_contact;
+  // `RETRYING`: the back-off before it (ns).
+  uint64_t after_ns;
+} lifeline_joiner_event;
+
+// A joiner's counters (`lifeline_joiner_counters`). Fields are only ever appended;
+// `lifeline_joiner_stats` takes the caller's `sizeof(lifeline_joiner_counters)` and writes no
+// more than that.
+typedef struct lifeline_joiner_counters {
+  // Requests sent (tries).
+  uint64_t tries;
+  // Answers for another try or another joiner (ignored).
+  uint64_t foreign_replies;
+  // Answers that did not decode (`lifeline_joiner_handle_reply` answered
+  // `LIFELINE_ERR_MALFORMED`).
+  uint64_t malformed_replies;
+} lifeline_joiner_counters;
 
 // The link policy's tuning (the core's `LinkConfig`); `lifeline_links_config_default` fills
 // the defaults (8 attempts, 3 refused, 10 s grace, back-off 50 ms doubling to 1 s).
@@ -366,6 +492,22 @@ typedef struct lifeline_transmit {
   size_t len;
 } lifeline_transmit;
 
+// One joiner admitted by a view (`lifeline_event.joiners`, `LIFELINE_EVENT_JOINED`), owned by
+// the node like the event it is part of.
+typedef struct lifeline_admitted {
+  // Its rank.
+  uint32_t rank;
+  // The join id's sequence number (the try that was admitted).
+  uint32_t seq;
+  // The join id's nonce (the joiner process's incarnation).
+  uint64_t nonce;
+  // Where members reach it, as its transport encoded it (`lifeline_joiner_new`'s `addr`;
+  // NULL when `addr_len` is 0).
+  const uint8_t *addr;
+  // Length of `addr` (at most `LIFELINE_MAX_JOIN_ADDR`).
+  size_t addr_len;
+} lifeline_admitted;
+
 // One application event, owned by the node: the pointer from `lifeline_node_poll_event` and
 // every pointer inside it stay valid until the next call on that node (copy a payload to keep
 // it). Each kind documents the fields it sets; the others are zero (ranks: `LIFELINE_NO_RANK`,
@@ -404,6 +546,10 @@ typedef struct lifeline_event {
   size_t ranks_len;
   // One `LIFELINE_CAUSE_*` per rank (NULL when `ranks_len` is 0).
   const uint8_t *causes;
+  // `LIFELINE_EVENT_JOINED`: the admitted joiners (NULL when `joiners_len` is 0).
+  const struct lifeline_admitted *joiners;
+  // Number of `joiners`.
+  size_t joiners_len;
 } lifeline_event;
 
 // The node's monotonic counters (the core's `Stats`, flattened: machine sections are
@@ -604,6 +750,29 @@ typedef struct lifeline_stats {
   // (detect) Silence timers held because the subject was never heard from and the start-up
   // grace (`detect_startup_grace_ns`) was not over.
   uint64_t detect_startup_holds;
+  // (join) Join requests received from joiners (as their contact).
+  uint64_t join_requests_in;
+  // (join) Join requests forwarded to the coordinator (re-forwards included).
+  uint64_t join_forwards_out;
+  // (join) Forwarded join requests received (as coordinator, or stale).
+  uint64_t join_forwards_in;
+  // (join) Waiting requests forwarded again because the coordinator changed.
+  uint64_t join_reforwards;
+  // (join) Admissions answered to joiners (`lifeline_node_poll_join_reply`).
+  uint64_t join_accepts_sent;
+  // (join) "Retry" answers to joiners (busy, timed out, not a member).
+  uint64_t join_retries_sent;
+  // (join) Requests that waited past `join_timeout_ns` here.
+  uint64_t joins_timed_out;
+  // (join) Coordinator: joins refused because its queue was full.
+  uint64_t joins_refused_busy;
+  // (join) Coordinator: joiners admitted.
+  uint64_t joins_admitted;
+  // (join) Coordinator: views that admitted joiners.
+  uint64_t join_views;
+  // (join) Join requests that did not decode (`lifeline_node_handle_join_request` answered
+  // `LIFELINE_ERR_MALFORMED`).
+  uint64_t join_requests_malformed;
 } lifeline_stats;
 
 #ifdef __cplusplus
@@ -673,7 +842,16 @@ void lifeline_config_free(struct lifeline_config *config);
 // - `max_list`: largest element count of a list inside a frame.
 // - `max_transmits`, `max_events`: bounds on queued output between two drains (past them
 //   output is dropped and counted).
-// - `joiner`: 1 if this rank joined after the start (a grow).
+// - `joiner`: 1 if this rank joined after the start (a grow); `epoch`: the view epoch it
+//   starts at. `lifeline_node_new_from_admission` sets both (and the tree) from the admission.
+// - `join_batch_ns` (the coordinator holds the first waiting join this long so others share
+//   its view change), `join_max_per_view` (most joiners one view change admits),
+//   `join_timeout_ns` (a contact answers "retry" to a request not admitted within this long),
+//   `join_max_pending` (most requests waiting at a contact, and joins queued at the
+//   coordinator; past it "retry" at once), `join_retry_after_ns` (the back-off a "retry"
+//   suggests), `join_remembered` (admitted nonces every member remembers, so a joiner whose
+//   answer was lost gets its rank again): how members answer and admit joiners. The counts
+//   and the timeout must be positive.
 // - `flood_linger_ns`, `flood_max`: the flood test protocol's duplicate memory.
 // - `membership_notice_batch_ns`, `membership_stable_reports`, `membership_flux_reports`,
 //   `membership_flux_hold_ns`, `membership_alert_batch_ns`, `membership_relay_batch_ns`,
@@ -694,7 +872,8 @@ void lifeline_config_free(struct lifeline_config *config);
 //   `detect_refute_ns`, `detect_observers` (K), `detect_ring_seed` (every rank must agree),
 //   `detect_health_max`, `detect_health_recover`; `detect_startup_grace_ns` (a peer never
 //   heard from is not suspected within this long after start; 0, the default, watches from
-//   the start).
+//   the start); `detect_join_grace_ns` (an admitted joiner is not suspected until it is heard
+//   once or this long after its admission).
 //
 // # Safety
 // `config` is NULL or a live config from `lifeline_config_new`, not used by another thread
@@ -803,6 +982,151 @@ enum lifeline_result lifeline_tcp_acceptor_on_proof(const struct lifeline_tcp_ac
 // # Safety
 // `acceptor` is NULL or from `lifeline_tcp_acceptor_on_hello`, not yet freed.
 void lifeline_tcp_acceptor_free(struct lifeline_tcp_acceptor *acceptor);
+
+// A joiner's request (`bytes[0..len]`, copied) arrived on the transport's join connection
+// `conn_id` (any number the transport picks to name it): this rank is its contact. The answer
+// comes out of `lifeline_node_poll_join_reply` for `conn_id`: at once (already admitted,
+// busy, not a member), when the admission is applied here, or after `join_timeout_ns`
+// ("retry"). `LIFELINE_ERR_MALFORMED`: the bytes are not a join request (counted in
+// `join_requests_malformed`; nothing else changed): close the connection. `bytes` may be NULL
+// only when `len` is 0.
+//
+// # Safety
+// `node` is NULL or a live node used by one thread at a time; `bytes` is NULL or `len`
+// readable bytes.
+enum lifeline_result lifeline_node_handle_join_request(struct lifeline_node *node, uint64_t now_ns, uint64_t conn_id, const uint8_t *bytes, size_t len);
+
+// The join connection `conn_id` closed before its answer was written: the requests waiting
+// on it are forgotten (a joiner admitted meanwhile asks again and gets its rank). An answer
+// already queued for it may still come out of `lifeline_node_poll_join_reply`: drop it (the
+// transport no longer knows `conn_id`). Unknown ids are ignored.
+//
+// # Safety
+// `node` is NULL or a live node used by one thread at a time.
+enum lifeline_result lifeline_node_handle_join_conn_closed(struct lifeline_node *node, uint64_t now_ns, uint64_t conn_id);
+
+// The next answer to a joiner, copied into `buf[0..cap]`. `LIFELINE_OK`: `*conn_id` names
+// the join connection and `*len` bytes were written: write them on it and close it once
+// written (one answer per request). `LIFELINE_DONE`: none queued.
+// `LIFELINE_ERR_BUFFER_TOO_SHORT`: `*conn_id` and `*len` (the size needed) are written and
+// the answer stays queued (the next call returns it); a buffer of `LIFELINE_MAX_JOIN_MSG`
+// bytes never sees this. Drain to `LIFELINE_DONE` after every input, as the transmits. `buf`
+// may be NULL only when `cap` is 0 (a size query).
+//
+// # Safety
+// `node` is NULL or a live node used by one thread at a time; `conn_id` and `len` are NULL or
+// writable; `buf` is NULL or `cap` writable bytes.
+enum lifeline_result lifeline_node_poll_join_reply(struct lifeline_node *node, uint64_t *conn_id, uint8_t *buf, size_t cap, size_t *len);
+
+// Writes the default joiner tuning to `*out`.
+//
+// # Safety
+// `out` is NULL or writable.
+enum lifeline_result lifeline_joiner_config_default(struct lifeline_joiner_config *out);
+
+// Makes a joiner that asks `contacts` members in turn (indices `0..contacts`: the transport
+// keeps their addresses) to admit this process, which members will reach at
+// `addr[0..addr_len]` (copied; the transport's own encoding, e.g. `host:port`, at most
+// `LIFELINE_MAX_JOIN_ADDR` bytes; every member gets it in `LIFELINE_EVENT_JOINED`). `config`
+// is the tuning (NULL: the defaults). `seed` makes the nonce and the jitter: take it from the
+// OS's randomness (`getrandom`), since two processes must never share a nonce; the first try
+// goes to contact `seed % contacts` at once (drain `lifeline_joiner_poll_transmit`). On
+// `LIFELINE_OK` `*out` is the joiner; else `*out` is NULL: `LIFELINE_ERR_INVALID_ARGUMENT` (no
+// contacts, an address over `LIFELINE_MAX_JOIN_ADDR`), `LIFELINE_ERR_INVALID_CONFIG` (a zero
+// back-off or attempt timeout, `retry_min_ns` above `retry_max_ns`), `LIFELINE_ERR_NULL`.
+//
+// # Safety
+// `addr` is NULL (only with `addr_len` 0) or `addr_len` readable bytes; `config` is NULL or
+// readable; `out` is NULL or writable.
+enum lifeline_result lifeline_joiner_new(uint32_t contacts, const uint8_t *addr, size_t addr_len, const struct lifeline_joiner_config *config, uint64_t seed, uint64_t now_ns, struct lifeline_joiner **out);
+
+// Releases a joiner (and its last event). NULL is a no-op. A node built from it is
+// unaffected.
+//
+// # Safety
+// `joiner` is NULL or from `lifeline_joiner_new`, not yet freed, not in use by another
+// thread; it and the event it handed out are invalid afterwards.
+void lifeline_joiner_free(struct lifeline_joiner *joiner);
+
+// The next join request, copied into `buf[0..cap]`. `LIFELINE_OK`: `*out` describes it and
+// `out->len` bytes were written: open a join connection to contact `out->contact`, write
+// them, and keep `out->nonce`/`out->seq` with the connection (for
+// `lifeline_joiner_handle_contact_failed`). `LIFELINE_DONE`: nothing queued.
+// `LIFELINE_ERR_BUFFER_TOO_SHORT`: `*out` is written (`out->len` is the size needed) and the
+// request stays queued; a buffer of `LIFELINE_MAX_JOIN_MSG` bytes never sees this. `buf` may
+// be NULL only when `cap` is 0.
+//
+// # Safety
+// `joiner` is NULL or a live joiner used by one thread at a time; `buf` is NULL or `cap`
+// writable bytes; `out` is NULL or writable.
+enum lifeline_result lifeline_joiner_poll_transmit(struct lifeline_joiner *joiner, uint8_t *buf, size_t cap, struct lifeline_join_transmit *out);
+
+// The answer (`bytes[0..len]`, copied) read from the join connection to contact `contact`
+// (the index its request named). An admission for this process is taken whichever try it
+// answers (`LIFELINE_JOINER_EVENT_ADMITTED`); a "retry" for the current try backs off
+// (`LIFELINE_JOINER_EVENT_RETRYING`); any other answer is ignored and counted.
+// `LIFELINE_ERR_MALFORMED`: the bytes are not a join reply (counted in `malformed_replies`;
+// the try goes on until its timeout or the connection's end). After the admission every
+// answer is ignored. `bytes` may be NULL only when `len` is 0.
+//
+// # Safety
+// `joiner` is NULL or a live joiner used by one thread at a time; `bytes` is NULL or `len`
+// readable bytes.
+enum lifeline_result lifeline_joiner_handle_reply(struct lifeline_joiner *joiner, uint64_t now_ns, uint32_t contact, const uint8_t *bytes, size_t len);
+
+// The join connection of the try `nonce`/`seq` to contact `contact` failed or closed before
+// its answer: the joiner backs off and asks the next contact
+// (`LIFELINE_JOINER_EVENT_RETRYING`). Ignored for an older try.
+//
+// # Safety
+// `joiner` is NULL or a live joiner used by one thread at a time.
+enum lifeline_result lifeline_joiner_handle_contact_failed(struct lifeline_joiner *joiner, uint64_t now_ns, uint32_t contact, uint64_t nonce, uint32_t seq);
+
+// The deadline from `lifeline_joiner_poll_timeout` passed: a try past its deadline fails, a
+// back-off that ended sends the next try. Early, late or repeated calls are harmless.
+//
+// # Safety
+// `joiner` is NULL or a live joiner used by one thread at a time.
+enum lifeline_result lifeline_joiner_handle_timeout(struct lifeline_joiner *joiner, uint64_t now_ns);
+
+// The absolute time (ns) at which `lifeline_joiner_handle_timeout` must be called, or
+// `LIFELINE_NEVER` (admitted, NULL, or a poisoned joiner). Re-read it after every input.
+//
+// # Safety
+// `joiner` is NULL or a live joiner used by one thread at a time.
+uint64_t lifeline_joiner_poll_timeout(const struct lifeline_joiner *joiner);
+
+// The next joiner event. `LIFELINE_OK`: `*out` points to it, owned by the joiner and valid
+// until the next call on it. `LIFELINE_DONE`: none queued (`*out` is NULL). Drain to
+// `LIFELINE_DONE` after every input.
+//
+// # Safety
+// `joiner` is NULL or a live joiner used by one thread at a time; `out` is NULL or writable.
+enum lifeline_result lifeline_joiner_poll_event(struct lifeline_joiner *joiner, const struct lifeline_joiner_event **out);
+
+// Copies the joiner's counters into `*out`, writing `min(out_size,
+// sizeof(lifeline_joiner_counters))` bytes: pass `sizeof(lifeline_joiner_counters)` of the
+// header you compiled against.
+//
+// # Safety
+// `joiner` is NULL or a live joiner used by one thread at a time; `out` is NULL or `out_size`
+// writable bytes.
+enum lifeline_result lifeline_joiner_stats(const struct lifeline_joiner *joiner, struct lifeline_joiner_counters *out, size_t out_size);
+
+// Makes the node of an admitted joiner: rank, epoch and tree (span, radix, holes) from the
+// admission `joiner` reported (`LIFELINE_JOINER_EVENT_ADMITTED`), every other setting from a
+// copy of `config` (its span and dead ranks are replaced; its radix must be the cluster's).
+// `seed` and `now_ns` as for `lifeline_node_new`. On `LIFELINE_OK` `*out` is the node: drain
+// its outputs at once (it greets its parent and children), report the links it has to members
+// (`lifeline_node_handle_link_up`) as for any node, then free the joiner (the node does not
+// need it). On an error `*out` is NULL: `LIFELINE_ERR_INVALID_ARGUMENT` (the joiner has not
+// reported its admission), `LIFELINE_ERR_INVALID_CONFIG` (another radix than the cluster's, a
+// field out of range), `LIFELINE_ERR_NULL`.
+//
+// # Safety
+// `config` is NULL or a live config and `joiner` NULL or a live joiner, neither used by
+// another thread during the call; `out` is NULL or writable.
+enum lifeline_result lifeline_node_new_from_admission(const struct lifeline_config *config, const struct lifeline_joiner *joiner, uint64_t seed, uint64_t now_ns, struct lifeline_node **out);
 
 // Writes the default configuration to `*out`.
 //
@@ -920,8 +1244,8 @@ enum lifeline_result lifeline_node_new(const struct lifeline_config *config, uin
 // Releases a node and everything it owns (including the last event). NULL is a no-op.
 //
 // # Safety
-// `node` is NULL or from `lifeline_node_new`, not yet freed, not in use by another thread; it
-// and every pointer it handed out are invalid afterwards.
+// `node` is NULL or from `lifeline_node_new` (or `_new_from_admission`), not yet freed, not in
+// use by another thread; it and every pointer it handed out are invalid afterwards.
 void lifeline_node_free(struct lifeline_node *node);
 
 // One whole frame received from rank `from` (split a stream with `lifeline_node_frame_len`).

@@ -68,6 +68,13 @@ fn field<'a>(c: &'a mut lifeline_core::Config, key: &str) -> Option<Field<'a>> {
         "max_transmits" => Usize(&mut c.max_transmits),
         "max_events" => Usize(&mut c.max_events),
         "joiner" => Bool(&mut c.joiner),
+        "epoch" => U64(&mut c.epoch),
+        "join_batch_ns" => Nanos(&mut c.join.batch),
+        "join_max_per_view" => U32(&mut c.join.max_per_view),
+        "join_timeout_ns" => Nanos(&mut c.join.timeout),
+        "join_max_pending" => U32(&mut c.join.max_pending),
+        "join_retry_after_ns" => Nanos(&mut c.join.retry_after),
+        "join_remembered" => U32(&mut c.join.remembered),
         "flood_linger_ns" => Nanos(&mut c.flood.linger),
         "flood_max" => Usize(&mut c.flood.max),
         "membership_notice_batch_ns" => Nanos(&mut c.membership.notice_batch),
@@ -104,6 +111,7 @@ fn field<'a>(c: &'a mut lifeline_core::Config, key: &str) -> Option<Field<'a>> {
         "detect_health_max" => U32(&mut c.detect.health_max),
         "detect_health_recover" => U32(&mut c.detect.health_recover),
         "detect_startup_grace_ns" => Nanos(&mut c.detect.startup_grace),
+        "detect_join_grace_ns" => Nanos(&mut c.detect.join_grace),
         _ => return None,
     })
 }
@@ -176,7 +184,16 @@ unsafe fn with_field(
 /// - `max_list`: largest element count of a list inside a frame.
 /// - `max_transmits`, `max_events`: bounds on queued output between two drains (past them
 ///   output is dropped and counted).
-/// - `joiner`: 1 if this rank joined after the start (a grow).
+/// - `joiner`: 1 if this rank joined after the start (a grow); `epoch`: the view epoch it
+///   starts at. `lifeline_node_new_from_admission` sets both (and the tree) from the admission.
+/// - `join_batch_ns` (the coordinator holds the first waiting join this long so others share
+///   its view change), `join_max_per_view` (most joiners one view change admits),
+///   `join_timeout_ns` (a contact answers "retry" to a request not admitted within this long),
+///   `join_max_pending` (most requests waiting at a contact, and joins queued at the
+///   coordinator; past it "retry" at once), `join_retry_after_ns` (the back-off a "retry"
+///   suggests), `join_remembered` (admitted nonces every member remembers, so a joiner whose
+///   answer was lost gets its rank again): how members answer and admit joiners. The counts
+///   and the timeout must be positive.
 /// - `flood_linger_ns`, `flood_max`: the flood test protocol's duplicate memory.
 /// - `membership_notice_batch_ns`, `membership_stable_reports`, `membership_flux_reports`,
 ///   `membership_flux_hold_ns`, `membership_alert_batch_ns`, `membership_relay_batch_ns`,
@@ -197,7 +214,8 @@ unsafe fn with_field(
 ///   `detect_refute_ns`, `detect_observers` (K), `detect_ring_seed` (every rank must agree),
 ///   `detect_health_max`, `detect_health_recover`; `detect_startup_grace_ns` (a peer never
 ///   heard from is not suspected within this long after start; 0, the default, watches from
-///   the start).
+///   the start); `detect_join_grace_ns` (an admitted joiner is not suspected until it is heard
+///   once or this long after its admission).
 ///
 /// # Safety
 /// `config` is NULL or a live config from `lifeline_config_new`, not used by another thread
@@ -297,7 +315,38 @@ mod tests {
                 LIFELINE_ERR_RANK_OUT_OF_RANGE
             );
             assert_eq!(lifeline_config_add_dead(c, 7), LIFELINE_OK);
+            for (key, v) in [
+                (c"join_batch_ns", 5_000_000),
+                (c"join_max_per_view", 7),
+                (c"join_timeout_ns", 9_000_000),
+                (c"join_max_pending", 11),
+                (c"join_retry_after_ns", 13_000_000),
+                (c"join_remembered", 17),
+                (c"detect_join_grace_ns", 19_000_000),
+                (c"epoch", 23),
+            ] {
+                assert_eq!(
+                    lifeline_config_set(c, key.as_ptr(), v),
+                    LIFELINE_OK,
+                    "{key:?}"
+                );
+                let mut got = 0;
+                assert_eq!(lifeline_config_get(c, key.as_ptr(), &mut got), LIFELINE_OK);
+                assert_eq!(got, v, "{key:?}");
+            }
+            assert_eq!(
+                lifeline_config_set(c, c"join_max_per_view".as_ptr(), u64::from(u32::MAX) + 1),
+                LIFELINE_ERR_INVALID_CONFIG
+            );
             let inner = &(*c).inner;
+            assert_eq!(inner.join.batch, Duration::from_millis(5));
+            assert_eq!(inner.join.max_per_view, 7);
+            assert_eq!(inner.join.timeout, Duration::from_millis(9));
+            assert_eq!(inner.join.max_pending, 11);
+            assert_eq!(inner.join.retry_after, Duration::from_millis(13));
+            assert_eq!(inner.join.remembered, 17);
+            assert_eq!(inner.detect.join_grace, Duration::from_millis(19));
+            assert_eq!(inner.epoch, 23);
             assert!(inner.detect.enabled);
             assert_eq!(inner.detect.period, Duration::from_nanos(7_000));
             assert_eq!(inner.relm.window, 5);

@@ -53,6 +53,14 @@ pub const LIFELINE_EVENT_SUSPECT: u32 = 13;
 pub const LIFELINE_EVENT_REFUTED: u32 = 14;
 /// Detector (advisory): suspected `rank` (incarnation `seq`) did not refute in time.
 pub const LIFELINE_EVENT_UNRESPONSIVE: u32 = 15;
+/// A view admitted joiners (at every member, in the same op order): `joiners[0..joiners_len]`
+/// are members as of `epoch`, with ranks past the span before it (in rank order); `count` =
+/// members of the new view; the span grew to the last joiner's rank + 1. Add each joiner's
+/// `addr` to the transport's address book before sending it anything: the same input may also
+/// queue transmits to it, and `lifeline_node_poll_transmit` can return them before this event
+/// is polled (hold frames to a rank without an address until its event, or drain events
+/// first).
+pub const LIFELINE_EVENT_JOINED: u32 = 16;
 
 /// `LIFELINE_EVENT_VIEW_CHANGED` flag: the slot moved up (shallower).
 pub const LIFELINE_VIEW_PROMOTED: u16 = 1;
@@ -70,6 +78,24 @@ pub const LIFELINE_CAUSE_UNRESPONSIVE: u8 = 1;
 pub const LIFELINE_CAUSE_UNREACHABLE: u8 = 2;
 /// Removal cause: the embedding runtime declared it dead (`lifeline_node_handle_dead`).
 pub const LIFELINE_CAUSE_DECLARED: u8 = 3;
+
+/// One joiner admitted by a view (`lifeline_event.joiners`, `LIFELINE_EVENT_JOINED`), owned by
+/// the node like the event it is part of.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct Admitted {
+    /// Its rank.
+    pub rank: u32,
+    /// The join id's sequence number (the try that was admitted).
+    pub seq: u32,
+    /// The join id's nonce (the joiner process's incarnation).
+    pub nonce: u64,
+    /// Where members reach it, as its transport encoded it (`lifeline_joiner_new`'s `addr`;
+    /// NULL when `addr_len` is 0).
+    pub addr: *const u8,
+    /// Length of `addr` (at most `LIFELINE_MAX_JOIN_ADDR`).
+    pub addr_len: usize,
+}
 
 /// One application event, owned by the node: the pointer from `lifeline_node_poll_event` and
 /// every pointer inside it stay valid until the next call on that node (copy a payload to keep
@@ -111,6 +137,10 @@ pub struct Event {
     pub ranks_len: usize,
     /// One `LIFELINE_CAUSE_*` per rank (NULL when `ranks_len` is 0).
     pub causes: *const u8,
+    /// `LIFELINE_EVENT_JOINED`: the admitted joiners (NULL when `joiners_len` is 0).
+    pub joiners: *const Admitted,
+    /// Number of `joiners`.
+    pub joiners_len: usize,
 }
 
 impl Event {
@@ -132,18 +162,23 @@ impl Event {
             ranks: std::ptr::null(),
             ranks_len: 0,
             causes: std::ptr::null(),
+            joiners: std::ptr::null(),
+            joiners_len: 0,
         }
     }
 }
 
-/// The node-side storage behind the current `Event`: it keeps the payload and the rank lists
-/// alive until the next call.
+/// The node-side storage behind the current `Event`: it keeps the payload, the rank lists and
+/// the joiners (their addresses included) alive until the next call.
 #[derive(Debug)]
 pub(crate) struct EventSlot {
     pub(crate) ev: Event,
     payload: Bytes,
     ranks: Vec<u32>,
     causes: Vec<u8>,
+    /// The joiners as the core gave them (owning the address bytes `joiners` points into).
+    admitted: Vec<lifeline_core::join::Admitted>,
+    joiners: Vec<Admitted>,
 }
 
 impl EventSlot {
@@ -153,6 +188,8 @@ impl EventSlot {
             payload: Bytes::new(),
             ranks: Vec::new(),
             causes: Vec::new(),
+            admitted: Vec::new(),
+            joiners: Vec::new(),
         }
     }
 
@@ -162,6 +199,8 @@ impl EventSlot {
         self.payload = Bytes::new();
         self.ranks.clear();
         self.causes.clear();
+        self.joiners.clear();
+        self.admitted.clear();
         match e {
             CoreEvent::Xcast(x) => match x {
                 XcastEvent::Delivered {
@@ -206,6 +245,28 @@ impl EventSlot {
                 MembershipEvent::Evicted { epoch } => {
                     ev.kind = LIFELINE_EVENT_EVICTED;
                     ev.epoch = epoch;
+                }
+                MembershipEvent::Joined {
+                    epoch,
+                    joiners,
+                    members,
+                } => {
+                    ev.kind = LIFELINE_EVENT_JOINED;
+                    (ev.epoch, ev.count) = (epoch, u64::from(members));
+                    self.admitted = joiners;
+                    // The addresses are `Bytes` held in `self.admitted` until the next fill:
+                    // their heap bytes do not move with the vector.
+                    self.joiners.extend(self.admitted.iter().map(|a| Admitted {
+                        rank: a.rank.0,
+                        seq: a.id.seq,
+                        nonce: a.id.nonce,
+                        addr: if a.addr.is_empty() {
+                            std::ptr::null()
+                        } else {
+                            a.addr.as_ptr()
+                        },
+                        addr_len: a.addr.len(),
+                    }));
                 }
                 _ => {}
             },
@@ -288,6 +349,10 @@ impl EventSlot {
             ev.causes = self.causes.as_ptr();
             ev.ranks_len = self.ranks.len();
         }
+        if !self.joiners.is_empty() {
+            ev.joiners = self.joiners.as_ptr();
+            ev.joiners_len = self.joiners.len();
+        }
         self.ev = ev;
     }
 }
@@ -334,6 +399,47 @@ mod tests {
         slot.fill(CoreEvent::Membership(MembershipEvent::Evicted { epoch: 9 }));
         assert_eq!((slot.ev.kind, slot.ev.epoch), (LIFELINE_EVENT_EVICTED, 9));
         assert!(slot.ev.ranks.is_null() && slot.ev.payload.is_null());
+    }
+
+    #[test]
+    fn joined_flattens_the_joiners_and_keeps_their_addresses() {
+        use lifeline_core::join::{Admitted as CoreAdmitted, JoinId};
+        let mut slot = EventSlot::new();
+        let joiners = vec![
+            CoreAdmitted {
+                rank: Rank(3),
+                id: JoinId { nonce: 77, seq: 2 },
+                addr: Bytes::from_static(b"10.0.0.3:7000"),
+            },
+            CoreAdmitted {
+                rank: Rank(4),
+                id: JoinId { nonce: 78, seq: 1 },
+                addr: Bytes::new(),
+            },
+        ];
+        slot.fill(CoreEvent::Membership(MembershipEvent::Joined {
+            epoch: 5,
+            joiners,
+            members: 5,
+        }));
+        let ev = &slot.ev;
+        assert_eq!(
+            (ev.kind, ev.epoch, ev.count, ev.joiners_len),
+            (LIFELINE_EVENT_JOINED, 5, 5, 2)
+        );
+        assert!(ev.ranks.is_null() && ev.causes.is_null() && ev.payload.is_null());
+        // SAFETY: `joiners` points at `joiners_len` elements owned by `slot`, and the first
+        // one's `addr` at `addr_len` bytes owned by it too.
+        let (j, addr) = unsafe {
+            let j = std::slice::from_raw_parts(ev.joiners, ev.joiners_len);
+            (j, std::slice::from_raw_parts(j[0].addr, j[0].addr_len))
+        };
+        assert_eq!((j[0].rank, j[0].nonce, j[0].seq), (3, 77, 2));
+        assert_eq!(addr, b"10.0.0.3:7000");
+        assert_eq!((j[1].rank, j[1].nonce, j[1].seq), (4, 78, 1));
+        assert!(j[1].addr.is_null() && j[1].addr_len == 0);
+        slot.fill(CoreEvent::Membership(MembershipEvent::Evicted { epoch: 9 }));
+        assert!(slot.ev.joiners.is_null() && slot.ev.joiners_len == 0);
     }
 
     #[test]

@@ -13,6 +13,10 @@
 //! - **Panics never cross the boundary.** Every entry point runs under `catch_unwind`; a panic
 //!   (a bug: the core promises none) returns `LIFELINE_ERR_PANIC` and poisons the node, so every
 //!   later call on it returns the same code.
+//! - **Joins.** A member answers joiners' requests (`lifeline_node_handle_join_request`,
+//!   `lifeline_node_poll_join_reply`) and reports `LIFELINE_EVENT_JOINED`; a process that is not
+//!   a member runs a `lifeline_joiner` until it is admitted, then builds its node with
+//!   `lifeline_node_new_from_admission` (see [`join`]).
 //! - **Threads.** A node is `Send`, not `Sync`: one thread at a time per node; different nodes
 //!   are independent. `lifeline_version`, `lifeline_abi_version` and `lifeline_strerror` are
 //!   thread-safe.
@@ -27,6 +31,7 @@ pub mod command;
 pub mod config;
 pub mod event;
 pub mod handshake;
+pub mod join;
 pub mod links;
 pub mod node;
 pub mod query;
@@ -35,6 +40,7 @@ pub mod stats;
 
 pub use config::Config;
 pub use event::Event;
+pub use join::Joiner;
 pub use node::{Node, Transmit};
 pub use result::LifelineResult;
 pub use stats::Stats;
@@ -103,6 +109,14 @@ mod tests {
         assert_eq!(LIFELINE_HEADER_LEN, lifeline_core::wire::HEADER_LEN);
         assert_eq!(LIFELINE_FIRST_APP_TAG, lifeline_core::xcast::FIRST_APP_TAG);
         assert_eq!(LIFELINE_TAG_WIREUP, lifeline_core::xcast::TAG_WIREUP);
+        assert_eq!(
+            join::LIFELINE_MAX_JOIN_MSG,
+            lifeline_core::join::MAX_JOIN_MSG
+        );
+        assert_eq!(
+            join::LIFELINE_MAX_JOIN_ADDR,
+            lifeline_core::join::MAX_ADDR_LEN as usize
+        );
     }
 
     #[test]

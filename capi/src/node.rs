@@ -49,14 +49,16 @@ pub struct Transmit {
     pub len: usize,
 }
 
-/// An opaque node: one rank of a Lifeline overlay. Made by `lifeline_node_new`, released by
-/// `lifeline_node_free`. One thread at a time per node (it may move between threads); different
-/// nodes are independent.
+/// An opaque node: one rank of a Lifeline overlay. Made by `lifeline_node_new` (or, for a
+/// joiner, `lifeline_node_new_from_admission`), released by `lifeline_node_free`. One thread
+/// at a time per node (it may move between threads); different nodes are independent.
 #[derive(Debug)]
 pub struct Node {
     pub(crate) inner: lifeline_core::Node,
     /// A transmit taken from the core that did not fit the caller's buffer: sent first.
     peek: Option<lifeline_core::Transmit>,
+    /// A join reply taken from the core that did not fit the caller's buffer: returned first.
+    pub(crate) join_peek: Option<(lifeline_core::join::JoinConn, Bytes)>,
     /// The event last returned by `poll_event`, and what its pointers point into.
     event: EventSlot,
     /// Set when a call panicked: every later call answers `LIFELINE_ERR_PANIC`.
@@ -168,14 +170,8 @@ pub unsafe extern "C" fn lifeline_node_new(
     catch(LIFELINE_ERR_PANIC, || {
         match lifeline_core::Node::new(c.inner.clone(), Rank(me), seed, now(now_ns)) {
             Ok(inner) => {
-                let node = Box::new(Node {
-                    inner,
-                    peek: None,
-                    event: EventSlot::new(),
-                    poisoned: Cell::new(false),
-                });
                 // SAFETY: `out` is non-NULL and writable (checked above).
-                unsafe { put(out, Box::into_raw(node)) };
+                unsafe { put(out, Node::boxed(inner)) };
                 LIFELINE_OK
             }
             Err(e) => LifelineResult::from(&e),
@@ -186,14 +182,15 @@ pub unsafe extern "C" fn lifeline_node_new(
 /// Releases a node and everything it owns (including the last event). NULL is a no-op.
 ///
 /// # Safety
-/// `node` is NULL or from `lifeline_node_new`, not yet freed, not in use by another thread; it
-/// and every pointer it handed out are invalid afterwards.
+/// `node` is NULL or from `lifeline_node_new` (or `_new_from_admission`), not yet freed, not in
+/// use by another thread; it and every pointer it handed out are invalid afterwards.
 #[no_mangle]
 pub unsafe extern "C" fn lifeline_node_free(node: *mut Node) {
     if node.is_null() {
         return;
     }
-    // SAFETY: non-NULL, from lifeline_node_new (a Box), freed once (the caller's guarantee).
+    // SAFETY: non-NULL, from lifeline_node_new or _new_from_admission (a Box from
+    // `Node::boxed`), freed once (the caller's guarantee).
     let b = unsafe { Box::from_raw(node) };
     catch((), || drop(b));
 }
@@ -570,6 +567,17 @@ pub unsafe extern "C" fn lifeline_node_poll_timeout(node: *const Node) -> u64 {
 impl Node {
     pub(crate) fn core(&self) -> &lifeline_core::Node {
         &self.inner
+    }
+
+    /// A new handle around `inner`, for the caller to own (`lifeline_node_free` releases it).
+    pub(crate) fn boxed(inner: lifeline_core::Node) -> *mut Self {
+        Box::into_raw(Box::new(Self {
+            inner,
+            peek: None,
+            join_peek: None,
+            event: EventSlot::new(),
+            poisoned: Cell::new(false),
+        }))
     }
 }
 

@@ -233,7 +233,7 @@ pub unsafe extern "C" fn lifeline_node_stats(
         LIFELINE_ERR_NULL,
         LIFELINE_ERR_PANIC,
         |n| {
-            let s = Stats::from(n.core().stats());
+            let s = Stats::of(n.core());
             let len = out_size.min(std::mem::size_of::<Stats>());
             // SAFETY: `out` has `out_size` >= `len` writable bytes (the caller's guarantee), `s`
             // has `size_of::<Stats>()` >= `len` readable bytes, and they cannot overlap; a byte

@@ -31,7 +31,9 @@ pub enum LifelineResult {
     /// queued (nothing was lost).
     LIFELINE_ERR_BUFFER_TOO_SHORT = -4,
     /// `lifeline_node_frame_len`: the header is not a valid frame header (bad version, unknown
-    /// kind, or longer than `max_frame`). Close the connection.
+    /// kind, or longer than `max_frame`). `lifeline_node_handle_join_request`,
+    /// `lifeline_joiner_handle_reply`: the bytes are not a join message of that kind (counted;
+    /// nothing else changed). Close the connection.
     LIFELINE_ERR_MALFORMED = -5,
     /// This rank is dead (evicted, or removed): it takes no more commands and must stop.
     LIFELINE_ERR_DEAD = -6,
@@ -82,7 +84,10 @@ impl LifelineResult {
                 LIFELINE_ERR_BUFFER_TOO_SHORT,
                 c"buffer too short (the needed length was written)",
             ),
-            (LIFELINE_ERR_MALFORMED, c"malformed frame header"),
+            (
+                LIFELINE_ERR_MALFORMED,
+                c"malformed frame header or join message",
+            ),
             (
                 LIFELINE_ERR_DEAD,
                 c"this rank is dead and takes no commands",

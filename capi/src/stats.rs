@@ -202,6 +202,50 @@ pub struct Stats {
     /// (detect) Silence timers held because the subject was never heard from and the start-up
     /// grace (`detect_startup_grace_ns`) was not over.
     pub detect_startup_holds: u64,
+    /// (join) Join requests received from joiners (as their contact).
+    pub join_requests_in: u64,
+    /// (join) Join requests forwarded to the coordinator (re-forwards included).
+    pub join_forwards_out: u64,
+    /// (join) Forwarded join requests received (as coordinator, or stale).
+    pub join_forwards_in: u64,
+    /// (join) Waiting requests forwarded again because the coordinator changed.
+    pub join_reforwards: u64,
+    /// (join) Admissions answered to joiners (`lifeline_node_poll_join_reply`).
+    pub join_accepts_sent: u64,
+    /// (join) "Retry" answers to joiners (busy, timed out, not a member).
+    pub join_retries_sent: u64,
+    /// (join) Requests that waited past `join_timeout_ns` here.
+    pub joins_timed_out: u64,
+    /// (join) Coordinator: joins refused because its queue was full.
+    pub joins_refused_busy: u64,
+    /// (join) Coordinator: joiners admitted.
+    pub joins_admitted: u64,
+    /// (join) Coordinator: views that admitted joiners.
+    pub join_views: u64,
+    /// (join) Join requests that did not decode (`lifeline_node_handle_join_request` answered
+    /// `LIFELINE_ERR_MALFORMED`).
+    pub join_requests_malformed: u64,
+}
+
+impl Stats {
+    /// Every counter of `node`: its `Stats` and its join counters (kept apart in the core).
+    pub(crate) fn of(node: &lifeline_core::Node) -> Self {
+        let j = node.join_stats();
+        Self {
+            join_requests_in: j.join_requests_in,
+            join_forwards_out: j.join_forwards_out,
+            join_forwards_in: j.join_forwards_in,
+            join_reforwards: j.join_reforwards,
+            join_accepts_sent: j.join_accepts_sent,
+            join_retries_sent: j.join_retries_sent,
+            joins_timed_out: j.joins_timed_out,
+            joins_refused_busy: j.joins_refused_busy,
+            joins_admitted: j.joins_admitted,
+            join_views: j.join_views,
+            join_requests_malformed: j.join_requests_malformed,
+            ..Self::from(node.stats())
+        }
+    }
 }
 
 impl From<&CoreStats> for Stats {
@@ -291,6 +335,8 @@ impl From<&CoreStats> for Stats {
             detect_health_held: s.detect.health_held,
             detect_stale: s.detect.stale,
             detect_startup_holds: s.detect.startup_holds,
+            // The join counters live apart in the core: `Stats::of` adds them.
+            ..Self::default()
         }
     }
 }

@@ -113,7 +113,7 @@ fn build_and_run(name: &str, extra: &[&str], dir: &Path) {
     );
 }
 
-const PROGRAMS: [&str; 2] = ["three_nodes", "misuse"];
+const PROGRAMS: [&str; 3] = ["three_nodes", "misuse", "join"];
 
 #[test]
 fn c_programs_run() {

@@ -202,6 +202,85 @@ int main(void) {
   CHECK(st.dropped_decode_error == 0 && st.frames_in > 0, "frames damaged in transit");
   free(frame);
 
+  /* Joins: NULLs, bad arguments, malformed bytes, short buffers, calls out of order. */
+  lifeline_joiner *j = (lifeline_joiner *)1;
+  lifeline_node *jn = (lifeline_node *)1;
+  lifeline_join_transmit jt;
+  lifeline_joiner_config jc;
+  const lifeline_joiner_event *jev = NULL;
+  lifeline_joiner_counters jcount;
+  uint64_t conn = 0;
+  EXPECT(lifeline_node_handle_join_request(NULL, now, 1, buf, 4), LIFELINE_ERR_NULL);
+  EXPECT(lifeline_node_handle_join_request(a, now, 1, NULL, 4), LIFELINE_ERR_NULL);
+  EXPECT(lifeline_node_handle_join_conn_closed(NULL, now, 1), LIFELINE_ERR_NULL);
+  EXPECT(lifeline_node_poll_join_reply(NULL, &conn, buf, sizeof buf, &n), LIFELINE_ERR_NULL);
+  EXPECT(lifeline_node_poll_join_reply(a, NULL, buf, sizeof buf, &n), LIFELINE_ERR_NULL);
+  EXPECT(lifeline_node_poll_join_reply(a, &conn, buf, sizeof buf, NULL), LIFELINE_ERR_NULL);
+  EXPECT(lifeline_node_poll_join_reply(a, &conn, NULL, 4, &n), LIFELINE_ERR_NULL);
+  EXPECT(lifeline_node_poll_join_reply(a, &conn, NULL, 0, &n), LIFELINE_DONE);
+  EXPECT(lifeline_node_handle_join_request(a, now, 1, buf, sizeof buf), LIFELINE_ERR_MALFORMED);
+  EXPECT(lifeline_node_handle_join_request(a, now, 1, NULL, 0), LIFELINE_ERR_MALFORMED);
+  EXPECT(lifeline_node_handle_join_conn_closed(a, now, 12345), LIFELINE_OK);
+  EXPECT(lifeline_node_stats(a, &st, sizeof st), LIFELINE_OK);
+  CHECK(st.join_requests_malformed == 2 && st.join_requests_in == 0, "malformed joins counted %llu",
+        (unsigned long long)st.join_requests_malformed);
+  EXPECT(lifeline_joiner_config_default(NULL), LIFELINE_ERR_NULL);
+  EXPECT(lifeline_joiner_config_default(&jc), LIFELINE_OK);
+  EXPECT(lifeline_joiner_new(1, buf, 1, NULL, 1, now, NULL), LIFELINE_ERR_NULL);
+  EXPECT(lifeline_joiner_new(1, NULL, 1, NULL, 1, now, &j), LIFELINE_ERR_NULL);
+  CHECK(j == NULL, "joiner out not cleared on error");
+  EXPECT(lifeline_joiner_new(0, buf, 1, NULL, 1, now, &j), LIFELINE_ERR_INVALID_ARGUMENT);
+  EXPECT(lifeline_joiner_new(1, buf, LIFELINE_MAX_JOIN_ADDR + 1, NULL, 1, now, &j),
+         LIFELINE_ERR_INVALID_ARGUMENT);
+  jc.retry_min_ns = 0;
+  EXPECT(lifeline_joiner_new(1, buf, 1, &jc, 1, now, &j), LIFELINE_ERR_INVALID_CONFIG);
+  EXPECT(lifeline_joiner_new(1, (const uint8_t *)"me:1", 4, NULL, 1, now, &j), LIFELINE_OK);
+  EXPECT(lifeline_joiner_poll_transmit(NULL, buf, sizeof buf, &jt), LIFELINE_ERR_NULL);
+  EXPECT(lifeline_joiner_poll_transmit(j, buf, sizeof buf, NULL), LIFELINE_ERR_NULL);
+  EXPECT(lifeline_joiner_poll_transmit(j, NULL, 4, &jt), LIFELINE_ERR_NULL);
+  EXPECT(lifeline_joiner_poll_transmit(j, buf, 1, &jt), LIFELINE_ERR_BUFFER_TOO_SHORT);
+  size_t req_len = jt.len;
+  CHECK(req_len > 1 && req_len <= sizeof buf, "request length %zu", req_len);
+  EXPECT(lifeline_joiner_poll_transmit(j, buf, sizeof buf, &jt), LIFELINE_OK);
+  CHECK(jt.len == req_len && jt.contact == 0 && jt.seq == 1, "request %zu to %u seq %u", jt.len,
+        jt.contact, jt.seq);
+  EXPECT(lifeline_joiner_poll_transmit(j, buf, sizeof buf, &jt), LIFELINE_DONE);
+  EXPECT(lifeline_joiner_handle_reply(NULL, now, 0, buf, 4), LIFELINE_ERR_NULL);
+  EXPECT(lifeline_joiner_handle_reply(j, now, 0, NULL, 4), LIFELINE_ERR_NULL);
+  EXPECT(lifeline_joiner_handle_reply(j, now, 0, buf, req_len), LIFELINE_ERR_MALFORMED); /* a request */
+  EXPECT(lifeline_joiner_handle_contact_failed(NULL, now, 0, 1, 1), LIFELINE_ERR_NULL);
+  EXPECT(lifeline_joiner_handle_timeout(NULL, now), LIFELINE_ERR_NULL);
+  CHECK(lifeline_joiner_poll_timeout(NULL) == LIFELINE_NEVER, "joiner_poll_timeout(NULL)");
+  CHECK(lifeline_joiner_poll_timeout(j) != LIFELINE_NEVER, "a joiner waits for its answer");
+  EXPECT(lifeline_joiner_poll_event(NULL, &jev), LIFELINE_ERR_NULL);
+  EXPECT(lifeline_joiner_poll_event(j, NULL), LIFELINE_ERR_NULL);
+  EXPECT(lifeline_joiner_poll_event(j, &jev), LIFELINE_DONE);
+  CHECK(jev == NULL, "no event, but not NULL");
+  EXPECT(lifeline_joiner_stats(NULL, &jcount, sizeof jcount), LIFELINE_ERR_NULL);
+  EXPECT(lifeline_joiner_stats(j, NULL, sizeof jcount), LIFELINE_ERR_NULL);
+  EXPECT(lifeline_joiner_stats(j, &jcount, sizeof jcount), LIFELINE_OK);
+  CHECK(jcount.tries == 1 && jcount.malformed_replies == 1, "joiner counters");
+  /* Not admitted yet: no node from it. */
+  cfg = lifeline_config_new(2, 2);
+  EXPECT(lifeline_node_new_from_admission(cfg, j, 1, now, &jn), LIFELINE_ERR_INVALID_ARGUMENT);
+  CHECK(jn == NULL, "node out not cleared on error");
+  EXPECT(lifeline_node_new_from_admission(NULL, j, 1, now, &jn), LIFELINE_ERR_NULL);
+  EXPECT(lifeline_node_new_from_admission(cfg, NULL, 1, now, &jn), LIFELINE_ERR_NULL);
+  EXPECT(lifeline_node_new_from_admission(cfg, j, 1, now, NULL), LIFELINE_ERR_NULL);
+  /* The request reaches rank 1 (not the coordinator): it waits, forwarded; its connection
+   * closes, so it is forgotten and never answered. */
+  EXPECT(lifeline_node_handle_join_request(b, now, 7, buf, req_len), LIFELINE_OK);
+  EXPECT(lifeline_node_handle_join_conn_closed(b, now, 7), LIFELINE_OK);
+  EXPECT(lifeline_node_poll_join_reply(b, &conn, buf, sizeof buf, &n), LIFELINE_DONE);
+  EXPECT(lifeline_joiner_handle_contact_failed(j, now, 0, jt.nonce, jt.seq), LIFELINE_OK);
+  EXPECT(lifeline_joiner_poll_event(j, &jev), LIFELINE_OK);
+  CHECK(jev->kind == LIFELINE_JOINER_EVENT_RETRYING && jev->reason == LIFELINE_JOIN_RETRY_CONTACT_FAILED &&
+            jev->rank == LIFELINE_NO_RANK && jev->after_ns > 0,
+        "retrying event");
+  lifeline_config_free(cfg);
+  lifeline_joiner_free(j);
+  lifeline_joiner_free(NULL);
+
   lifeline_node_free(a);
   lifeline_node_free(b);
   printf("misuse: ok\n");
