@@ -58,15 +58,18 @@ pub mod bootstrap;
 mod connector;
 mod driver;
 mod handle;
+pub mod join;
 mod queue;
 mod stats;
 
-pub use book::{AddressBook, BookError};
+pub use book::{AddressBook, BookDecodeError, BookError, BOOK_MAGIC};
 pub use connector::{
-    Accepted, Connector, DialFailure, Ended, FrameIn, FrameTx, LinkIo, Rejection, MAX_BATCH,
+    Accepted, Connector, DialFailure, Ended, FrameIn, FrameTx, Inbound, LinkIo, Rejection,
+    MAX_BATCH,
 };
 pub use driver::{spawn, DriverConfig, Setup};
 pub use handle::{DownReason, Handle, Output, RunningNode, TransportError};
+pub use join::{JoinAnswer, JoinSlot, JoinTx};
 pub use queue::SendQueue;
 pub use stats::{Counters, TransportStats};
 

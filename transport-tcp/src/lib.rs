@@ -134,6 +134,8 @@ mod conn;
 #[cfg(feature = "runtime")]
 mod connector;
 pub mod handshake;
+#[cfg(feature = "runtime")]
+pub mod join;
 mod key;
 #[cfg(feature = "runtime")]
 pub mod probe;
@@ -143,6 +145,9 @@ pub use config::{BindLocal, TcpConfig};
 #[cfg(feature = "runtime")]
 pub use connector::{connector, spawn, TcpConnector, TcpNode};
 pub use key::{ClusterKey, KeyError};
+/// The joiner side's types ([`join::join`]).
+#[cfg(feature = "runtime")]
+pub use lifeline_transport_common::join::{JoinError, JoinSettings, Joined};
 /// The shared driver's types, re-exported: the TCP adapter runs
 /// [`lifeline_transport_common`]'s driver with its own connector.
 #[cfg(feature = "runtime")]
