@@ -96,7 +96,8 @@ counters! {
     /// Join connections the joiner closed (or that timed out) before their answer; the core
     /// forgot their requests.
     join_closed_early,
-    /// Joiners' addresses added to the address book when a view admitted them.
+    /// Joiners' addresses added to the address book when a view admitted them (not counted
+    /// when already there: a joiner's own view, which it also delivers).
     joiner_addrs_added,
     /// Joiners' addresses refused: not `ip:port` text, or a rank already known at another
     /// address (logged; the rank stays unreachable from here).

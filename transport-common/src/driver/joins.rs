@@ -85,10 +85,12 @@ impl<C: Connector> Driver<C> {
                 continue;
             };
             match book.add(a.rank, addr) {
-                Ok(_) => {
+                Ok(true) => {
                     Counters::add(&self.counters.joiner_addrs_added);
                     tracing::debug!(rank = a.rank.0, epoch, %addr, "joiner added to the book");
                 }
+                // Known already (a joiner's own admission, which it also delivers).
+                Ok(false) => {}
                 Err(known) => {
                     Counters::add(&self.counters.joiner_addrs_refused);
                     tracing::warn!(
