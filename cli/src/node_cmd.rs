@@ -720,7 +720,9 @@ pub(crate) fn run(args: &NodeArgs) -> Result<(), CliError> {
         (NodeTransport::Tcp | NodeTransport::TcpRdma, _, _) => None,
     };
     let seed = match known_rank {
-        Some(me) => u64::from(std::process::id()) << 32 ^ u64::from(me.0) ^ (wall_ms() * 1e3) as u64,
+        Some(me) => {
+            u64::from(std::process::id()) << 32 ^ u64::from(me.0) ^ (wall_ms() * 1e3) as u64
+        }
         // A joiner's seed draws its nonce: two processes must never share one.
         None => os_random(),
     };
@@ -792,9 +794,9 @@ pub(crate) fn run(args: &NodeArgs) -> Result<(), CliError> {
         // that admitted it (its radix must be the cluster's).
         let (config, me) = match &admission {
             Some(a) => (
-                config
-                    .for_admission(a)
-                    .map_err(|e| CliError::Usage(format!("--join: {e} (--radix {})", args.radix)))?,
+                config.for_admission(a).map_err(|e| {
+                    CliError::Usage(format!("--join: {e} (--radix {})", args.radix))
+                })?,
                 a.rank,
             ),
             None => (config, known_rank.expect("a rank without --join")),
