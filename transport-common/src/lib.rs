@@ -46,6 +46,13 @@
 //!   class, [`FrameIn`]), so a slow driver slows the readers and the transport's flow control
 //!   pushes back on the peer.
 //!
+//! # Joins
+//!
+//! A process asking to join arrives on a connector's listener as a join connection
+//! ([`Inbound::joins`], [`join`]): the driver feeds its request to the core, answers it with
+//! the address book when the admission is applied, and adds every admitted joiner's address
+//! to the book before any link action for it runs. [`join::run_joiner`] is the joiner's side.
+//!
 //! # Time
 //!
 //! The driver's clock is a `tokio::time::Instant` origin taken at [`spawn`]; `now` is the

@@ -1,4 +1,4 @@
-//! Joins over TCP: the contact's side of a join connection ([`contact`], run by the listener
+//! Joins over TCP: the contact's side of a join connection (run by the listener
 //! for a connection that opens with the [join preamble](crate::handshake::join)) and the
 //! joiner's side ([`join`]: dial contacts, send the request, read the answer, until admitted).
 //!

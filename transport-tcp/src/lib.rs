@@ -71,6 +71,16 @@
 //!   declared ([`handshake`]). A peer that fails is refused and counted
 //!   ([`TransportStats::handshakes_refused`]); nothing it sent reaches the core.
 //!
+//! # Joins
+//!
+//! A process that is not a member yet joins through any member's listener: a connection that
+//! opens with the [join preamble](handshake::join) (cluster key proved both ways, request and
+//! answer covered by the MACs) carries one join request to the shared driver, which answers
+//! when the coordinator's admission is applied there, with the address book. The joiner's
+//! side is [`join::join`]: bind the listener first, join, then build the node with
+//! `Config::for_admission` and [`spawn`] it on that listener with the book it got. Members add
+//! each admitted joiner's address to their book themselves, before they dial it.
+//!
 //! # The address book
 //!
 //! [`AddressBook`] maps every rank to the `SocketAddr` it listens on, and the embedder supplies
