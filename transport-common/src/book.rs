@@ -16,9 +16,12 @@ use lifeline_core::tree::Rank;
 /// ([`AddressBook::parse`]: one `rank addr` per line). The adapter listens on its own entry,
 /// dials the others' entries, and (during the TCP handshake, or after the QUIC one) checks
 /// that a peer claiming rank `r` connects from `r`'s address. The book must cover every rank the node may talk to; a rank
-/// missing from it is unreachable (reported to the core as a lost link). Ranks that join later
-/// (a grow) are added to a running node with [`Handle::add_peers`](crate::Handle::add_peers) or
-/// [`Handle::grow`](crate::Handle::grow); an entry never changes once given.
+/// missing from it is unreachable (reported to the core as a lost link). Ranks admitted by the
+/// join protocol are added by the driver itself, from the admitting view's
+/// [`Joined`](lifeline_core::MembershipEvent::Joined) event, before it dials them (see
+/// [`crate::join`]); ranks added by a grow of the embedder's own go in with
+/// [`Handle::add_peers`](crate::Handle::add_peers) or [`Handle::grow`](crate::Handle::grow). An
+/// entry never changes once given.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct AddressBook {
     addrs: BTreeMap<Rank, SocketAddr>,

@@ -162,5 +162,5 @@ pub use lifeline_transport_common::join::{JoinError, JoinSettings, Joined};
 /// [`lifeline_transport_common`]'s driver with its own connector.
 #[cfg(feature = "runtime")]
 pub use lifeline_transport_common::{
-    AddressBook, BookError, DownReason, Handle, Output, TransportError, TransportStats,
+    AddressBook, BookError, DownReason, Handle, JoinAnswer, Output, TransportError, TransportStats,
 };

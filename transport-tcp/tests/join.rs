@@ -511,3 +511,48 @@ async fn malformed_unauthenticated_and_excess_join_connections_are_refused() {
         assert!(!matches!(o, Output::LinkDown { .. }), "rank {r}: {o:?}");
     }
 }
+
+/// A joiner whose address is not `ip:port` (only a holder of the key can send one) is still
+/// admitted by the core, which treats addresses as opaque: every member counts and logs the
+/// address it cannot use (`joiner_addrs_refused`), keeps the rank out of its book, and goes on;
+/// the joiner's answer still carries the book.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unusable_joiner_address_is_counted_not_fatal() {
+    let (c, book) = members(2, &TcpConfig::default(), config).await;
+    let req = JoinRequest {
+        id: lifeline_core::join::JoinId { nonce: 77, seq: 1 },
+        addr: Bytes::from_static(b"not an address"),
+    }
+    .encode();
+    let mut s = preamble(book.get(Rank(1)).unwrap(), &key(), &req)
+        .await
+        .unwrap();
+    let mut len = [0u8; 4];
+    tokio::time::timeout(Duration::from_secs(5), s.read_exact(&mut len))
+        .await
+        .expect("answered")
+        .unwrap();
+    let mut body = vec![0u8; u32::from_be_bytes(len) as usize + 32];
+    s.read_exact(&mut body).await.unwrap();
+    let n = body.len() - 32;
+    let answer =
+        lifeline_transport_tcp::JoinAnswer::decode(&Bytes::from(body[..n].to_vec()), 16).unwrap();
+    let book2 = answer.book.expect("an admission comes with the book");
+    assert_eq!(book2.get(Rank(2)), None, "{book2:?}");
+    assert_eq!(book2.len(), 2);
+    for r in 0..2 {
+        let h = c.handles[&Rank(r)].clone();
+        for _ in 0..200 {
+            if h.stats().joiner_addrs_refused == 1 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let st = h.stats();
+        assert_eq!(
+            (st.joiner_addrs_refused, st.joiner_addrs_added),
+            (1, 0),
+            "rank {r}: {st:?}"
+        );
+    }
+}
