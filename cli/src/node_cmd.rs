@@ -41,6 +41,23 @@
 //! prints `bootstrap_failed` (`missing`, `error`) and exits 1 with an error naming them. TCP
 //! only: `--transport quic` with `--bootstrap` is refused.
 //!
+//! A process can also join a running cluster: `--join HOST:PORT[,HOST:PORT...]` replaces
+//! `--rank` and `--peers`. It binds its listener (`--listen`, default `127.0.0.1:0`; an
+//! unspecified IP is replaced, in what members are told, by the IP of the interface that routes
+//! to the first contact), then asks the given members in turn, with back-off, to admit it (the
+//! join preamble proves the cluster key; see `lifeline_transport_tcp::join`). Admitted, it
+//! prints `joined` (`rank`, `epoch`: the admitting view, `join_id`, `join_ms`: from its first
+//! request to the admission, `tries`, `contact`, `addr`, `span`), builds its node from the
+//! admission (its span, holes and epoch) and the contact's address book, and from `listening`
+//! on runs exactly as a node started from a peers file (the same stdin commands and lines).
+//! Not admitted within `--join-timeout-ms`, it prints `join_failed` (`error`) and exits 1.
+//! TCP only (`--transport tcp` or `tcp+rdma`): a QUIC node proves its rank with a certificate
+//! issued for that rank, which a joiner cannot hold before it has one, so `--transport quic`
+//! with `--join` is refused as a usage error. Every member prints `admitted` (`epoch`,
+//! `ranks`, `joiners`: each with `rank`, `id`, `addr`, and `members`) for each view that
+//! admitted joiners; `--join-batch-ms` is how long the coordinator lets a first waiting
+//! joiner wait for others to share its view change.
+//!
 //! The key file holds the cluster secret (any bytes, used exactly as stored; every node of the
 //! cluster reads the same file). Without `--key-file`, the secret is taken from the
 //! `LIFELINE_CLUSTER_KEY` environment variable.
@@ -52,7 +69,8 @@
 //! processes) and `now_ms` (the node's protocol clock):
 //! `listening` first, then `link_up`, `link_down` (`peer`, `reason`), `xcast_delivered`
 //! (`op`, `origin`, `seq`, `tag`, `payload`), `xcast_completed`, `xcast_root_completed`,
-//! `failure_confirmed` (`epoch`, `ranks`), `view_changed` (`slot`, `parent`), `flood_delivered`,
+//! `failure_confirmed` (`epoch`, `ranks`), `admitted` (`epoch`, `ranks`, `joiners`,
+//! `members`), `view_changed` (`slot`, `parent`), `flood_delivered`,
 //! `relm_delivered` (`src`, `uid`, `tag`, `payload`), `relm_acked` (`dst`, `upto`),
 //! `relm_failed` (`dst`, `first`, `count`), `relm_source_lost`, and the answers to commands;
 //! last, `stopped` (`reason`: `quit`, `sigterm`, `sigint`, `stdin_eof`, `transport_closed`)
@@ -94,7 +112,9 @@ use lifeline_transport_common::bootstrap::{
     self, BootstrapError, BootstrapKey, LauncherEnv, RendezvousConfig,
 };
 use lifeline_transport_quic::{ClusterId, QuicConfig, QuicCounters, QuicEndpoint, RankIdentity};
-use lifeline_transport_tcp::{spawn, AddressBook, ClusterKey, Handle, Output, TcpConfig};
+use lifeline_transport_tcp::{
+    spawn, AddressBook, ClusterKey, Handle, JoinSettings, Joined, Output, TcpConfig,
+};
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
@@ -150,6 +170,11 @@ stdin commands, one per line, each answered by one JSON line on stdout:
   stats               the transport's and the core's counters (answered `stats`).
   quit                stop.
 
+Joining a running cluster: `--join HOST:PORT[,HOST:PORT...]` instead of --rank and --peers
+(TCP only). The node binds --listen (default 127.0.0.1:0), asks the members given, in turn,
+to admit it, prints `joined` (rank, epoch, join_id, join_ms, tries) and then runs like any
+node. Members print `admitted` (epoch, ranks, members) for each view that admits joiners.
+
 Stopping: `quit`, SIGTERM, SIGINT (and stdin closing, with --exit-on-stdin-eof) print a last
 line {\"event\":\"stopped\",\"reason\":\"quit\"|\"sigterm\"|\"sigint\"|\"stdin_eof\",...} and
 exit 0. A node the cluster removed prints `evicted` and exits 3.
@@ -162,11 +187,12 @@ and under Slurm: srun --no-kill -K0 lifeline node --bootstrap env --rendezvous H
 #[derive(Debug, Args)]
 #[command(after_help = NODE_AFTER_HELP)]
 pub(crate) struct NodeArgs {
-    /// This node's rank (with --peers; --bootstrap takes it from the launcher).
+    /// This node's rank (with --peers; --bootstrap takes it from the launcher, --join from
+    /// the admission).
     #[arg(
         long,
-        required_unless_present = "bootstrap",
-        conflicts_with = "bootstrap"
+        required_unless_present_any = ["bootstrap", "join"],
+        conflicts_with_all = ["bootstrap", "join"]
     )]
     rank: Option<u32>,
     /// The transport: `tcp` (the cluster key), `quic` (certificates: `--cert-dir`,
@@ -181,15 +207,33 @@ pub(crate) struct NodeArgs {
     /// QUIC: the cluster id the certificates were issued for.
     #[arg(long, value_name = "ID", required_if_eq("transport", "quic"))]
     cluster: Option<String>,
-    /// The peers file: one `rank addr` per line, ranks 0..N (exactly one of --peers and
-    /// --bootstrap).
+    /// The peers file: one `rank addr` per line, ranks 0..N (exactly one of --peers,
+    /// --bootstrap and --join).
     #[arg(
         long,
         value_name = "FILE",
-        required_unless_present = "bootstrap",
-        conflicts_with = "bootstrap"
+        required_unless_present_any = ["bootstrap", "join"],
+        conflicts_with_all = ["bootstrap", "join"]
     )]
     peers: Option<PathBuf>,
+    /// Join a running cluster through these members (their listening addresses, tried in
+    /// turn with back-off) instead of starting from a peers file: prints `joined` with the
+    /// rank and epoch it was admitted with, then runs as any node. TCP only.
+    #[arg(
+        long,
+        value_name = "HOST:PORT[,HOST:PORT...]",
+        value_delimiter = ',',
+        conflicts_with = "bootstrap"
+    )]
+    join: Vec<String>,
+    /// With --join: give up (print `join_failed`, exit 1) when not admitted within this long.
+    #[arg(long, value_name = "MS", default_value_t = 60_000)]
+    join_timeout_ms: u64,
+    /// How long the coordinator lets the first waiting joiner wait for others, so that joiners
+    /// arriving together are admitted in one view change (the core's `join.batch`; every node
+    /// of a cluster should agree, the coordinator's counts).
+    #[arg(long, value_name = "MS", default_value_t = 20)]
+    join_batch_ms: u64,
     /// Start under a launcher instead of a peers file: `env` takes rank and size from the
     /// launcher's environment (SLURM_PROCID/SLURM_NTASKS, OMPI_COMM_WORLD_RANK/SIZE,
     /// PMIX_RANK, PMI_RANK/PMI_SIZE, RANK/WORLD_SIZE) and the peers from a rendezvous at
@@ -211,8 +255,9 @@ pub(crate) struct NodeArgs {
     bootstrap_timeout_ms: u64,
     /// With --bootstrap: the address to listen on (default 0.0.0.0:0, any port; the address
     /// registered is then the IP of the interface that reaches the rendezvous, with the bound
-    /// port).
-    #[arg(long, value_name = "ADDR", requires = "bootstrap")]
+    /// port). With --join: likewise (default 127.0.0.1:0; an unspecified IP is told to the
+    /// members as the IP of the interface that routes to the first contact).
+    #[arg(long, value_name = "ADDR", conflicts_with = "peers")]
     listen: Option<std::net::SocketAddr>,
     /// The cluster secret (default: the LIFELINE_CLUSTER_KEY environment variable).
     #[arg(long, value_name = "FILE")]
@@ -292,6 +337,17 @@ fn event_json(e: &Event) -> (&'static str, Value) {
         Event::Membership(MembershipEvent::Evicted { epoch }) => {
             ("evicted", json!({ "epoch": epoch }))
         }
+        Event::Membership(MembershipEvent::Joined {
+            epoch,
+            joiners,
+            members,
+        }) => (
+            "admitted",
+            json!({"epoch": epoch, "ranks": joiners.iter().map(|a| a.rank.0).collect::<Vec<_>>(),
+                   "joiners": joiners.iter().map(|a| json!({"rank": a.rank.0,
+                       "id": a.id.to_string(), "addr": text(&a.addr)})).collect::<Vec<_>>(),
+                   "members": members}),
+        ),
         Event::Membership(MembershipEvent::FailureConfirmed {
             epoch,
             ranks,
@@ -368,6 +424,22 @@ fn core_stats_json(s: &Stats) -> Value {
     })
 }
 
+fn join_stats_json(s: &lifeline_core::join::JoinStats) -> Value {
+    json!({
+        "requests_in": s.join_requests_in,
+        "forwards_out": s.join_forwards_out,
+        "forwards_in": s.join_forwards_in,
+        "reforwards": s.join_reforwards,
+        "accepts_sent": s.join_accepts_sent,
+        "retries_sent": s.join_retries_sent,
+        "timed_out": s.joins_timed_out,
+        "refused_busy": s.joins_refused_busy,
+        "admitted": s.joins_admitted,
+        "views": s.join_views,
+        "malformed": s.join_requests_malformed,
+    })
+}
+
 /// The cluster secret: the key file's bytes, or `LIFELINE_CLUSTER_KEY`.
 fn load_secret(args: &NodeArgs) -> Result<Vec<u8>, CliError> {
     let secret = match &args.key_file {
@@ -408,6 +480,8 @@ enum Source {
     Peers(PathBuf, AddressBook, std::net::SocketAddr),
     /// The launcher's environment and a rendezvous at this address.
     Bootstrap(LauncherEnv, String),
+    /// A running cluster's members to ask for admission (`--join`).
+    Join(Vec<std::net::SocketAddr>),
 }
 
 /// Reads and checks the peers file for `rank`.
@@ -433,8 +507,20 @@ fn read_peers(path: &PathBuf, rank: u32) -> Result<(AddressBook, std::net::Socke
     Ok((book, addr))
 }
 
-/// The source of the book: exactly one of --peers (with --rank) and --bootstrap.
-fn source(args: &NodeArgs) -> Result<(Rank, Source), CliError> {
+/// The source of the book: exactly one of --peers (with --rank), --bootstrap and --join; the
+/// rank, where it is known before the node starts (a joiner's comes with its admission).
+fn source(args: &NodeArgs) -> Result<(Option<Rank>, Source), CliError> {
+    if !args.join.is_empty() {
+        if args.transport == NodeTransport::Quic {
+            return Err(CliError::Usage(JOIN_NOT_ON_QUIC.into()));
+        }
+        let contacts = args
+            .join
+            .iter()
+            .map(|c| resolve(c.trim()))
+            .collect::<Result<Vec<_>, _>>()?;
+        return Ok((None, Source::Join(contacts)));
+    }
     match (&args.bootstrap, &args.peers, args.rank) {
         (Some(BootstrapKind::Env), None, None) => {
             if args.transport == NodeTransport::Quic {
@@ -453,15 +539,93 @@ fn source(args: &NodeArgs) -> Result<(Rank, Source), CliError> {
                         .into(),
                 ));
             };
-            Ok((Rank(env.rank), Source::Bootstrap(env, rv)))
+            Ok((Some(Rank(env.rank)), Source::Bootstrap(env, rv)))
         }
         (None, Some(path), Some(rank)) => {
             let (book, addr) = read_peers(path, rank)?;
-            Ok((Rank(rank), Source::Peers(path.clone(), book, addr)))
+            Ok((Some(Rank(rank)), Source::Peers(path.clone(), book, addr)))
         }
         _ => Err(CliError::Usage(
-            "give either --peers FILE with --rank R, or --bootstrap env".into(),
+            "give either --peers FILE with --rank R, --bootstrap env, or --join HOST:PORT".into(),
         )),
+    }
+}
+
+/// Why `--join` is refused on QUIC.
+const JOIN_NOT_ON_QUIC: &str = "--join runs on TCP only (`--transport tcp` or `tcp+rdma`): a \
+    QUIC node proves its rank with a certificate issued for that rank (`lifeline certs`), and a \
+    joiner has no rank before it is admitted";
+
+/// A contact's address: `ip:port`, or `host:port` resolved (its first address).
+fn resolve(contact: &str) -> Result<std::net::SocketAddr, CliError> {
+    use std::net::ToSocketAddrs;
+    contact
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut a| a.next())
+        .ok_or_else(|| CliError::Usage(format!("--join: {contact:?} is not HOST:PORT")))
+}
+
+/// Eight bytes of OS randomness (a joiner's nonce must be unique to its process), or the pid
+/// and the clock where /dev/urandom cannot be read.
+fn os_random() -> u64 {
+    use std::io::Read;
+    let mut b = [0u8; 8];
+    match std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut b)) {
+        Ok(()) => u64::from_le_bytes(b),
+        Err(_) => u64::from(std::process::id()) << 32 ^ (wall_ms() * 1e3) as u64,
+    }
+}
+
+/// `--join`: binds the listener (before the request: its address goes in it), asks the
+/// contacts until admitted and prints `joined`; not admitted in time, prints `join_failed`.
+async fn join_cluster(
+    args: &NodeArgs,
+    p: &Printer,
+    contacts: &[std::net::SocketAddr],
+    key: &ClusterKey,
+    cfg: &TcpConfig,
+    seed: u64,
+) -> Result<(Joined, std::net::SocketAddr, tokio::net::TcpListener), CliError> {
+    let listen = args
+        .listen
+        .unwrap_or_else(|| std::net::SocketAddr::from(([127, 0, 0, 1], 0)));
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .map_err(|e| CliError::Failed(format!("listening on {listen}: {e}")))?;
+    let addr = listener
+        .local_addr()
+        .and_then(|bound| lifeline_transport_tcp::join::reachable_addr(bound, contacts[0]))
+        .map_err(|e| CliError::Failed(format!("listening on {listen}: {e}")))?;
+    let mut settings = JoinSettings::default();
+    settings.give_up = Duration::from_millis(args.join_timeout_ms);
+    let names: Vec<String> = contacts.iter().map(ToString::to_string).collect();
+    match lifeline_transport_tcp::join::join(contacts, addr, key, cfg, &settings, seed).await {
+        Ok(j) => {
+            p.set_rank(j.admission.rank.0);
+            p.line(
+                Instant::ZERO,
+                "joined",
+                json!({"epoch": j.admission.epoch, "join_id": j.id.to_string(),
+                       "join_ms": j.elapsed.as_secs_f64() * 1e3, "tries": j.stats.tries,
+                       "contact": j.contact.to_string(), "addr": addr.to_string(),
+                       "span": j.admission.snapshot.layout.span()}),
+            )
+            .await;
+            Ok((j, addr, listener))
+        }
+        Err(e) => {
+            p.line(
+                Instant::ZERO,
+                "join_failed",
+                json!({"contacts": names, "addr": addr.to_string(), "error": e.to_string()}),
+            )
+            .await;
+            Err(CliError::Failed(format!(
+                "joining through {}: {e}",
+                names.join(",")
+            )))
+        }
     }
 }
 
@@ -534,7 +698,7 @@ pub(crate) fn run(args: &NodeArgs) -> Result<(), CliError> {
     if args.transport == NodeTransport::TcpRdma && !cfg!(feature = "rdma") {
         return Err(CliError::Usage(NO_RDMA_SUPPORT.into()));
     }
-    let (me, source) = source(args)?;
+    let (known_rank, source) = source(args)?;
     let secret = match args.transport {
         NodeTransport::Tcp | NodeTransport::TcpRdma => Some(load_secret(args)?),
         NodeTransport::Quic => None,
@@ -542,6 +706,7 @@ pub(crate) fn run(args: &NodeArgs) -> Result<(), CliError> {
     let identity = match (args.transport, &args.cert_dir, &args.cluster) {
         (NodeTransport::Quic, Some(dir), Some(id)) => {
             let cluster = ClusterId::new(id).map_err(|e| CliError::Usage(e.to_string()))?;
+            let me = known_rank.ok_or_else(|| CliError::Usage(JOIN_NOT_ON_QUIC.into()))?;
             Some(
                 RankIdentity::load(dir, me, &cluster)
                     .map_err(|e| CliError::Usage(e.to_string()))?,
@@ -554,7 +719,13 @@ pub(crate) fn run(args: &NodeArgs) -> Result<(), CliError> {
         }
         (NodeTransport::Tcp | NodeTransport::TcpRdma, _, _) => None,
     };
-    let seed = u64::from(std::process::id()) << 32 ^ u64::from(me.0) ^ (wall_ms() * 1e3) as u64;
+    let seed = match known_rank {
+        Some(me) => {
+            u64::from(std::process::id()) << 32 ^ u64::from(me.0) ^ (wall_ms() * 1e3) as u64
+        }
+        // A joiner's seed draws its nonce: two processes must never share one.
+        None => os_random(),
+    };
     let cfg = TcpConfig {
         link_timeout: Duration::from_millis(args.link_timeout_ms.max(1)),
         dial_attempts: args.dial_attempts.max(1),
@@ -573,16 +744,26 @@ pub(crate) fn run(args: &NodeArgs) -> Result<(), CliError> {
         .build()
         .map_err(|e| CliError::Failed(format!("starting the runtime: {e}")))?;
     // stdout through a bounded queue and a writer thread (see `node_out`).
-    let (p, writer) = node_out::start(me.0)
+    let (p, writer) = node_out::start(known_rank.map(|r| r.0))
         .map_err(|e| CliError::Failed(format!("starting the stdout writer: {e}")))?;
     let result = rt.block_on(async move {
         let p = p;
+        // A joiner's admission: its rank, epoch and tree.
+        let mut admission = None;
         let (book, addr, start) = match (source, secret, identity) {
             (Source::Bootstrap(env, rv), Some(secret), _) => {
                 let (book, addr, listener) = bootstrap(args, &p, &env, &rv, &secret).await?;
                 let key =
                     ClusterKey::from_secret(&secret).map_err(|e| CliError::Usage(e.to_string()))?;
                 (book, addr, tcp_or_rdma(args, key, listener)?)
+            }
+            (Source::Join(contacts), Some(secret), _) => {
+                let key =
+                    ClusterKey::from_secret(&secret).map_err(|e| CliError::Usage(e.to_string()))?;
+                let (joined, addr, listener) =
+                    join_cluster(args, &p, &contacts, &key, &cfg, seed).await?;
+                admission = Some(joined.admission);
+                (joined.book, addr, tcp_or_rdma(args, key, listener)?)
             }
             (Source::Peers(_, book, addr), Some(secret), _) => {
                 let key =
@@ -603,12 +784,24 @@ pub(crate) fn run(args: &NodeArgs) -> Result<(), CliError> {
             }
             _ => return Err(CliError::Usage("no cluster key or identity".into())),
         };
-        let span = book.span();
-        let mut config = Config::new(span, args.radix);
+        let mut config = Config::new(book.span(), args.radix);
         config.detect.enabled = !args.no_detect;
         // The same start-up grace as the links': a peer never heard from within it has not
         // started yet (a launcher spreads starts over seconds), it is not suspected.
         config.detect.startup_grace = Duration::from_millis(args.startup_grace_ms).into();
+        config.join.batch = Duration::from_millis(args.join_batch_ms).into();
+        // A joiner's node starts from its admission: the span, holes and epoch of the view
+        // that admitted it (its radix must be the cluster's).
+        let (config, me) = match &admission {
+            Some(a) => (
+                config.for_admission(a).map_err(|e| {
+                    CliError::Usage(format!("--join: {e} (--radix {})", args.radix))
+                })?,
+                a.rank,
+            ),
+            None => (config, known_rank.expect("a rank without --join")),
+        };
+        let span = config.span;
         let node = Node::new(config, me, seed, Instant::ZERO)
             .map_err(|e| CliError::Usage(e.to_string()))?;
         p.line(
@@ -793,7 +986,7 @@ type ExtraStats = (
 /// the `stats` answer under their key.
 async fn command(h: &Handle, extra: Option<&ExtraStats>, p: &Printer, line: &str) -> bool {
     let line = line.trim();
-    tracing::trace!(rank = p.rank, command = line, "stdin command");
+    tracing::trace!(rank = p.rank(), command = line, "stdin command");
     let (verb, rest) = line.split_once(' ').unwrap_or((line, ""));
     let now = h.inspect(Node::now).await.unwrap_or(Instant::ZERO);
     match verb {
@@ -847,7 +1040,9 @@ async fn command(h: &Handle, extra: Option<&ExtraStats>, p: &Printer, line: &str
                 .into_iter()
                 .map(|(k, v)| (k.to_string(), json!(v)))
                 .collect();
+            let joins = h.inspect(Node::join_stats).await.unwrap_or_default();
             let mut v = json!({"transport": transport, "core": core_stats_json(&core),
+                               "join": join_stats_json(&joins),
                                "stdout": {"queue_waits": p.waits()}});
             if let Some((key, snapshot)) = extra {
                 let fields: serde_json::Map<String, Value> = snapshot()

@@ -18,7 +18,7 @@
 //! (`stopped`, or `evicted`) is out before it exits.
 
 use std::io::Write;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -34,9 +34,12 @@ pub(crate) const QUEUE_LINES: usize = 1 << 16;
 /// How long the node waits at exit for its queued lines to be written.
 pub(crate) const FLUSH_BOUND: Duration = Duration::from_secs(10);
 
+/// The rank of a node that has none yet (a joiner before its admission): printed as `null`.
+const NO_RANK: u32 = u32::MAX;
+
 /// Prints the node's JSON lines through the queue.
 pub(crate) struct Printer {
-    pub(crate) rank: u32,
+    rank: AtomicU32,
     tx: mpsc::Sender<String>,
     waits: Arc<AtomicU64>,
 }
@@ -46,8 +49,9 @@ pub(crate) struct Writer {
     done: std::sync::mpsc::Receiver<()>,
 }
 
-/// Starts the writer thread for rank `rank`'s lines.
-pub(crate) fn start(rank: u32) -> std::io::Result<(Printer, Writer)> {
+/// Starts the writer thread for rank `rank`'s lines (`None`: a joiner, whose rank comes with
+/// its admission, [`Printer::set_rank`]).
+pub(crate) fn start(rank: Option<u32>) -> std::io::Result<(Printer, Writer)> {
     let (tx, rx) = mpsc::channel(QUEUE_LINES);
     let (done_tx, done) = std::sync::mpsc::channel();
     std::thread::Builder::new()
@@ -57,7 +61,7 @@ pub(crate) fn start(rank: u32) -> std::io::Result<(Printer, Writer)> {
             let _ = done_tx.send(());
         })?;
     let printer = Printer {
-        rank,
+        rank: AtomicU32::new(rank.unwrap_or(NO_RANK)),
         tx,
         waits: Arc::default(),
     };
@@ -88,12 +92,22 @@ fn write_all(mut rx: mpsc::Receiver<String>) {
 }
 
 impl Printer {
+    /// This node's rank (`None` before a joiner's admission).
+    pub(crate) fn rank(&self) -> Option<u32> {
+        Some(self.rank.load(Ordering::Relaxed)).filter(|r| *r != NO_RANK)
+    }
+
+    /// The rank a joiner was admitted as: every later line carries it.
+    pub(crate) fn set_rank(&self, rank: u32) {
+        self.rank.store(rank, Ordering::Relaxed);
+    }
+
     /// Queues one JSON line (`event`, `rank`, `t_ms`: wall clock, `now_ms`: the protocol
     /// clock, and `fields`); waits for room when the queue is full, never drops it.
     pub(crate) async fn line(&self, now: Instant, event: &str, mut fields: Value) {
         if let Value::Object(m) = &mut fields {
             m.insert("event".into(), json!(event));
-            m.insert("rank".into(), json!(self.rank));
+            m.insert("rank".into(), json!(self.rank()));
             m.insert("t_ms".into(), json!(wall_ms()));
             m.insert("now_ms".into(), json!(now.as_nanos() as f64 / 1e6));
         }

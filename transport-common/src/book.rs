@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::net::SocketAddr;
 
+use bytes::{BufMut, Bytes, BytesMut};
 use lifeline_core::tree::Rank;
 
 /// Every rank's listening address: `Rank → SocketAddr`, supplied by the embedder.
@@ -15,9 +16,12 @@ use lifeline_core::tree::Rank;
 /// ([`AddressBook::parse`]: one `rank addr` per line). The adapter listens on its own entry,
 /// dials the others' entries, and (during the TCP handshake, or after the QUIC one) checks
 /// that a peer claiming rank `r` connects from `r`'s address. The book must cover every rank the node may talk to; a rank
-/// missing from it is unreachable (reported to the core as a lost link). Ranks that join later
-/// (a grow) are added to a running node with [`Handle::add_peers`](crate::Handle::add_peers) or
-/// [`Handle::grow`](crate::Handle::grow); an entry never changes once given.
+/// missing from it is unreachable (reported to the core as a lost link). Ranks admitted by the
+/// join protocol are added by the driver itself, from the admitting view's
+/// [`Joined`](lifeline_core::MembershipEvent::Joined) event, before it dials them (see
+/// [`crate::join`]); ranks added by a grow of the embedder's own go in with
+/// [`Handle::add_peers`](crate::Handle::add_peers) or [`Handle::grow`](crate::Handle::grow). An
+/// entry never changes once given.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct AddressBook {
     addrs: BTreeMap<Rank, SocketAddr>,
@@ -44,6 +48,39 @@ pub enum BookError {
         rank: Rank,
     },
 }
+
+/// Why an encoded book ([`AddressBook::decode`]) was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum BookDecodeError {
+    /// Not this encoding (another magic: another version).
+    #[error("not an encoded address book (magic {0:02x?})")]
+    Magic([u8; 4]),
+    /// The bytes end inside an entry.
+    #[error("encoded address book truncated")]
+    Truncated,
+    /// More entries than the caller allows.
+    #[error("{count} address book entries, over the limit of {max}")]
+    TooMany {
+        /// Entries announced.
+        count: u64,
+        /// The caller's limit.
+        max: usize,
+    },
+    /// Ranks not strictly ascending (a duplicate), or bytes after the last entry.
+    #[error("encoded address book is not canonical (duplicate rank or trailing bytes)")]
+    NotCanonical,
+    /// An address that is not `ip:port` text.
+    #[error("rank {0}: address is not ip:port")]
+    Addr(Rank),
+}
+
+/// The encoded book's first bytes: "Lifeline Book, format 1".
+pub const BOOK_MAGIC: [u8; 4] = *b"LLB1";
+
+/// Longest address text an encoded entry carries (an IPv6 address with a scope id and a port
+/// is under 64 bytes).
+const MAX_ADDR_TEXT: usize = 64;
 
 impl AddressBook {
     /// An empty book.
@@ -79,6 +116,91 @@ impl AddressBook {
     /// One past the highest rank listed (the span a cluster of these ranks needs).
     pub fn span(&self) -> u32 {
         self.addrs.keys().next_back().map_or(0, |r| r.0 + 1)
+    }
+
+    /// Adds `rank` at `addr` unless the book already has it elsewhere: `Ok(true)` when added,
+    /// `Ok(false)` when it was there already at this address, `Err(known)` (and nothing changes)
+    /// when it is known at another address (an entry never changes once given).
+    pub fn add(&mut self, rank: Rank, addr: SocketAddr) -> Result<bool, SocketAddr> {
+        match self.addrs.get(&rank) {
+            Some(known) if *known == addr => Ok(false),
+            Some(known) => Err(*known),
+            None => {
+                self.addrs.insert(rank, addr);
+                Ok(true)
+            }
+        }
+    }
+
+    /// The book in a bounded, versioned binary form (what a contact sends a joiner with its
+    /// admission): [`BOOK_MAGIC`], the entry count (u32), then per entry in rank order the
+    /// rank (u32), the address text's length (u8) and the text (`ip:port`). Big-endian.
+    pub fn encode(&self) -> Bytes {
+        let mut b = BytesMut::with_capacity(8 + self.addrs.len() * 28);
+        b.put_slice(&BOOK_MAGIC);
+        b.put_u32(self.addrs.len() as u32);
+        for (r, a) in &self.addrs {
+            let text = a.to_string();
+            b.put_u32(r.0);
+            b.put_u8(text.len() as u8);
+            b.put_slice(text.as_bytes());
+        }
+        b.freeze()
+    }
+
+    /// Decodes [`Self::encode`]'s form, refusing more than `max_entries` entries (checked
+    /// before anything is allocated for them), duplicates, trailing bytes and addresses that
+    /// do not parse. Never panics.
+    pub fn decode(bytes: &[u8], max_entries: usize) -> Result<Self, BookDecodeError> {
+        let (magic, mut rest) = bytes
+            .split_first_chunk::<4>()
+            .ok_or(BookDecodeError::Truncated)?;
+        if *magic != BOOK_MAGIC {
+            return Err(BookDecodeError::Magic(*magic));
+        }
+        let (count, r) = rest
+            .split_first_chunk::<4>()
+            .ok_or(BookDecodeError::Truncated)?;
+        rest = r;
+        let count = u32::from_be_bytes(*count) as u64;
+        // Every entry takes at least 5 bytes: a count the bytes cannot hold is truncated.
+        if count > max_entries as u64 {
+            return Err(BookDecodeError::TooMany {
+                count,
+                max: max_entries,
+            });
+        }
+        if count * 5 > rest.len() as u64 {
+            return Err(BookDecodeError::Truncated);
+        }
+        let mut book = Self::new();
+        let mut last: Option<u32> = None;
+        for _ in 0..count {
+            let (r, after) = rest
+                .split_first_chunk::<4>()
+                .ok_or(BookDecodeError::Truncated)?;
+            let rank = u32::from_be_bytes(*r);
+            let (&len, after) = after.split_first().ok_or(BookDecodeError::Truncated)?;
+            let len = usize::from(len);
+            if len > MAX_ADDR_TEXT || after.len() < len {
+                return Err(BookDecodeError::Truncated);
+            }
+            let (text, after) = after.split_at(len);
+            rest = after;
+            if last.is_some_and(|l| rank <= l) {
+                return Err(BookDecodeError::NotCanonical);
+            }
+            last = Some(rank);
+            let addr = std::str::from_utf8(text)
+                .ok()
+                .and_then(|t| t.parse::<SocketAddr>().ok())
+                .ok_or(BookDecodeError::Addr(Rank(rank)))?;
+            book.addrs.insert(Rank(rank), addr);
+        }
+        if !rest.is_empty() {
+            return Err(BookDecodeError::NotCanonical);
+        }
+        Ok(book)
     }
 
     /// Parses a peers file: one `rank addr` per line (`addr` is `ip:port`, IPv6 as
@@ -145,5 +267,56 @@ mod tests {
         ));
         assert!(AddressBook::parse("1 127.0.0.1").is_err());
         assert!(AddressBook::parse("1 127.0.0.1:5 7").is_err());
+    }
+
+    #[test]
+    fn adds_never_move_a_rank() {
+        let mut b = AddressBook::new();
+        let a: SocketAddr = "127.0.0.1:7".parse().unwrap();
+        let c: SocketAddr = "127.0.0.1:8".parse().unwrap();
+        assert_eq!(b.add(Rank(3), a), Ok(true));
+        assert_eq!(b.add(Rank(3), a), Ok(false));
+        assert_eq!(b.add(Rank(3), c), Err(a));
+        assert_eq!(b.get(Rank(3)), Some(a));
+    }
+
+    /// The binary form round-trips; every prefix, every flipped byte and trailing bytes are an
+    /// error or another book, never a panic; the entry limit holds before any allocation.
+    #[test]
+    fn binary_form_round_trips_and_refuses_malformed_bytes() {
+        let b = AddressBook::parse(
+            "0 127.0.0.1:7000\n1 [::1]:9\n7 [fe80::1%2]:65535\n300 10.1.2.3:1\n",
+        )
+        .unwrap();
+        let e = b.encode();
+        assert_eq!(AddressBook::decode(&e, 4), Ok(b.clone()));
+        assert_eq!(
+            AddressBook::decode(&AddressBook::new().encode(), 0),
+            Ok(AddressBook::new())
+        );
+        assert!(matches!(
+            AddressBook::decode(&e, 3),
+            Err(BookDecodeError::TooMany { count: 4, max: 3 })
+        ));
+        for cut in 0..e.len() {
+            assert!(AddressBook::decode(&e[..cut], 10).is_err(), "prefix {cut}");
+        }
+        for i in 0..e.len() {
+            for x in [1u8, 0x80, 0xff] {
+                let mut v = e.to_vec();
+                v[i] ^= x;
+                let _ = AddressBook::decode(&v, 10);
+            }
+        }
+        let mut v = e.to_vec();
+        v.push(0);
+        assert_eq!(
+            AddressBook::decode(&v, 10),
+            Err(BookDecodeError::NotCanonical)
+        );
+        // A huge count in a short message: refused by the limit, or as truncated.
+        let mut v = BOOK_MAGIC.to_vec();
+        v.extend_from_slice(&u32::MAX.to_be_bytes());
+        assert!(AddressBook::decode(&v, usize::MAX).is_err());
     }
 }

@@ -12,6 +12,7 @@ use lifeline_core::tree::Rank;
 use lifeline_core::Class;
 use tokio::sync::mpsc;
 
+use crate::join::JoinTx;
 use crate::queue::SendQueue;
 use crate::stats::{Counters, TransportStats};
 
@@ -161,6 +162,18 @@ pub struct Accepted<T> {
     pub conn: T,
 }
 
+/// Where a connector's listener hands what it accepted ([`Connector::listen`]): authenticated
+/// rank connections to the driver's tie-break, and authenticated join connections (a process
+/// that is not a member yet asking to join, see [`crate::join`]) to the driver's join path.
+#[derive(Debug)]
+pub struct Inbound<T> {
+    /// Authenticated connections of ranks.
+    pub accepted: mpsc::Sender<Accepted<T>>,
+    /// Join connections: [`JoinTx::open`] once one is authenticated (refused past the
+    /// driver's bound). A transport without a join path ignores it.
+    pub joins: JoinTx,
+}
+
 /// How the driver turns down an inbound connection ([`Connector::reject`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Rejection {
@@ -230,11 +243,12 @@ pub trait Connector: Send + Sync + 'static {
         addr: SocketAddr,
     ) -> impl Future<Output = Result<Self::Conn, DialFailure>> + Send + 'static;
 
-    /// Accepts and authenticates inbound connections forever, handing each to `accepted`
-    /// (refusing and counting the rest). Runs as its own task; aborted when the driver stops.
+    /// Accepts and authenticates inbound connections forever, handing each rank connection to
+    /// `inbound.accepted` and each join connection's request to `inbound.joins` (refusing and
+    /// counting the rest). Runs as its own task; aborted when the driver stops.
     fn listen(
         self: &Arc<Self>,
-        accepted: mpsc::Sender<Accepted<Self::Conn>>,
+        inbound: Inbound<Self::Conn>,
     ) -> impl Future<Output = ()> + Send + 'static;
 
     /// Runs an installed connection until it ends: writes the send queues of its slot's

@@ -46,6 +46,13 @@
 //!   class, [`FrameIn`]), so a slow driver slows the readers and the transport's flow control
 //!   pushes back on the peer.
 //!
+//! # Joins
+//!
+//! A process asking to join arrives on a connector's listener as a join connection
+//! ([`Inbound::joins`], [`join`]): the driver feeds its request to the core, answers it with
+//! the address book when the admission is applied, and adds every admitted joiner's address
+//! to the book before any link action for it runs. [`join::run_joiner`] is the joiner's side.
+//!
 //! # Time
 //!
 //! The driver's clock is a `tokio::time::Instant` origin taken at [`spawn`]; `now` is the
@@ -58,15 +65,18 @@ pub mod bootstrap;
 mod connector;
 mod driver;
 mod handle;
+pub mod join;
 mod queue;
 mod stats;
 
-pub use book::{AddressBook, BookError};
+pub use book::{AddressBook, BookDecodeError, BookError, BOOK_MAGIC};
 pub use connector::{
-    Accepted, Connector, DialFailure, Ended, FrameIn, FrameTx, LinkIo, Rejection, MAX_BATCH,
+    Accepted, Connector, DialFailure, Ended, FrameIn, FrameTx, Inbound, LinkIo, Rejection,
+    MAX_BATCH,
 };
 pub use driver::{spawn, DriverConfig, Setup};
 pub use handle::{DownReason, Handle, Output, RunningNode, TransportError};
+pub use join::{JoinAnswer, JoinSlot, JoinTx};
 pub use queue::SendQueue;
 pub use stats::{Counters, TransportStats};
 

@@ -82,6 +82,26 @@ counters! {
     output_stalls,
     /// The most outputs that ever waited beyond the channel (none is ever dropped).
     outputs_peak,
+    /// Join connections authenticated and given a slot (a process that is not a member yet
+    /// asking to join; see [`crate::join`]). An unauthenticated one (garbage, a wrong key, too
+    /// slow) is counted in `handshakes_refused` instead.
+    join_conns,
+    /// Authenticated join connections refused: past the bound of open ones
+    /// (`max_join_conns`), or a request the core could not decode.
+    joins_refused,
+    /// Answers written to joiners ("admitted" or "retry").
+    join_answers,
+    /// Of those, admissions (each with the contact's address book).
+    join_accepts,
+    /// Join connections the joiner closed (or that timed out) before their answer; the core
+    /// forgot their requests.
+    join_closed_early,
+    /// Joiners' addresses added to the address book when a view admitted them (not counted
+    /// when already there: a joiner's own view, which it also delivers).
+    joiner_addrs_added,
+    /// Joiners' addresses refused: not `ip:port` text, or a rank already known at another
+    /// address (logged; the rank stays unreachable from here).
+    joiner_addrs_refused,
 }
 
 impl Counters {

@@ -20,7 +20,7 @@ mod stall;
 
 use crate::{
     spawn, Accepted, AddressBook, Connector, Counters, DialFailure, DownReason, DriverConfig,
-    Ended, LinkIo, Output, Rejection, RunningNode, Setup, TransportError,
+    Ended, Inbound, LinkIo, Output, Rejection, RunningNode, Setup, TransportError,
 };
 
 /// One direction of a link, per class.
@@ -118,13 +118,13 @@ impl Connector for Mem {
 
     fn listen(
         self: &Arc<Self>,
-        accepted: mpsc::Sender<Accepted<MemConn>>,
+        to_driver: Inbound<MemConn>,
     ) -> impl Future<Output = ()> + Send + 'static {
         let inbound = self.inbound.lock().unwrap().take();
         async move {
             let Some(mut inbound) = inbound else { return };
             while let Some(a) = inbound.recv().await {
-                if accepted.send(a).await.is_err() {
+                if to_driver.accepted.send(a).await.is_err() {
                     return;
                 }
             }

@@ -28,7 +28,6 @@ use lifeline_transport_common::{
     self as common, Accepted, Connector, Counters, DialFailure, DriverConfig, Ended, LinkIo,
     Rejection, RunningNode, SendQueue, Setup, TransportStats, MAX_BATCH,
 };
-use tokio::sync::mpsc;
 
 use crate::down::{CloseCode, DownReason};
 use crate::endpoint::{DialError, Inbound, QuicEndpoint};
@@ -104,11 +103,14 @@ impl Connector for QuicConnector {
         }
     }
 
+    /// Rank connections only: QUIC has no join path (a joiner holds no rank certificate;
+    /// `inbound.joins` is unused and the driver never sees a join request).
     fn listen(
         self: &Arc<Self>,
-        accepted: mpsc::Sender<Accepted<QuicConn>>,
+        inbound: common::Inbound<QuicConn>,
     ) -> impl Future<Output = ()> + Send + 'static {
         let ep = self.endpoint.clone();
+        let accepted = inbound.accepted;
         async move {
             while let Some(inbound) = ep.accept().await {
                 let a = Accepted {

@@ -61,7 +61,15 @@ pub struct TcpConfig {
     /// (many frames), and small frames are gathered into one write of up to this many.
     pub io_buffer: usize,
     /// Handshakes in progress at once; connections past it are closed unanswered (counted).
+    /// A join connection holds one until its preamble is done.
     pub max_handshakes: usize,
+    /// Join connections (processes asking to join through this node) open at once, each
+    /// waiting for its answer; past it they are closed unanswered (counted in
+    /// `joins_refused`) and the joiner asks another contact.
+    pub max_join_conns: usize,
+    /// Bound on a join connection's wait for the core's answer (which comes within the
+    /// core's `join.timeout`, 5 s by default, as a "retry" at the latest).
+    pub join_timeout: Duration,
     /// The source address of outgoing connections ([`BindLocal`]): by default this node's own
     /// address-book IP when that is a loopback address, else whatever the OS picks.
     pub bind_local: BindLocal,
@@ -122,6 +130,8 @@ impl Default for TcpConfig {
             frame_buffer: 1024,
             io_buffer: 256 << 10,
             max_handshakes: 64,
+            max_join_conns: 256,
+            join_timeout: Duration::from_secs(20),
             bind_local: BindLocal::Auto,
         }
     }
@@ -150,6 +160,7 @@ impl TcpConfig {
         d.max_inputs_per_wake = self.max_inputs_per_wake;
         d.output_buffer = self.output_buffer;
         d.frame_buffer = self.frame_buffer;
+        d.max_join_conns = self.max_join_conns;
         d.link = self.link_config();
         d
     }

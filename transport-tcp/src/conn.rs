@@ -23,11 +23,11 @@ use socket2::{SockRef, TcpKeepalive};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
-use tokio::sync::{mpsc, Semaphore};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::Instrument;
 
 use lifeline_transport_common::{
-    Accepted, AddressBook, Connector, Counters, Ended, LinkIo, SendQueue, MAX_BATCH,
+    Accepted, AddressBook, Connector, Counters, Ended, Inbound, LinkIo, SendQueue, MAX_BATCH,
 };
 
 use crate::config::TcpConfig;
@@ -80,12 +80,9 @@ pub(crate) fn configure(stream: &TcpStream, cfg: &TcpConfig) -> io::Result<()> {
 }
 
 /// Accepts connections forever, one handshake task each (at most `max_handshakes` at once);
-/// authenticated ones go to `accepted`.
-pub(crate) async fn listen(
-    listener: TcpListener,
-    sh: Shared,
-    accepted: mpsc::Sender<Accepted<TcpStream>>,
-) {
+/// authenticated rank connections go to `inbound.accepted`, join connections (the [join
+/// preamble](crate::handshake::join)) to the driver's join path.
+pub(crate) async fn listen(listener: TcpListener, sh: Shared, inbound: Inbound<TcpStream>) {
     let slots = Arc::new(Semaphore::new(sh.cfg.max_handshakes.max(1)));
     loop {
         let (stream, peer) = match listener.accept().await {
@@ -104,35 +101,59 @@ pub(crate) async fn listen(
             continue; // dropped: closed unanswered
         };
         let sh = sh.clone();
-        let accepted = accepted.clone();
-        tokio::spawn(
-            async move {
-                let _permit = permit;
-                inbound(stream, peer, sh, accepted).await;
-            }
-            .in_current_span(),
-        );
+        let inbound = Inbound {
+            accepted: inbound.accepted.clone(),
+            joins: inbound.joins.clone(),
+        };
+        tokio::spawn(accept_one(stream, peer, sh, inbound, permit).in_current_span());
     }
 }
 
-async fn inbound(
+/// One inbound connection: its first four bytes say whether it is a rank's (the HELLO) or a
+/// joiner's (the join preamble, [`crate::join::contact`]); anything else is refused. The
+/// handshake `permit` is held until the peer is authenticated.
+async fn accept_one(
     mut stream: TcpStream,
     peer: SocketAddr,
     sh: Shared,
-    accepted: mpsc::Sender<Accepted<TcpStream>>,
+    inbound: Inbound<TcpStream>,
+    permit: OwnedSemaphorePermit,
 ) {
-    let hello = async {
+    let deadline = tokio::time::Instant::now() + sh.cfg.handshake_timeout;
+    let first = async {
         configure(&stream, &sh.cfg)?;
-        {
-            // A snapshot: the lock is never held across an await.
-            let book = sh.book();
-            handshake::accept(&mut stream, &sh.key, sh.me, &book, peer.ip()).await
+        let mut magic = [0u8; 4];
+        stream.read_exact(&mut magic).await?;
+        Ok::<_, HandshakeError>(magic)
+    };
+    let magic = match tokio::time::timeout_at(deadline, first).await {
+        Ok(Ok(m)) => m,
+        Ok(Err(e)) => {
+            Counters::add(&sh.counters.handshakes_refused);
+            tracing::debug!(from = %peer, error = %e, "handshake refused");
+            return;
+        }
+        Err(_) => {
+            Counters::add(&sh.counters.handshakes_refused);
+            tracing::debug!(from = %peer, "handshake refused: timed out");
+            return;
         }
     };
-    match tokio::time::timeout(sh.cfg.handshake_timeout, hello).await {
+    if magic == handshake::join::JOIN_MAGIC {
+        crate::join::contact(stream, magic, peer, sh, inbound, deadline, permit).await;
+        return;
+    }
+    let _permit = permit;
+    let hello = async {
+        // A snapshot: the lock is never held across an await.
+        let book = sh.book();
+        handshake::accept_after_magic(&mut stream, magic, &sh.key, sh.me, &book, peer.ip()).await
+    };
+    match tokio::time::timeout_at(deadline, hello).await {
         Ok(Ok(h)) => {
             let slot = TcpConnector::slot_of(h.class);
-            let _ = accepted
+            let _ = inbound
+                .accepted
                 .send(Accepted {
                     peer: h.from,
                     slot,
@@ -179,7 +200,7 @@ pub(crate) async fn dial(
 }
 
 /// Connects to `addr`, from `local` (port 0) when given and of the same address family.
-async fn connect_from(local: Option<IpAddr>, addr: SocketAddr) -> io::Result<TcpStream> {
+pub(crate) async fn connect_from(local: Option<IpAddr>, addr: SocketAddr) -> io::Result<TcpStream> {
     let sock = if addr.is_ipv4() {
         TcpSocket::new_v4()?
     } else {
@@ -393,6 +414,7 @@ mod tests {
     use super::*;
     use lifeline_core::wire::{FloodMsg, Message};
     use lifeline_transport_common::{FrameIn, FrameTx};
+    use tokio::sync::mpsc;
 
     fn flood(id: u64, len: usize) -> Bytes {
         Message::Flood(FloodMsg {

@@ -10,7 +10,7 @@ use lifeline_core::link::DialOutcome;
 use lifeline_core::tree::Rank;
 use lifeline_core::{Class, Node};
 use lifeline_transport_common::{
-    self as common, Accepted, AddressBook, Connector, Counters, DialFailure, LinkIo, Rejection,
+    self as common, AddressBook, Connector, Counters, DialFailure, Inbound, LinkIo, Rejection,
     RunningNode, Setup,
 };
 use tokio::net::{TcpListener, TcpStream};
@@ -86,14 +86,14 @@ impl Connector for TcpConnector {
 
     fn listen(
         self: &Arc<Self>,
-        accepted: tokio::sync::mpsc::Sender<Accepted<TcpStream>>,
+        inbound: Inbound<TcpStream>,
     ) -> impl std::future::Future<Output = ()> + Send + 'static {
         let this = self.clone();
         async move {
             let Some(listener) = this.listener.lock().await.take() else {
                 return;
             };
-            conn::listen(listener, this.sh.clone(), accepted).await;
+            conn::listen(listener, this.sh.clone(), inbound).await;
         }
     }
 

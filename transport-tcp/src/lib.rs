@@ -71,6 +71,16 @@
 //!   declared ([`handshake`]). A peer that fails is refused and counted
 //!   ([`TransportStats::handshakes_refused`]); nothing it sent reaches the core.
 //!
+//! # Joins
+//!
+//! A process that is not a member yet joins through any member's listener: a connection that
+//! opens with the [join preamble](handshake::join) (cluster key proved both ways, request and
+//! answer covered by the MACs) carries one join request to the shared driver, which answers
+//! when the coordinator's admission is applied there, with the address book. The joiner's
+//! side is [`join::join`]: bind the listener first, join, then build the node with
+//! `Config::for_admission` and [`spawn`] it on that listener with the book it got. Members add
+//! each admitted joiner's address to their book themselves, before they dial it.
+//!
 //! # The address book
 //!
 //! [`AddressBook`] maps every rank to the `SocketAddr` it listens on, and the embedder supplies
@@ -134,6 +144,8 @@ mod conn;
 #[cfg(feature = "runtime")]
 mod connector;
 pub mod handshake;
+#[cfg(feature = "runtime")]
+pub mod join;
 mod key;
 #[cfg(feature = "runtime")]
 pub mod probe;
@@ -143,9 +155,12 @@ pub use config::{BindLocal, TcpConfig};
 #[cfg(feature = "runtime")]
 pub use connector::{connector, spawn, TcpConnector, TcpNode};
 pub use key::{ClusterKey, KeyError};
+/// The joiner side's types ([`join::join`]).
+#[cfg(feature = "runtime")]
+pub use lifeline_transport_common::join::{JoinError, JoinSettings, Joined};
 /// The shared driver's types, re-exported: the TCP adapter runs
 /// [`lifeline_transport_common`]'s driver with its own connector.
 #[cfg(feature = "runtime")]
 pub use lifeline_transport_common::{
-    AddressBook, BookError, DownReason, Handle, Output, TransportError, TransportStats,
+    AddressBook, BookError, DownReason, Handle, JoinAnswer, Output, TransportError, TransportStats,
 };

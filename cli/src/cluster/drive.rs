@@ -15,6 +15,7 @@ use tokio::time::Instant as Tick;
 use super::evictions::Outcome;
 use super::expect::Expect;
 use super::faults::{workload_ms, Action, Fault, Faults, NetFault, Pause};
+use super::grow::{spawn_joiners, Grow, Started};
 use super::intrude::{intrude, intrude_quic};
 use super::procs::{reap, signal, spawn_nodes, Exit, Lines, Procs};
 use super::report::report;
@@ -85,12 +86,20 @@ struct Ops {
 pub(super) async fn drive(
     args: &ClusterArgs,
     faults: Faults,
+    grows: Vec<Grow>,
     procs: &mut Procs,
 ) -> Result<(), CliError> {
     let n = args.nodes;
     let detect = !args.no_detect;
     let expect = Expect::new(&faults, detect);
-    let work_ms = workload_ms(args, &faults);
+    // Past the last grow, long enough for the joiners to join and the workload to reach them.
+    let work_ms = workload_ms(args, &faults).max(
+        grows
+            .iter()
+            .map(|g| g.at_ms + GROW_TAIL_MS)
+            .max()
+            .unwrap_or(0),
+    );
     let Faults {
         timeline: faults,
         mut net,
@@ -103,7 +112,7 @@ pub(super) async fn drive(
 
     let setup = prepare(args, procs, !net.is_empty())?;
     let eps = &setup.eps;
-    let (pids, spawned, mut rx) = spawn_nodes(args, &setup, procs)?;
+    let (pids, spawned, mut rx, mut joiner_tx) = spawn_nodes(args, &setup, procs)?;
 
     let mut t = Tally::default();
     wire_up(n, &mut rx, &mut t, &mut interrupted).await?;
@@ -131,6 +140,8 @@ pub(super) async fn drive(
     let mut attack = args
         .garbage
         .then(|| start + Duration::from_secs_f64(args.duration / 2.0));
+    let mut next_grow = 0usize;
+    let mut joiners: Vec<Started> = Vec::new();
     // Runs until the workload is over and every fault was injected (a SIGCONT or a fault's end
     // is never lost).
     while Tick::now() < end || next < faults.len() {
@@ -147,17 +158,35 @@ pub(super) async fn drive(
                     attack = None;
                     unleash(&setup, &done.killed, n);
                 }
-                if Tick::now() < end {
-                    // Ranks that are gone (killed, exited, evicted or confirmed removed) are
-                    // neither origins nor destinations.
-                    let gone: BTreeSet<u32> = done
-                        .killed
-                        .keys()
-                        .chain(exits.keys())
-                        .copied()
-                        .chain(t.removed_at().into_keys())
+                // Ranks that are gone (killed, exited, evicted or confirmed removed) are
+                // neither origins nor destinations, nor contacts.
+                let gone: BTreeSet<u32> = done
+                    .killed
+                    .keys()
+                    .chain(exits.keys())
+                    .copied()
+                    .chain(t.removed_at().into_keys())
+                    .collect();
+                while next_grow < grows.len()
+                    && start.elapsed() >= Duration::from_millis(grows[next_grow].at_ms)
+                {
+                    let live: Vec<u32> = (0..n)
+                        .filter(|r| !gone.contains(r) && !done.stopped.contains(r))
                         .collect();
-                    ops.next(n, &gone, &done.stopped, procs).await;
+                    if let Some(tx) = &joiner_tx {
+                        spawn_joiners(args, &setup, procs, grows[next_grow], &live, &mut joiners, tx)?;
+                    }
+                    next_grow += 1;
+                    if next_grow == grows.len() {
+                        // The channel closes once every process has exited, as without joiners.
+                        joiner_tx = None;
+                    }
+                }
+                if Tick::now() < end {
+                    // Every rank: the nodes started from the peers file and the joiners
+                    // admitted so far.
+                    let ranks: Vec<u32> = (0..n).chain(t.joined.keys().copied()).collect();
+                    ops.next(&ranks, &gone, &done.stopped, procs).await;
                 }
             }
             () = &mut interrupted => return Err(CliError::Failed("interrupted".into())),
@@ -200,6 +229,7 @@ pub(super) async fn drive(
         expect,
         detect,
         work_ms,
+        joiners,
         settled: settled.then_some(settled_ms),
     };
     report(
@@ -412,30 +442,42 @@ fn unleash(setup: &Setup, killed: &BTreeMap<u32, f64>, n: u32) {
     }
 }
 
+/// How long the workload goes on past the last `--grow`: the joiners start, join, link up,
+/// and then take part in ops started after their joins.
+const GROW_TAIL_MS: u64 = 2500;
+
 impl Ops {
-    /// Starts the next op: an xcast from the next live origin that is not paused, and a RELM
-    /// message from it to the next destination not `gone` (all-to-all).
+    /// Starts the next op: an xcast from the next live origin among `ranks` (ascending: the
+    /// nodes started from the peers file, then the joiners admitted so far) that is not
+    /// paused, and a RELM message from it to the next destination not `gone` (all-to-all).
     async fn next(
         &mut self,
-        n: u32,
+        ranks: &[u32],
         gone: &BTreeSet<u32>,
         stopped: &BTreeSet<u32>,
         procs: &mut Procs,
     ) {
         let k = self.k;
-        for _ in 0..n {
-            self.origin = (self.origin + 1) % n;
+        let m = ranks.len();
+        if m == 0 {
+            return;
+        }
+        // The position after the last origin.
+        let mut at = ranks.partition_point(|r| *r <= self.origin) % m;
+        for _ in 0..m {
+            self.origin = ranks[at];
             if !gone.contains(&self.origin) && !stopped.contains(&self.origin) {
                 break;
             }
+            at = (at + 1) % m;
         }
         let origin = self.origin;
         if !gone.contains(&origin) && !stopped.contains(&origin) {
             procs.send(origin, &format!("xcast 16 c{k}\n")).await;
             *self.sent.entry(origin).or_default() += 1;
             // All-to-all RELM: the destination rotates through the other ranks.
-            let dst = (1..n)
-                .map(|i| (origin + 1 + (k as u32 + i) % (n - 1).max(1)) % n)
+            let dst = (1..m)
+                .map(|i| ranks[(at + 1 + (k as usize + i) % (m - 1).max(1)) % m])
                 .find(|d| *d != origin && !gone.contains(d));
             if let Some(dst) = dst {
                 procs.send(origin, &format!("relm {dst} 16 m{k}\n")).await;
@@ -456,6 +498,7 @@ fn survivors_of(
 ) -> BTreeSet<u32> {
     let removed = t.removed_at();
     (0..n)
+        .chain(t.joined.keys().copied())
         .filter(|r| !killed.contains_key(r) && !exits.contains_key(r) && !removed.contains_key(r))
         .collect()
 }
@@ -470,9 +513,12 @@ fn all_confirmed(
     exits: &BTreeMap<u32, Exit>,
 ) -> bool {
     killed.keys().chain(expect.required.keys()).all(|d| {
-        t.confirmed
-            .get(d)
-            .is_some_and(|m| survivors.iter().all(|s| m.contains_key(s)))
+        t.confirmed.get(d).is_some_and(|m| {
+            survivors
+                .iter()
+                .filter(|s| t.must_confirm(**s, *d))
+                .all(|s| m.contains_key(s))
+        })
     }) && expect.required.keys().all(|r| exits.contains_key(r))
 }
 
@@ -531,10 +577,13 @@ async fn wind_down(
         procs.send(*s, "quit\n").await;
     }
     let mut final_status = BTreeMap::new();
-    for (r, c) in procs.children.iter_mut().enumerate() {
+    let ranks: Vec<u32> = (0..procs.children.len())
+        .map(|i| procs.rank_of(i))
+        .collect();
+    for (i, c) in procs.children.iter_mut().enumerate() {
         match tokio::time::timeout(Duration::from_secs(2), c.wait()).await {
             Ok(Ok(st)) => {
-                final_status.insert(r as u32, st);
+                final_status.insert(ranks[i], st);
             }
             _ => {
                 let _ = c.start_kill();

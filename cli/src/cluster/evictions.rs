@@ -9,7 +9,8 @@ use serde_json::{json, Value};
 use super::drive::Paused;
 use super::expect::{Cause, Expect, EVICT_BOUND_MS, RESUME_BOUND_MS};
 use super::faults::{NetFault, Pause};
-use super::procs::{exit_fields, Exit};
+use super::grow::Started;
+use super::procs::{exit_fields, Exit, UNJOINED};
 use super::tally::Tally;
 
 /// What the report adds to the kills and pauses: exits, network faults, the table.
@@ -27,6 +28,8 @@ pub(super) struct Outcome {
     pub(super) detect: bool,
     /// How long the workload ran (ms).
     pub(super) work_ms: u64,
+    /// The joiners started (`--grow`).
+    pub(super) joiners: Vec<Started>,
     /// When every survivor had answered every command, every op was settled and every
     /// required confirmation and eviction was in, ms into the workload; `None`: not within the
     /// settling time (a hang).
@@ -89,6 +92,9 @@ pub(super) fn attribute(
         .chain(t.evicted.keys())
         .chain(t.confirmed.keys())
         .copied()
+        // A joiner that exited before its admission never was a rank (its `join_failed` is
+        // the report's `join_failures`).
+        .filter(|r| *r < UNJOINED)
         .collect();
     for r in ranks {
         let exit = o.exits.get(&r);
@@ -251,7 +257,12 @@ pub(super) fn evictions(
         .map(|(r, causes)| {
             let from = causes.iter().filter_map(started).reduce(f64::min);
             let m = t.confirmed.get(r);
-            let everywhere = m.is_some_and(|m| survivors.iter().all(|s| m.contains_key(s)));
+            let everywhere = m.is_some_and(|m| {
+                survivors
+                    .iter()
+                    .filter(|s| t.must_confirm(**s, *r))
+                    .all(|s| m.contains_key(s))
+            });
             let last = m.and_then(|m| {
                 survivors
                     .iter()
@@ -282,7 +293,8 @@ pub(super) fn evictions(
     // Until every survivor delivered an op started after `from` (wall time).
     let resumed = |from: f64| -> Option<f64> {
         let mut worst = 0.0f64;
-        for s in survivors {
+        // A joiner admitted after the fault began has nothing to resume.
+        for s in survivors.iter().filter(|s| t.member_at(**s, from)) {
             let first = t
                 .started
                 .iter()

@@ -53,6 +53,20 @@
 //! (`confirmed_more_than_once`) and, with the detector, every survivor went on within 1 s of
 //! each pause's start (`resume_ms`); with `--garbage`, every intruder was refused.
 //!
+//! With `--grow N@MS` (TCP only; repeatable) the launcher starts N more processes MS
+//! milliseconds into the workload, each `lifeline node --join` with the addresses of 3 live
+//! members spread over the cluster (see [`grow`]). Once a joiner prints `joined` it is a rank
+//! like the others: an xcast origin, a RELM source and destination, a survivor. An op must
+//! reach a joiner when it started after the joiner's `joined` line; a removal must be
+//! confirmed by a joiner that joined before its first confirmation. The report lists every
+//! join (`joins`: rank, join id, admitting epoch, `join_ms`, tries, contact), the views that
+//! admitted them as the members reported them (`join_views`), `join_view_changes`,
+//! `join_failures`, `xcast_ops_after_last_join`, and `relm_to_joiners` / `relm_from_joiners`
+//! (delivered and acknowledged); `pass` further needs every joiner admitted with a distinct
+//! rank, ops started after the last join, and RELM both ways with the surviving joiners. The
+//! workload lasts at least 2.5 s past the last grow. `--join-batch-ms` passes every node
+//! `--join-batch-ms`.
+//!
 //! With `--transport quic` the launcher generates a cluster CA and one certificate per rank
 //! into the run's directory (`certs/`, the layout of `lifeline certs`) and starts every node
 //! with `--transport quic --cert-dir DIR --cluster ID`; the report's `transport` says which.
@@ -114,6 +128,7 @@ mod drive;
 mod evictions;
 mod expect;
 mod faults;
+mod grow;
 mod intrude;
 mod procs;
 mod report;
@@ -171,6 +186,17 @@ pub(crate) struct ClusterArgs {
     /// Drop PCT percent (1-100) of rank R's packets, both ways, at random. Repeatable.
     #[arg(long = "loss", value_name = "R:PCT@MS+DUR")]
     losses: Vec<String>,
+    /// Start N new `lifeline node --join` processes MS milliseconds into the workload, each
+    /// given the addresses of 3 live members spread over the cluster; they join, then take
+    /// part in the workload (xcast origins, RELM sources and destinations) and its checks
+    /// (ops started after a joiner joined must reach it; RELM to and from joiners). TCP only.
+    /// Repeatable.
+    #[arg(long = "grow", value_name = "N@MS")]
+    grows: Vec<String>,
+    /// Every node's `--join-batch-ms` (how long the coordinator lets a first waiting joiner
+    /// wait for others to share its view change; the node's default when not given).
+    #[arg(long, value_name = "MS")]
+    join_batch_ms: Option<u64>,
     /// Accepted for compatibility: the nodes run the core's heartbeat failure detector by
     /// default.
     #[arg(long, conflicts_with = "no_detect")]
@@ -225,16 +251,28 @@ pub(crate) fn run(args: &ClusterArgs) -> Result<(), CliError> {
         ));
     }
     let faults = parse_faults(args)?;
+    let grows = grow::parse_grows(args)?;
+    if !grows.is_empty() && args.transport == TransportKind::Quic {
+        return Err(CliError::Usage(
+            "--grow runs on TCP only: a QUIC joiner would need a certificate for a rank it \
+             has not been given yet (`lifeline node --join` is TCP only)"
+                .into(),
+        ));
+    }
     crate::init_tracing();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| CliError::Failed(format!("starting the runtime: {e}")))?;
     let span = tracing::info_span!("cluster", nodes = args.nodes);
-    rt.block_on(cluster(args, faults).instrument(span))
+    rt.block_on(cluster(args, faults, grows).instrument(span))
 }
 
-async fn cluster(args: &ClusterArgs, faults: Faults) -> Result<(), CliError> {
+async fn cluster(
+    args: &ClusterArgs,
+    faults: Faults,
+    grows: Vec<grow::Grow>,
+) -> Result<(), CliError> {
     let dir = std::env::temp_dir().join(format!("lifeline-cluster-{}", std::process::id()));
     std::fs::create_dir_all(&dir)
         .map_err(|e| CliError::Failed(format!("creating {}: {e}", dir.display())))?;
@@ -243,8 +281,10 @@ async fn cluster(args: &ClusterArgs, faults: Faults) -> Result<(), CliError> {
         stdins: Vec::new(),
         dir,
         table: None,
+        nodes: args.nodes,
+        joined: procs::JoinedProcs::default(),
     };
-    let result = drive::drive(args, faults, &mut procs).await;
+    let result = drive::drive(args, faults, grows, &mut procs).await;
     // Whatever happened (Ctrl-C included), every child is killed and reaped; dropping `procs`
     // then deletes the nftables table.
     for c in &mut procs.children {

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Stdio;
+use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
@@ -28,9 +29,20 @@ pub(super) fn signal(pid: Option<u32>, sig: &str) {
     }
 }
 
+/// Admitted joiners: rank -> process index, written by each joiner's stdout reader when it
+/// reads the `joined` line.
+pub(super) type JoinedProcs = Arc<Mutex<BTreeMap<u32, usize>>>;
+
+/// The tag of a joiner's lines before it has a rank (`join_failed`, its stdout closing):
+/// `UNJOINED + j` for the `j`-th joiner started, far above any rank.
+pub(super) const UNJOINED: u32 = u32::MAX / 2;
+
 /// The children, the temporary folder and the nftables table; dropping it kills every child
 /// that is still running, removes the folder and deletes the table, whatever path the command
 /// leaves by.
+///
+/// Processes `0..nodes` are ranks `0..nodes`; the joiners (`--grow`) follow, in the order
+/// started, and take the rank their admission gives them ([`Procs::joined`]).
 pub(super) struct Procs {
     pub(super) children: Vec<Child>,
     pub(super) stdins: Vec<Option<ChildStdin>>,
@@ -38,6 +50,9 @@ pub(super) struct Procs {
     /// Only when network faults were asked for; deleted when dropped (after the children are
     /// killed).
     pub(super) table: Option<nft::Table>,
+    /// The nodes started from the peers file.
+    pub(super) nodes: u32,
+    pub(super) joined: JoinedProcs,
 }
 
 impl Drop for Procs {
@@ -50,10 +65,35 @@ impl Drop for Procs {
 }
 
 impl Procs {
+    /// The process of `rank` (a joiner's once its `joined` line was read).
+    pub(super) fn proc_of(&self, rank: u32) -> Option<usize> {
+        if rank < self.nodes {
+            return Some(rank as usize);
+        }
+        self.joined
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&rank)
+            .copied()
+    }
+
+    /// The rank of process `i`; for a joiner not (yet) admitted, its [`UNJOINED`] tag.
+    pub(super) fn rank_of(&self, i: usize) -> u32 {
+        if i < self.nodes as usize {
+            return i as u32;
+        }
+        let joined = self.joined.lock().unwrap_or_else(|e| e.into_inner());
+        joined
+            .iter()
+            .find(|(_, p)| **p == i)
+            .map_or(UNJOINED + (i as u32 - self.nodes), |(r, _)| *r)
+    }
+
     pub(super) async fn send(&mut self, rank: u32, line: &str) {
-        if let Some(Some(s)) = self.stdins.get_mut(rank as usize) {
+        let Some(i) = self.proc_of(rank) else { return };
+        if let Some(Some(s)) = self.stdins.get_mut(i) {
             if s.write_all(line.as_bytes()).await.is_err() {
-                self.stdins[rank as usize] = None;
+                self.stdins[i] = None;
             }
         }
     }
@@ -105,10 +145,14 @@ pub(super) fn exit_words(st: Option<std::process::ExitStatus>) -> String {
     }
 }
 
-/// Records every child that exited since the last call (and closes its stdin).
+/// Records every child that exited since the last call (and closes its stdin), by rank (a
+/// joiner that exited before its admission: by its [`UNJOINED`] tag).
 pub(super) fn reap(procs: &mut Procs, exits: &mut BTreeMap<u32, Exit>, start: Tick) {
-    for (r, c) in procs.children.iter_mut().enumerate() {
-        let r = r as u32;
+    let tags: Vec<u32> = (0..procs.children.len())
+        .map(|i| procs.rank_of(i))
+        .collect();
+    for (i, c) in procs.children.iter_mut().enumerate() {
+        let r = tags[i];
         if exits.contains_key(&r) {
             continue;
         }
@@ -116,7 +160,7 @@ pub(super) fn reap(procs: &mut Procs, exits: &mut BTreeMap<u32, Exit>, start: Ti
             let at_ms = i64::try_from(start.elapsed().as_millis()).unwrap_or(i64::MAX);
             tracing::debug!(rank = r, ?status, at_ms, "node exited");
             exits.insert(r, Exit { at_ms, status });
-            procs.stdins[r as usize] = None;
+            procs.stdins[i] = None;
         }
     }
 }
@@ -126,6 +170,9 @@ pub(super) const STDOUT_CLOSED: &str = "launcher_stdout_closed";
 
 /// The nodes' output: (rank, one JSON line it printed).
 pub(super) type Lines = mpsc::Receiver<(u32, Value)>;
+
+/// Where the readers of the nodes' output send their lines.
+pub(super) type LinesTx = mpsc::Sender<(u32, Value)>;
 
 /// When rank `r` starts, in milliseconds after the launch, with starts spread uniformly over
 /// `0..=skew` (a splitmix64 hash of the rank: a rerun spreads them alike).
@@ -139,80 +186,114 @@ pub(super) fn start_offset(r: u32, skew: u64) -> u64 {
     (z ^ (z >> 31)) % (skew + 1)
 }
 
+/// `lifeline node` with the flags every node of the run shares: the key, the radix, the link
+/// timeout, the start-up grace, the join batch, the detector, stopping with stdin.
+pub(super) fn node_command(args: &ClusterArgs, setup: &Setup) -> Result<Command, CliError> {
+    let exe = std::env::current_exe()
+        .map_err(|e| CliError::Failed(format!("finding the lifeline binary: {e}")))?;
+    let mut cmd = Command::new(exe);
+    cmd.arg("node")
+        .arg("--key-file")
+        .arg(&setup.key_file)
+        .args(["--radix", &args.radix.to_string()])
+        .args(["--link-timeout-ms", &args.link_timeout_ms.to_string()])
+        .args([
+            "--startup-grace-ms",
+            &NODE_STARTUP_GRACE.as_millis().to_string(),
+        ])
+        .arg("--exit-on-stdin-eof");
+    if let Some(ms) = args.join_batch_ms {
+        cmd.args(["--join-batch-ms", &ms.to_string()]);
+    }
+    if args.no_detect {
+        cmd.arg("--no-detect");
+    }
+    Ok(cmd)
+}
+
+/// Starts `cmd` as the next process (its stdout read line by line into `tx`, each line tagged
+/// with `tag`; a joiner's, with its rank from its `joined` line on, recorded in `joined`);
+/// returns its pid.
+pub(super) fn start(
+    procs: &mut Procs,
+    mut cmd: Command,
+    tag: u32,
+    joined: Option<JoinedProcs>,
+    tx: &LinesTx,
+) -> Result<u32, CliError> {
+    let i = procs.children.len();
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| CliError::Failed(format!("starting node {tag}: {e}")))?;
+    let pid = child.id().unwrap_or(0);
+    let out = child.stdout.take();
+    procs.stdins.push(child.stdin.take());
+    procs.children.push(child);
+    let tx = tx.clone();
+    if let Some(out) = out {
+        tokio::spawn(async move {
+            let mut tag = tag;
+            let mut lines = BufReader::new(out).lines();
+            while let Ok(Some(l)) = lines.next_line().await {
+                if let Ok(v) = serde_json::from_str::<Value>(&l) {
+                    if let (Some(j), "joined") = (&joined, v["event"].as_str().unwrap_or("")) {
+                        if let Some(r) = v["rank"].as_u64().and_then(|r| u32::try_from(r).ok()) {
+                            tag = r;
+                            j.lock().unwrap_or_else(|e| e.into_inner()).insert(r, i);
+                        }
+                    }
+                    if tx.send((tag, v)).await.is_err() {
+                        return;
+                    }
+                }
+            }
+            // The pipe closes when the process ends (however it ends): the moment the
+            // launcher observes a death it did not cause, timed like its own kills.
+            let closed = serde_json::json!({"event": STDOUT_CLOSED, "t_ms": wall_ms()});
+            let _ = tx.send((tag, closed)).await;
+        });
+    }
+    Ok(pid)
+}
+
 /// Starts every node (its stdout read line by line into the returned channel) and returns
-/// their pids, the instant they were started and the channel.
+/// their pids, the instant they were started and the channel (with a sender kept for the
+/// joiners when the run grows).
 pub(super) fn spawn_nodes(
     args: &ClusterArgs,
     setup: &Setup,
     procs: &mut Procs,
-) -> Result<(Vec<u32>, Tick, Lines), CliError> {
+) -> Result<(Vec<u32>, Tick, Lines, Option<LinesTx>), CliError> {
     let n = args.nodes;
     let eps = &setup.eps;
-    let exe = std::env::current_exe()
-        .map_err(|e| CliError::Failed(format!("finding the lifeline binary: {e}")))?;
-
     let (tx, rx) = mpsc::channel::<(u32, Value)>(4096);
     let mut pids = Vec::new();
     let spawned = Tick::now();
     for r in 0..n {
-        let mut cmd = Command::new(&exe);
-        cmd.arg("node")
-            .args(["--rank", &r.to_string()])
+        let mut cmd = node_command(args, setup)?;
+        cmd.args(["--rank", &r.to_string()])
             .arg("--peers")
             .arg(&setup.peers_file)
-            .arg("--key-file")
-            .arg(&setup.key_file)
-            .args(["--radix", &args.radix.to_string()])
-            .args(["--link-timeout-ms", &args.link_timeout_ms.to_string()])
-            .args([
-                "--startup-grace-ms",
-                &NODE_STARTUP_GRACE.as_millis().to_string(),
-            ])
             .args([
                 "--start-delay-ms",
                 &start_offset(r, args.start_skew).to_string(),
-            ])
-            .arg("--exit-on-stdin-eof");
-        if args.no_detect {
-            cmd.arg("--no-detect");
-        }
+            ]);
         if let Some((certs, cluster)) = &setup.quic {
             cmd.args(["--transport", "quic", "--cluster", cluster])
                 .arg("--cert-dir")
                 .arg(certs);
         }
-        let mut child = cmd
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true)
-            .spawn()
-            .map_err(|e| CliError::Failed(format!("starting node {r}: {e}")))?;
-        pids.push(child.id().unwrap_or(0));
-        tracing::debug!(rank = r, pid = child.id(), addr = %eps[r as usize], "node started");
-        let out = child.stdout.take();
-        procs.stdins.push(child.stdin.take());
-        procs.children.push(child);
-        let tx = tx.clone();
-        if let Some(out) = out {
-            tokio::spawn(async move {
-                let mut lines = BufReader::new(out).lines();
-                while let Ok(Some(l)) = lines.next_line().await {
-                    if let Ok(v) = serde_json::from_str::<Value>(&l) {
-                        if tx.send((r, v)).await.is_err() {
-                            return;
-                        }
-                    }
-                }
-                // The pipe closes when the process ends (however it ends): the moment the
-                // launcher observes a death it did not cause, timed like its own kills.
-                let closed = serde_json::json!({"event": STDOUT_CLOSED, "t_ms": wall_ms()});
-                let _ = tx.send((r, closed)).await;
-            });
-        }
+        let pid = start(procs, cmd, r, None, &tx)?;
+        pids.push(pid);
+        tracing::debug!(rank = r, pid, addr = %eps[r as usize], "node started");
     }
-    drop(tx);
-    Ok((pids, spawned, rx))
+    // Without joiners to come, the channel closes when every node has exited.
+    let keep = (!args.grows.is_empty()).then_some(tx);
+    Ok((pids, spawned, rx, keep))
 }
 
 #[cfg(test)]

@@ -3,10 +3,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use serde_json::json;
+use serde_json::{json, Value};
 
 use super::evictions::{attribute, evictions, Gone, Outcome, Required};
 use super::expect::EVICT_BOUND_MS;
+use super::grow::joins;
 use super::procs::exit_words;
 use super::tally::{Tally, QUIC_REFUSALS};
 use super::ClusterArgs;
@@ -55,7 +56,12 @@ pub(super) fn report(
         .iter()
         .map(|(r, (at, _))| {
             let m = t.confirmed.get(r);
-            let all = m.is_some_and(|m| survivors.iter().all(|s| m.contains_key(s)));
+            let all = m.is_some_and(|m| {
+                survivors
+                    .iter()
+                    .filter(|s| t.must_confirm(**s, *r))
+                    .all(|s| m.contains_key(s))
+            });
             let worst = m.and_then(|m| m.values().copied().reduce(f64::max));
             (*r, worst.filter(|_| all).map(|w| (w - at).max(0.0)))
         })
@@ -78,26 +84,31 @@ pub(super) fn report(
         .values()
         .map(|d| d.values().filter(|c| **c > 1).count())
         .sum();
-    // Reached some survivors but not all (an op that reached only removed ranks, e.g. one its
-    // removed origin delivered to itself, reached none: no finding).
+    // Reached some survivors but not all it had to (an op that reached only removed ranks,
+    // e.g. one its removed origin delivered to itself, reached none: no finding; a joiner
+    // must have the ops started after it joined, see `Tally::must_have`).
     let partial: usize = t
         .delivered
-        .values()
-        .filter(|d| {
-            d.keys().any(|r| survivors.contains(r)) && !survivors.iter().all(|s| d.contains_key(s))
-        })
+        .iter()
+        .filter(|(p, d)| d.keys().any(|r| survivors.contains(r)) && !t.everywhere(survivors, p))
         .count();
     let lost: usize = t
         .started
         .iter()
-        .filter(|(p, (o, _))| {
-            survivors.contains(o)
-                && !t
-                    .delivered
-                    .get(*p)
-                    .is_some_and(|d| survivors.iter().all(|s| d.contains_key(s)))
-        })
+        .filter(|(p, (o, _))| survivors.contains(o) && !t.everywhere(survivors, p))
         .count();
+    // The joins (`--grow`): every joiner admitted, ops started after the last one (which must
+    // reach the joiners too), and RELM messages to and from joiners.
+    let grow = joins(t, &o.joiners, o.start_wall);
+    let last_join = t.joined.values().map(|j| j.t).reduce(f64::max);
+    let after_last_join =
+        last_join.map_or(0, |at| t.started.values().filter(|(_, s)| *s > at).count());
+    let (relm_to_joiners, relm_from_joiners) = t.relm_joiners(survivors);
+    let joiners_alive = t.joined.keys().any(|r| survivors.contains(r));
+    let grow_ok = o.joiners.is_empty()
+        || (grow.ok
+            && after_last_join > 0
+            && (!joiners_alive || (relm_to_joiners > 0 && relm_from_joiners > 0)));
     let exactly_once = duplicates == 0 && partial == 0 && lost == 0;
     // The last fault event (a kill, a SIGCONT, a network fault's start or end): every survivor
     // must deliver an op started after it.
@@ -183,6 +194,7 @@ pub(super) fn report(
         && detect_max.is_some() != timed.is_empty()
         && ev.ok()
         && confirmed_twice == 0
+        && grow_ok
         && o.settled.is_some();
     let round = |x: Option<f64>| x.map(|v| (v * 1000.0).round() / 1000.0);
     let into = |wall: f64| (wall - o.start_wall).round() as i64;
@@ -245,6 +257,16 @@ pub(super) fn report(
         if let Some(by) = &refused_by {
             v["refused_by_reason"] = json!(by);
             v["refused_at"] = json!(refused_at);
+        }
+        if !o.joiners.is_empty() {
+            if let (Value::Object(m), Value::Object(g)) = (&mut v, &grow.json) {
+                m.extend(g.clone());
+            }
+            v["grow"] = json!(args.grows);
+            v["xcast_ops_after_last_join"] = json!(after_last_join);
+            v["relm_to_joiners"] = json!(relm_to_joiners);
+            v["relm_from_joiners"] = json!(relm_from_joiners);
+            v["joins_ok"] = json!(grow_ok);
         }
         write_stdout(|o| writeln!(o, "{v}"))?;
     } else {
@@ -444,6 +466,30 @@ pub(super) fn report(
                     "NOT exactly once"
                 }
             )?;
+            if !o.joiners.is_empty() {
+                let joined = &t.joined;
+                writeln!(
+                    out,
+                    "  grow: {} of {} joiners admitted in {} view change(s) (ranks {:?}; join \
+                     latency max {} ms); {after_last_join} ops started after the last join; \
+                     RELM to joiners {relm_to_joiners}, from joiners {relm_from_joiners} \
+                     delivered and acknowledged{}",
+                    joined.len(),
+                    o.joiners.len(),
+                    grow.views,
+                    joined.keys().collect::<Vec<_>>(),
+                    joined
+                        .values()
+                        .map(|j| j.join_ms)
+                        .reduce(f64::max)
+                        .map_or("-".into(), |m| format!("{m:.1}")),
+                    if t.join_failed.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; {} joiners FAILED", t.join_failed.len())
+                    }
+                )?;
+            }
             if o.settled.is_none() {
                 writeln!(
                     out,

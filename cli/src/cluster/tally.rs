@@ -16,6 +16,28 @@ pub(super) const QUIC_REFUSALS: [&str; 5] = [
     "wrong_address",
 ];
 
+/// A joiner's `joined` line.
+#[derive(Clone, Debug)]
+pub(super) struct Join {
+    /// Wall time of the line (ms since the Unix epoch).
+    pub(super) t: f64,
+    pub(super) epoch: u64,
+    pub(super) join_id: String,
+    pub(super) join_ms: f64,
+    pub(super) tries: u64,
+    pub(super) contact: String,
+}
+
+/// A view that admitted joiners, as the members reported it (`admitted` lines).
+#[derive(Clone, Debug, Default)]
+pub(super) struct AdmitView {
+    pub(super) ranks: BTreeSet<u32>,
+    pub(super) members: u64,
+    /// Wall time of the first report.
+    pub(super) first: f64,
+    pub(super) reporters: BTreeSet<u32>,
+}
+
 /// What the nodes reported, and when.
 #[derive(Default)]
 pub(super) struct Tally {
@@ -60,13 +82,56 @@ pub(super) struct Tally {
     pub(super) relm_acked: BTreeMap<(u32, u32), u32>,
     /// (src, dst) -> uid ranges reported failed at src.
     pub(super) relm_failed: BTreeMap<(u32, u32), Vec<(u32, u32)>>,
+    /// Joiners admitted: rank -> its `joined` line.
+    pub(super) joined: BTreeMap<u32, Join>,
+    /// Joiners that gave up: their `UNJOINED` tag -> the error.
+    pub(super) join_failed: BTreeMap<u32, String>,
+    /// Epoch -> the view that admitted joiners, from the members' `admitted` lines.
+    pub(super) admitted: BTreeMap<u64, AdmitView>,
 }
 
 impl Tally {
     pub(super) fn take(&mut self, rank: u32, v: &Value) {
         let t = v["t_ms"].as_f64().unwrap_or(0.0);
         let u = |k: &str| v[k].as_u64().map(|x| x as u32);
+        if rank >= super::procs::UNJOINED {
+            // A joiner before its admission: only its failure counts.
+            if v["event"] == "join_failed" {
+                let why = v["error"].as_str().unwrap_or("").to_string();
+                self.join_failed.insert(rank, why);
+            }
+            return;
+        }
         match v["event"].as_str().unwrap_or("") {
+            "joined" => {
+                self.joined.insert(
+                    rank,
+                    Join {
+                        t,
+                        epoch: v["epoch"].as_u64().unwrap_or(0),
+                        join_id: v["join_id"].as_str().unwrap_or("").to_string(),
+                        join_ms: v["join_ms"].as_f64().unwrap_or(f64::NAN),
+                        tries: v["tries"].as_u64().unwrap_or(0),
+                        contact: v["contact"].as_str().unwrap_or("").to_string(),
+                    },
+                );
+            }
+            "admitted" => {
+                if let Some(epoch) = v["epoch"].as_u64() {
+                    let a = self.admitted.entry(epoch).or_insert_with(|| AdmitView {
+                        first: t,
+                        ..AdmitView::default()
+                    });
+                    a.first = a.first.min(t);
+                    a.members = v["members"].as_u64().unwrap_or(0);
+                    a.reporters.insert(rank);
+                    for r in v["ranks"].as_array().into_iter().flatten() {
+                        if let Some(r) = r.as_u64() {
+                            a.ranks.insert(r as u32);
+                        }
+                    }
+                }
+            }
             "listening" => {
                 self.listening.insert(rank);
             }
@@ -176,17 +241,52 @@ impl Tally {
         }
     }
 
+    /// Whether op `p` must reach survivor `s`: always for a rank started from the peers file;
+    /// for a joiner, when the op started after its `joined` line (earlier ops it adopts as
+    /// complete; one whose start nobody reported, never).
+    pub(super) fn must_have(&self, s: u32, p: &str) -> bool {
+        match self.joined.get(&s) {
+            None => true,
+            Some(j) => self.started.get(p).is_some_and(|(_, at)| *at > j.t),
+        }
+    }
+
+    /// Whether op `p` reached every survivor it must reach.
+    pub(super) fn everywhere(&self, survivors: &BTreeSet<u32>, p: &str) -> bool {
+        self.delivered.get(p).is_some_and(|d| {
+            survivors
+                .iter()
+                .filter(|s| self.must_have(**s, p))
+                .all(|s| d.contains_key(s))
+        })
+    }
+
+    /// Whether survivor `s` must confirm the removal of `r`: a rank started from the peers
+    /// file always; a joiner when it joined before the removal's first confirmation anywhere
+    /// (a later one was admitted with `r` already a hole).
+    pub(super) fn must_confirm(&self, s: u32, r: u32) -> bool {
+        match self.joined.get(&s) {
+            None => true,
+            Some(j) => self
+                .confirmed
+                .get(&r)
+                .and_then(|m| m.values().copied().reduce(f64::min))
+                .is_some_and(|first| j.t < first),
+        }
+    }
+
+    /// Whether survivor `s` was a member at wall time `at` (a joiner: joined before it).
+    pub(super) fn member_at(&self, s: u32, at: f64) -> bool {
+        self.joined.get(&s).is_none_or(|j| j.t < at)
+    }
+
     /// Every survivor answered every command sent to it, every op that must reach every
     /// survivor has, and nothing reached only some.
     pub(super) fn settled(&self, survivors: &BTreeSet<u32>, sent: &BTreeMap<u32, u64>) -> bool {
         let answered = survivors.iter().all(|s| {
             self.answers.get(s).copied().unwrap_or(0) >= sent.get(s).copied().unwrap_or(0)
         });
-        let everywhere = |p: &str| {
-            self.delivered
-                .get(p)
-                .is_some_and(|d| survivors.iter().all(|s| d.contains_key(s)))
-        };
+        let everywhere = |p: &str| self.everywhere(survivors, p);
         // Delivered at some survivor: then it must be at all of them.
         let somewhere = |p: &str| {
             self.delivered
@@ -286,6 +386,25 @@ impl Tally {
                     self.relm_is_acked(s, d, uid) || self.relm_is_failed(s, d, uid)
                 }
         })
+    }
+
+    /// RELM messages to joiners and from joiners (both ends survivors) that were delivered
+    /// and acknowledged: `(to, from)`.
+    pub(super) fn relm_joiners(&self, survivors: &BTreeSet<u32>) -> (usize, usize) {
+        let ok = |p: &str, s: u32, d: u32, uid: u32| {
+            survivors.contains(&s)
+                && survivors.contains(&d)
+                && self.relm_delivered.get(p).is_some_and(|v| v.contains(&d))
+                && self.relm_is_acked(s, d, uid)
+        };
+        let (mut to, mut from) = (0, 0);
+        for (p, &(s, d, uid)) in &self.relm_started {
+            if ok(p, s, d, uid) {
+                to += usize::from(self.joined.contains_key(&d));
+                from += usize::from(self.joined.contains_key(&s));
+            }
+        }
+        (to, from)
     }
 
     /// (delivered, duplicates, lost, failed_reported).

@@ -28,7 +28,13 @@
 //!
 //! Every output carries the core time of the input that caused it (the `at` of
 //! [`Output::Event`], [`Output::LinkUp`] and [`Output::LinkDown`]).
+//!
+//! Join connections (a process asking to join through this member, [`crate::join`]) are the
+//! business of [`joins`]: their requests are core inputs, their answers leave at the end of
+//! every drain, and an admission's joiners enter the address book during the drain that
+//! reports it, before any link action for them runs.
 
+mod joins;
 mod links;
 mod outputs;
 mod peers;
@@ -43,17 +49,19 @@ use std::time::Duration;
 
 use lifeline_core::link::{AttemptId, DownReason, LinkConfig, LinkPolicy};
 use lifeline_core::tree::Rank;
-use lifeline_core::{Class, Event, Instant, Node, Transmit};
+use lifeline_core::{Class, Event, Instant, MembershipEvent, Node, Transmit};
 use tokio::sync::{mpsc, Notify};
 use tokio::task::AbortHandle;
 use tokio::time::{Instant as Tick, Sleep};
 use tracing::Instrument;
 
+use self::joins::JoinConns;
 use self::outputs::Outputs;
 use self::peers::{Peers, Routed};
 use crate::book::AddressBook;
-use crate::connector::{Accepted, Connector, DialFailure, FrameIn, FrameTx, MAX_BATCH};
+use crate::connector::{Accepted, Connector, DialFailure, FrameIn, FrameTx, Inbound, MAX_BATCH};
 use crate::handle::{Cmd, Handle, Output, RunningNode, StatsHook, TransportError};
+use crate::join::{JoinIn, JoinTx};
 use crate::stats::Counters;
 
 /// The driver's own settings (every adapter's config gives one).
@@ -80,6 +88,10 @@ pub struct DriverConfig {
     pub frame_buffer: usize,
     /// Dial, back-off and give-up settings of the link policy.
     pub link: LinkConfig,
+    /// Join connections (processes asking to join through this member) open at once, each
+    /// waiting for its answer (up to the core's `join.timeout`); past it the connector refuses
+    /// them (counted in `joins_refused`) and the joiner asks another contact.
+    pub max_join_conns: usize,
 }
 impl Default for DriverConfig {
     fn default() -> Self {
@@ -90,6 +102,7 @@ impl Default for DriverConfig {
             output_buffer: 4096,
             frame_buffer: 1024,
             link: LinkConfig::default(),
+            max_join_conns: 256,
         }
     }
 }
@@ -133,9 +146,16 @@ pub fn spawn<C: Connector>(node: Node, connector: Arc<C>, setup: Setup) -> Runni
     let (data_tx, data) = mpsc::channel(batches);
     let (cmds_tx, cmds) = mpsc::channel(256);
     let (out_tx, outputs) = mpsc::channel(cfg.output_buffer.max(1));
+    // Two messages at most per open join connection (its request, its early end).
+    let max_joins = cfg.max_join_conns.max(1);
+    let (joins_tx, joins) = mpsc::channel(2 * max_joins);
+    let inbound = Inbound {
+        accepted: accepted_tx,
+        joins: JoinTx::new(joins_tx, max_joins, counters.clone()),
+    };
     // Every diagnostic of this node (the driver's and the listener's) is in this span.
     let span = tracing::info_span!("node", rank = me.0);
-    let listener = tokio::spawn(connector.listen(accepted_tx).instrument(span.clone()));
+    let listener = tokio::spawn(connector.listen(inbound).instrument(span.clone()));
     let frames_per_drain = frames_per_drain(node.config());
     // The driver's clock starts at zero now, which is also the origin of `startup_grace`.
     let links = LinkPolicy::new(me, C::SLOTS, cfg.link, Instant::ZERO)
@@ -159,6 +179,7 @@ pub fn spawn<C: Connector>(node: Node, connector: Arc<C>, setup: Setup) -> Runni
             counters.clone(),
         ),
         outputs: Outputs::new(cfg.output_buffer, counters.clone()),
+        joins: JoinConns::default(),
         cfg,
         book: book.clone(),
         counters: counters.clone(),
@@ -175,6 +196,7 @@ pub fn spawn<C: Connector>(node: Node, connector: Arc<C>, setup: Setup) -> Runni
     let inputs = Inputs {
         reports,
         accepted,
+        joins,
         control,
         cmds,
         data,
@@ -233,6 +255,7 @@ fn ready_now<F: Future>(f: F) -> Option<F::Output> {
 struct Inputs<C: Connector> {
     reports: mpsc::Receiver<Dialed<C::Conn>>,
     accepted: mpsc::Receiver<Accepted<C::Conn>>,
+    joins: mpsc::Receiver<JoinIn>,
     control: mpsc::Receiver<FrameIn>,
     cmds: mpsc::Receiver<Cmd>,
     data: mpsc::Receiver<FrameIn>,
@@ -242,6 +265,7 @@ struct Inputs<C: Connector> {
 enum Input<'o, C: Connector> {
     Dialed(Dialed<C::Conn>),
     Accepted(Accepted<C::Conn>),
+    Join(JoinIn),
     Frames(FrameIn),
     Cmd(Cmd),
     /// Every handle is gone.
@@ -254,7 +278,8 @@ enum Input<'o, C: Connector> {
 
 impl<C: Connector> Inputs<C> {
     /// The next input, in priority order (the only place the order is written): a finished
-    /// dial, an accepted connection, control frames, a command, data frames (only while the
+    /// dial, an accepted connection, a join connection's request or end, control frames, a
+    /// command, data frames (only while the
     /// application's outputs are not `full`), room in the output channel (only while outputs
     /// are `waiting`), the timer.
     async fn next<'o>(
@@ -268,6 +293,7 @@ impl<C: Connector> Inputs<C> {
             biased;
             Some(r) = self.reports.recv() => Input::Dialed(r),
             Some(a) = self.accepted.recv() => Input::Accepted(a),
+            Some(j) = self.joins.recv() => Input::Join(j),
             Some(f) = self.control.recv() => Input::Frames(f),
             c = self.cmds.recv() => c.map_or(Input::CmdsClosed, Input::Cmd),
             Some(f) = self.data.recv(), if !full => Input::Frames(f),
@@ -295,6 +321,8 @@ struct Driver<C: Connector> {
     at: Instant,
     peers: Peers,
     outputs: Outputs,
+    /// Join connections waiting for their answer.
+    joins: JoinConns,
     /// Links to drop for a reason of the driver's own, once the core is drained.
     downs: VecDeque<(Rank, DownReason)>,
     /// The last connection id handed out (ids tell a current connection's end from a replaced
@@ -378,6 +406,10 @@ impl<C: Connector> Driver<C> {
                 self.on_accepted(a);
                 1
             }
+            Input::Join(j) => {
+                self.on_join(j);
+                1
+            }
             Input::Frames(f) => self.on_frame(f),
             Input::Cmd(c) => {
                 self.on_cmd(c);
@@ -441,8 +473,11 @@ impl<C: Connector> Driver<C> {
     }
 
     /// Drains the core after an input: transmits into send queues (asking the link policy for
-    /// each peer sent to), events into the outputs, stamped with the input's time; a view
-    /// change is told to the link policy.
+    /// each peer sent to), events into the outputs, stamped with the input's time (an
+    /// admission's joiners into the address book on the way), then the answers to joiners; a
+    /// view change is told to the link policy. No link action runs here: the work loop
+    /// ([`Self::settle`]) executes them once the drain is done, so a dial to a rank admitted in
+    /// this drain finds its address.
     fn drain_core(&mut self) {
         // Consecutive transmits to one peer and class are queued under one lock.
         let mut run: Option<(Rank, Class)> = None;
@@ -468,8 +503,12 @@ impl<C: Connector> Driver<C> {
                 );
                 view_changed = true;
             }
+            if let Event::Membership(MembershipEvent::Joined { epoch, joiners, .. }) = &event {
+                self.add_joiners(*epoch, joiners);
+            }
             self.outputs.push(Output::Event { at: self.at, event });
         }
+        self.answer_joins();
         if view_changed {
             self.on_view_changed();
         }

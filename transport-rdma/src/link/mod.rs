@@ -60,7 +60,7 @@ use bytes::Bytes;
 use lifeline_core::tree::Rank;
 use lifeline_core::{Class, Instant, Node};
 use lifeline_transport_common::{
-    self as common, Accepted, AddressBook, Connector, DialFailure, Ended, LinkIo, Rejection,
+    self as common, AddressBook, Connector, DialFailure, Ended, Inbound, LinkIo, Rejection,
     RunningNode, TransportStats, MAX_BATCH,
 };
 use lifeline_transport_tcp::handshake::{self, Verdict};
@@ -254,9 +254,10 @@ impl<V: Verbs + Send + 'static> Connector for RdmaConnector<V> {
 
     fn listen(
         self: &Arc<Self>,
-        accepted: tokio::sync::mpsc::Sender<Accepted<TcpStream>>,
+        inbound: Inbound<TcpStream>,
     ) -> impl std::future::Future<Output = ()> + Send + 'static {
-        self.tcp.listen(accepted)
+        // Rank connections and join connections alike arrive on the TCP listener.
+        self.tcp.listen(inbound)
     }
 
     fn run(

@@ -19,6 +19,9 @@
 //! The acceptor checks, before answering, that the claimed rank is in the address book and
 //! connects from that rank's IP, and that `to` is its own rank.
 //!
+//! A process that is not a member yet (a joiner: it has no rank) opens its connection with
+//! the [join preamble](join) instead, on the same listener; the first four bytes tell which.
+//!
 //! What it does not do: encrypt or authenticate the frames that follow. An on-path attacker
 //! can still inject into an established connection; use the QUIC adapter (mutual TLS) where
 //! that matters.
@@ -126,6 +129,9 @@ pub enum HandshakeError {
         /// The acceptor's failure epoch.
         epoch: u64,
     },
+    /// A join request or answer longer than its bound.
+    #[error("join message of {0} bytes is over its bound")]
+    TooLong(usize),
 }
 
 /// An authenticated HELLO.
@@ -140,10 +146,11 @@ pub struct Hello {
     nonce: [u8; 32],
 }
 
+pub mod join;
 #[cfg(feature = "runtime")]
-mod stream;
+pub(crate) mod stream;
 #[cfg(feature = "runtime")]
-pub use stream::{accept, dial, finish};
+pub use stream::{accept, accept_after_magic, dial, finish};
 
 fn class_byte(c: Class) -> u8 {
     match c {

@@ -16,7 +16,7 @@ use super::{
 use crate::key::ClusterKey;
 
 /// A fresh nonce from the OS.
-fn nonce() -> io::Result<[u8; 32]> {
+pub(crate) fn nonce() -> io::Result<[u8; 32]> {
     let mut n = [0u8; 32];
     getrandom::fill(&mut n).map_err(|e| io::Error::other(e.to_string()))?;
     Ok(n)
@@ -63,8 +63,24 @@ pub async fn accept<S: AsyncRead + AsyncWrite + Unpin>(
     book: &AddressBook,
     peer_ip: IpAddr,
 ) -> Result<Hello, HandshakeError> {
+    let mut magic = [0u8; 4];
+    s.read_exact(&mut magic).await?;
+    accept_after_magic(s, magic, key, me, book, peer_ip).await
+}
+
+/// [`accept`] once the listener has read the connection's first four bytes, `magic` (to tell
+/// a rank's HELLO from a [join preamble](super::join)).
+pub async fn accept_after_magic<S: AsyncRead + AsyncWrite + Unpin>(
+    s: &mut S,
+    magic: [u8; 4],
+    key: &ClusterKey,
+    me: Rank,
+    book: &AddressBook,
+    peer_ip: IpAddr,
+) -> Result<Hello, HandshakeError> {
     let mut raw = [0u8; HELLO_LEN];
-    s.read_exact(&mut raw).await?;
+    raw[..4].copy_from_slice(&magic);
+    s.read_exact(&mut raw[4..]).await?;
     let from_ok = |from: Rank| {
         let Some(addr) = book.get(from) else {
             return Err(HandshakeError::UnknownRank(from));
