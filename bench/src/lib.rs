@@ -9,6 +9,7 @@
 
 pub mod args;
 pub mod flood;
+pub mod joins;
 pub mod membership;
 pub mod relm;
 pub mod repair;

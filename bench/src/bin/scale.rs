@@ -6,7 +6,7 @@
 
 use std::process::ExitCode;
 
-use lifeline_bench::{flood, membership, relm, repair, xcast, CliError};
+use lifeline_bench::{flood, joins, membership, relm, repair, xcast, CliError};
 
 /// A subcommand: its name, one-line summary, usage text and entry point.
 struct Command {
@@ -47,6 +47,12 @@ const COMMANDS: &[Command] = &[
         about: "detector and evidence-based removal under every fault kind, over many seeds",
         usage: membership::USAGE,
         run: membership::cli,
+    },
+    Command {
+        name: "joins",
+        about: "a cluster formed from joins: view changes, join latency, start-up time",
+        usage: joins::USAGE,
+        run: joins::cli,
     },
 ];
 

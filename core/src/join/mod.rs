@@ -1,8 +1,8 @@
 //! Joins: how a process that is not a member becomes one, as a batched view change.
 //!
-//! The shape is Rapid's two phases without its consensus (see
-//! `../shared/research/membership.md` §4.1 in the design notes and `docs/joins.md`), with seed
-//! 003's lessons:
+//! The shape is Rapid's: a contact forwards to one coordinator that batches joins into view
+//! changes, with the lessons of concurrent joins through shared contacts (replies keyed by join
+//! id, no locks). `docs/joins.md` has the hazards found and what is measured.
 //!
 //! 1. **Request.** The joiner ([`Joiner`]) sends a [`JoinRequest`] with a [`JoinId`] (its
 //!    process nonce and a try number) to any member, its *contact*, over a join connection of
@@ -13,13 +13,14 @@
 //! 3. **Admit.** The coordinator queues joins FIFO (deduplicated by nonce: a retried or
 //!    duplicated join is one admission) and, `join.batch` after the first waiting one, admits
 //!    up to `join.max_per_view` of them in **one** view change: an ordered, process-first xcast
-//!    ([`AdmitNotice`]) that gives them consecutive ranks past the span (holes stay holes) under
-//!    the next epoch, the same counter failure notices use.
-//! 4. **Apply.** Every member applies the admission in op order: it reports
+//!    ([`AdmitNotice`]) under the next epoch, the same counter failure notices use.
+//! 4. **Apply.** Every member applies the admission in op order, giving the joiners
+//!    consecutive ranks from the span its admissions made (holes stay holes): the same ranks at
+//!    every member, whatever coordinator sent it. It reports
 //!    [`MembershipEvent::Joined`](crate::membership::MembershipEvent::Joined) (whose addresses
-//!    the adapter adds to its book) and grows its span, so the joiners enter the tree, the
-//!    detector's rings and the majority guard's count at the same point of the op order
-//!    everywhere.
+//!    the adapter adds to its book), forwards the op to its children, then grows its span, so
+//!    the joiners enter the tree, the detector's rings and the majority guard's count at the
+//!    same point of the op order everywhere.
 //! 5. **Answer.** The contact, on applying it, answers the joiner with its [`Admission`]: rank,
 //!    epoch and the tree (span, radix, holes) as of that view. The joiner builds its node from
 //!    it ([`Config::for_admission`](crate::Config::for_admission)) and says hello to its

@@ -15,7 +15,7 @@ use super::LinkDownReason;
 #[non_exhaustive]
 pub enum LinkCause {
     /// A fresh dial to the peer's advertised address was refused (its host is up and nothing
-    /// listens: the process is gone), or the peer has no address. Hard.
+    /// listens: the process is gone). Hard.
     Refused,
     /// The handshake was answered by another incarnation of the rank. Hard.
     Incarnation,
@@ -72,10 +72,13 @@ impl DownReason {
     /// malformed frame is [`LinkCause::Closed`].
     pub fn cause(self) -> Option<LinkCause> {
         Some(match self {
-            Self::Refused | Self::NoAddress => LinkCause::Refused,
-            Self::Unreachable | Self::Overflow | Self::Io(io::ErrorKind::TimedOut) => {
-                LinkCause::TimedOut
-            }
+            Self::Refused => LinkCause::Refused,
+            // No entry is this adapter's ignorance, not the peer's death: a joiner admitted by
+            // a view this rank has not applied yet has no address here until it does.
+            Self::Unreachable
+            | Self::Overflow
+            | Self::NoAddress
+            | Self::Io(io::ErrorKind::TimedOut) => LinkCause::TimedOut,
             Self::Io(_) => LinkCause::Reset,
             Self::Closed | Self::Malformed => LinkCause::Closed,
             Self::Dead => return None,
@@ -119,7 +122,7 @@ mod tests {
         use DownReason as D;
         let table = [
             (D::Refused, Some(LinkCause::Refused)),
-            (D::NoAddress, Some(LinkCause::Refused)),
+            (D::NoAddress, Some(LinkCause::TimedOut)),
             (D::Unreachable, Some(LinkCause::TimedOut)),
             (D::Overflow, Some(LinkCause::TimedOut)),
             (D::Io(K::TimedOut), Some(LinkCause::TimedOut)),
@@ -137,7 +140,7 @@ mod tests {
             .filter(|(_, c)| c.is_some_and(LinkCause::is_hard))
             .map(|(r, _)| *r)
             .collect();
-        assert_eq!(hard, [D::Refused, D::NoAddress]);
+        assert_eq!(hard, [D::Refused]);
         assert_eq!(D::from(LinkDownReason::Refused), D::Refused);
         assert_eq!(D::from(LinkDownReason::Unreachable), D::Unreachable);
         assert_eq!(D::from(LinkDownReason::Dead).cause(), None);

@@ -147,6 +147,10 @@ pub struct ElasticReport {
     pub xcast_missing: u32,
     /// The final span.
     pub span: u32,
+    /// Joiners per admitting view, in epoch order.
+    pub view_sizes: Vec<u32>,
+    /// ms from the first joiner's start to the last admission's arrival at its joiner.
+    pub startup_ms: f64,
 }
 
 impl ElasticReport {
@@ -355,6 +359,15 @@ pub fn run_elastic(p: &ElasticParams, hooks: Hooks) -> Result<ElasticReport, Sim
         join_views: obs.views.len() as u32,
         ..Default::default()
     };
+    report.view_sizes = obs.views.values().map(|v| v.len() as u32).collect();
+    let first_start = w.joiners().map(|j| j.start).min();
+    let last_admit = w
+        .joiners()
+        .filter_map(|j| j.admitted.map(|(_, _, t)| t))
+        .max();
+    if let (Some(a), Some(b)) = (first_start, last_admit) {
+        report.startup_ms = b.saturating_since(a).as_millis_f64();
+    }
     // Ranks with a fault of their own: crashed members, crashed joiners' ranks.
     for (i, j) in w.joiners().enumerate() {
         report.join_tries += u64::from(j.tries);
