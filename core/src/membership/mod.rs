@@ -228,6 +228,14 @@ impl Membership {
             .unwrap_or_default()
     }
 
+    /// Counts a tree grown ahead of the admissions (`Node::catch_up_span`).
+    pub(crate) fn count_caught_up(&mut self) {
+        self.joins
+            .get_or_insert_with(Box::default)
+            .stats
+            .spans_caught_up += 1;
+    }
+
     /// Counts a join request that did not decode.
     pub(crate) fn count_malformed_join(&mut self) {
         self.joins

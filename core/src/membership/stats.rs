@@ -40,9 +40,6 @@ pub struct MembershipStats {
     pub unreachable_in: u64,
     /// Dials of this rank refused with the verdict "removed" ([`Node::handle_fenced`](crate::Node::handle_fenced)).
     pub fenced_dials_in: u64,
-    /// Times this rank grew its tree ahead of its admissions, on a neighbour's notice
-    /// computed under a larger span (it was behind: its parent had failed or had not started).
-    pub spans_caught_up: u64,
     /// Refused dials this rank reported to the subject's coordinator (detector on: a refused
     /// dial is corroborated before a removal, never a verdict on its own).
     pub refusals_out: u64,

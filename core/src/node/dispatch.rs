@@ -154,7 +154,7 @@ impl Node {
             return;
         }
         if self.grow_span(span).is_ok() {
-            self.stats.membership.spans_caught_up += 1;
+            self.m.membership.count_caught_up();
         }
     }
 

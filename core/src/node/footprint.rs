@@ -1,7 +1,9 @@
 //! What a node costs in memory, per part: a guard against regressions. A simulated cluster of
 //! 2^20 nodes must stay within 2.5 GiB for a flood and 3 GiB for an xcast (the `scale flood` and
 //! `scale xcast` benches measure the whole process); the inline sizes below are most of it.
-//! Run with `--nocapture` to print the table.
+//! Run with `--nocapture` to print the table. (The node's bound went from 2,200 to 2,240 bytes
+//! with joins and corroboration: their state is boxed on first use, but the admitted span, the
+//! grow an admission defers and six counters are inline: about 24 MiB more at 2^20 ranks.)
 
 use std::mem::size_of;
 
@@ -18,7 +20,7 @@ use crate::xcast::Xcast;
 #[test]
 fn inline_sizes_stay_bounded() {
     let parts = [
-        ("node (all)", size_of::<super::Node>(), 2_200),
+        ("node (all)", size_of::<super::Node>(), 2_240),
         ("  flood", size_of::<Flood>(), 96),
         ("  membership", size_of::<Membership>(), 512),
         ("  xcast", size_of::<Xcast>(), 280),
