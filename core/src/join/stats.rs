@@ -29,7 +29,7 @@ pub struct JoinStats {
     /// Admissions applied for a nonce already admitted (after a coordinator failover): the
     /// extra rank is never started and is removed.
     pub joins_readmitted: u64,
-    /// Times this rank grew its tree ahead of its admissions, on a neighbour's notice
+    /// Times this rank grew its tree ahead of its admissions, on a new parent's notice
     /// computed under a larger span (it was behind: its parent had failed or had not started).
     pub spans_caught_up: u64,
     /// Join requests that did not decode.

@@ -127,21 +127,28 @@ machines! {
 }
 
 impl Node {
-    /// A tree neighbour's adoption or lineage notice computed under a larger span: this rank
-    /// is behind on admissions. They reach it through its parent, which a grow may have made a
+    /// An adoption notice computed under a larger span from a rank that is not this rank's
+    /// parent (a new parent): this rank is behind on admissions. They reach it through its parent, which a grow may have made a
     /// joiner that is not running yet (or one that failed before it started); until this rank
     /// holds the larger span it cannot read its new parent's lineage, so it would never learn
     /// that its parent is gone. The tree grows first, so the notice's lineage is reconciled
     /// and the tree repaired; the admissions themselves (their events, the ranks they give)
     /// follow in op order. Not believed past `join.max_per_view` × 64 ranks ahead, or where the
     /// tree would grow deeper than `max_list` (lineages must stay within the frame limits).
-    fn catch_up_span(&mut self, msg: &Message) {
+    fn catch_up_span(&mut self, from: Rank, msg: &Message) {
         use crate::membership::MembershipMsg;
-        let span = match msg {
-            Message::Membership(MembershipMsg::Adopt(m)) => m.span,
-            Message::Membership(MembershipMsg::Lineage(m)) => m.span,
-            _ => return,
+        // Only a parent's notice: a child's hello under a larger span (a joiner that started
+        // before this rank applied its admission) waits for the admission, which brings the
+        // joiner's address with it.
+        let Message::Membership(MembershipMsg::Adopt(m)) = msg else {
+            return;
         };
+        // From this rank's parent, the admission is on its way on the same link (it was
+        // forwarded before the grow): no need to run ahead of it.
+        if self.tree.view().and_then(|v| v.parent()) == Some(from) {
+            return;
+        }
+        let span = m.span;
         let now = self.tree.layout().span();
         let bound = u64::from(self.cfg.join.max_per_view) * 64;
         if span <= now || u64::from(span - now) > bound {
@@ -186,7 +193,7 @@ impl Node {
             return;
         }
         self.frame_from_to_machines(from);
-        self.catch_up_span(&msg);
+        self.catch_up_span(from, &msg);
         self.dispatch_message(from, msg);
     }
 }
