@@ -43,7 +43,7 @@ use lifeline_core::relm::{Uid, UID_INVALID, UID_MAX, UID_NONE, UID_UNKNOWN};
 use lifeline_core::sim::testing::{Frame, Net, Solo};
 use lifeline_core::tree::{Rank, RankSet};
 use lifeline_core::wire::{
-    self, AckMsg, AdoptMsg, ChainMark, CompleteMsg, DecodeError, FloodMsg, ForwardMsg,
+    self, AckMsg, AdoptMsg, ChainMark, Codec, CompleteMsg, DecodeError, FloodMsg, ForwardMsg,
     GlobalFailureMsg, Kind, Limits, LineageMsg, Message, NeedMsg, PollMsg, RecoverDoneMsg,
     RecoverMsg, RecoveredOpMsg, RelayMsg, RelmAckMsg, RelmDataMsg, RelmLinkMsg, RelmReqMsg,
     SyncMsg, UidRange, HEADER_LEN, VERSION,

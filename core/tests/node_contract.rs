@@ -12,8 +12,8 @@ use bytes::Bytes;
 use lifeline_core::sim::testing::Net;
 use lifeline_core::tree::{LayoutError, Rank, RankSet, Scope, Tree, ViewDelta, MAX_SPAN};
 use lifeline_core::wire::{
-    AdoptMsg, FloodMsg, ForwardMsg, GlobalFailureMsg, Kind, LineageMsg, Message, RecoveredOpMsg,
-    RelayMsg,
+    AdoptMsg, Codec, FloodMsg, ForwardMsg, GlobalFailureMsg, Kind, LineageMsg, Message,
+    RecoveredOpMsg, RelayMsg,
 };
 use lifeline_core::wire::{MembershipMsg, XcastMsg};
 use lifeline_core::{

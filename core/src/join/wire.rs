@@ -374,21 +374,6 @@ impl AdmitNotice {
                 addr: addr.clone(),
             })
     }
-
-    /// The notice as an xcast payload.
-    pub fn to_payload(&self) -> Bytes {
-        let mut b = BytesMut::with_capacity(self.encoded_len());
-        self.encode(&mut b);
-        b.freeze()
-    }
-
-    /// Decodes a whole payload.
-    pub fn from_payload(payload: Bytes, limits: &Limits) -> Result<Self, DecodeError> {
-        let mut r = Reader::new(payload);
-        let m = Self::decode(&mut r, limits)?;
-        r.finish()?;
-        Ok(m)
-    }
 }
 
 impl Codec for AdmitNotice {

@@ -14,6 +14,7 @@ use crate::machine::{Ctx, Effect};
 use crate::time::Instant;
 use crate::timer::TimerToken;
 use crate::tree::{Layout, Rank, Snapshot};
+use crate::wire::Codec;
 use crate::xcast;
 
 /// A request waiting at its contact for the admission.

@@ -49,7 +49,7 @@ use crate::machine::{Ctx, Effect, Machine, MembersChange};
 use crate::time::Instant;
 use crate::timer::TimerToken;
 use crate::tree::{Rank, RankSet, Reconcile, Scope, ViewDelta};
-use crate::wire::Limits;
+use crate::wire::{Codec, Limits};
 use crate::xcast;
 
 mod alerts;

@@ -1,7 +1,7 @@
 //! Failure-knowledge messages: adoption notices down, lineage-carrying failure notices up, and
 //! the root's epoch-stamped global failure notice (carried as an xcast payload).
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::BufMut;
 
 use super::RemovalCause;
 use crate::join::{JoinAnswerMsg, JoinForwardMsg};
@@ -89,23 +89,6 @@ pub struct GlobalFailureMsg {
     pub failed: Vec<Rank>,
     /// Why each was removed, one per entry of `failed` (same order).
     pub causes: Vec<RemovalCause>,
-}
-
-impl GlobalFailureMsg {
-    /// The notice as an xcast payload.
-    pub fn to_payload(&self) -> Bytes {
-        let mut b = BytesMut::with_capacity(self.encoded_len());
-        self.encode(&mut b);
-        b.freeze()
-    }
-
-    /// Decodes a whole payload.
-    pub fn from_payload(payload: Bytes, limits: &Limits) -> Result<Self, DecodeError> {
-        let mut r = Reader::new(payload);
-        let m = Self::decode(&mut r, limits)?;
-        r.finish()?;
-        Ok(m)
-    }
 }
 
 impl Codec for GlobalFailureMsg {

@@ -2,7 +2,7 @@
 //! [`Kind`] byte and what the one table knows about it, and the [`Family`] / [`Codec`] traits.
 //! A leaf: it names no machine and no aggregate (the table itself is in `wire/mod.rs`).
 
-use bytes::{BufMut, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 
 use super::{info, Reader, HEADER_LEN};
 use crate::transmit::Class;
@@ -157,4 +157,20 @@ pub trait Codec: Sized {
     fn encode(&self, buf: &mut impl BufMut);
     /// Reads a body; the caller checks that nothing trails it.
     fn decode(r: &mut Reader, limits: &Limits) -> Result<Self, DecodeError>;
+
+    /// The body alone as bytes: what an internal xcast op carries (a global failure notice,
+    /// an admission).
+    fn to_payload(&self) -> Bytes {
+        let mut b = BytesMut::with_capacity(self.encoded_len());
+        self.encode(&mut b);
+        b.freeze()
+    }
+
+    /// Decodes a whole payload: anything left after the body is an error.
+    fn from_payload(payload: Bytes, limits: &Limits) -> Result<Self, DecodeError> {
+        let mut r = Reader::new(payload);
+        let m = Self::decode(&mut r, limits)?;
+        r.finish()?;
+        Ok(m)
+    }
 }
