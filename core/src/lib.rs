@@ -177,7 +177,7 @@ pub use flood::{FloodConfig, FloodEvent, FloodStats, FloodTimer};
 pub use link::LinkCause;
 pub use membership::{
     MembershipConfig, MembershipEvent, MembershipStats, MembershipTimer, MembershipView,
-    RemovalCause,
+    RemovalCause, StartupStats,
 };
 pub use node::Node;
 pub use relm::{

@@ -383,7 +383,12 @@ impl Membership {
         }
         // Every subject with a standing report counts against the guard, not only the stable
         // ones: a partition's silence reaches the coordinator a few subjects at a time.
-        let standing = self.reports.values().filter(|r| r.downs() > 0).count();
+        // Ranks not checked in yet are not members: removing them costs the majority nothing.
+        let standing = self
+            .reports
+            .iter()
+            .filter(|(s, r)| r.downs() > 0 && !self.is_pending(**s))
+            .count();
         if !self.majority_stays(ctx, standing) {
             ctx.stats.membership.decisions_refused_minority += 1;
             return;

@@ -19,6 +19,11 @@ pub enum RemovalCause {
     Unreachable,
     /// The embedding runtime declared it dead ([`Node::declare_dead`](crate::Node::declare_dead)).
     Declared,
+    /// A launched rank that never checked in: not a failure (it was expected, never a member).
+    /// The coordinator removes the ranks still missing at `membership.startup_timeout` (and a
+    /// rank removed on evidence before it checked in gets this cause too), so the tree routes
+    /// around their slots; a process that starts later is fenced and may join as a new rank.
+    NeverJoined,
 }
 
 impl RemovalCause {
@@ -29,6 +34,7 @@ impl RemovalCause {
             Self::Unresponsive => 1,
             Self::Unreachable => 2,
             Self::Declared => 3,
+            Self::NeverJoined => 4,
         }
     }
 
@@ -39,6 +45,7 @@ impl RemovalCause {
             1 => Self::Unresponsive,
             2 => Self::Unreachable,
             3 => Self::Declared,
+            4 => Self::NeverJoined,
             _ => return None,
         })
     }
@@ -50,6 +57,7 @@ impl RemovalCause {
             Self::Unresponsive => "unresponsive",
             Self::Unreachable => "unreachable",
             Self::Declared => "declared",
+            Self::NeverJoined => "never_joined",
         }
     }
 

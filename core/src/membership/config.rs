@@ -55,6 +55,20 @@ pub struct MembershipConfig {
     /// Coordinator: fewer subjects accused within `overload_window` never hold a decision
     /// (small views: one loss in eight ranks is no overload). At least 1.
     pub overload_min_subjects: u32,
+    /// Membership starts from check-ins: a launched rank is a member once the coordinator's
+    /// check-in notice lists it (view 0 is formed from them; the span is the expected size),
+    /// `MembershipEvent::Ready` once every expected rank is in, `StartupIncomplete` after
+    /// `startup_timeout`. Off: view 0 is the whole span (the simulator's and benches'
+    /// default; `lifeline node` and the C ABI turn it on).
+    pub check_in: bool,
+    /// Coordinator: how long check-ins heard wait to share one notice (one view change).
+    pub check_in_batch: Duration,
+    /// A launched rank re-sends its check-in this often until a notice lists it.
+    pub check_in_resend: Duration,
+    /// Coordinator: the ranks still missing this long after its start (and at least two
+    /// re-send intervals after it became coordinator) are removed, cause "never joined", and
+    /// every member gets `StartupIncomplete`.
+    pub startup_timeout: Duration,
 }
 
 impl Default for MembershipConfig {
@@ -74,6 +88,10 @@ impl Default for MembershipConfig {
             overload_window: Duration::from_millis(500),
             overload_percent: 25,
             overload_min_subjects: 4,
+            check_in: false,
+            check_in_batch: Duration::from_millis(50),
+            check_in_resend: Duration::from_millis(500),
+            startup_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -115,6 +133,13 @@ impl MembershipConfig {
         if self.overload_min_subjects == 0 {
             return Err(ConfigError::Invalid(
                 "membership.overload_min_subjects must be at least 1",
+            ));
+        }
+        if self.check_in
+            && (self.check_in_resend == Duration::ZERO || self.startup_timeout == Duration::ZERO)
+        {
+            return Err(ConfigError::Invalid(
+                "membership.check_in_resend and membership.startup_timeout must be positive with check_in",
             ));
         }
         Ok(())

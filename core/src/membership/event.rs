@@ -34,6 +34,39 @@ pub enum MembershipEvent {
         /// Members of the new view.
         members: u32,
     },
+    /// Start-up: launched ranks checked in (in op order, at every member): they are members
+    /// as of `epoch`. Until its check-in is in a notice a launched rank is "not joined yet":
+    /// never removed as dead, and not counted by the majority guard.
+    CheckedIn {
+        /// The view's epoch.
+        epoch: u64,
+        /// The ranks this notice admits.
+        ranks: RankSet,
+        /// Ranks admitted so far (checked in, joined, or a joiner's whole snapshot) and alive.
+        members: u32,
+    },
+    /// Start-up is over: every expected rank checked in (or was removed after it had). Once,
+    /// at every member, at the same epoch. The member set is the live set of
+    /// [`Node::tree`](crate::Node::tree) once this event is polled.
+    Ready {
+        /// The epoch of the view that completed start-up.
+        epoch: u64,
+        /// Members of that view.
+        members: u32,
+    },
+    /// Start-up is over without some expected ranks: they never checked in within
+    /// `membership.startup_timeout` and were removed, cause
+    /// [`RemovalCause::NeverJoined`] (not failures). Once, at every member, at the same epoch,
+    /// instead of [`MembershipEvent::Ready`]. The application decides whether to go on with
+    /// who is there (`lifeline node` does).
+    StartupIncomplete {
+        /// The epoch of the view that completed start-up.
+        epoch: u64,
+        /// The expected ranks that never checked in.
+        missing: RankSet,
+        /// Members of that view.
+        members: u32,
+    },
     /// This rank was removed from the cluster (the coordinator decided it, and a member told
     /// it so). It takes no more commands and processes no more frames; a runtime exits, or
     /// rejoins later as a new incarnation.

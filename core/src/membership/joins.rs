@@ -82,7 +82,7 @@ impl Membership {
     }
 
     /// The coordinator: the root of this rank's view.
-    fn coordinator(ctx: &Ctx<'_>) -> Option<Rank> {
+    pub(super) fn coordinator(ctx: &Ctx<'_>) -> Option<Rank> {
         let v = ctx.tree.view()?;
         Some(v.ancestors().first().copied().unwrap_or(ctx.me()))
     }

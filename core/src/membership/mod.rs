@@ -59,6 +59,9 @@ mod corroborate;
 mod event;
 mod joins;
 mod links;
+mod startup;
+#[cfg(test)]
+mod startup_tests;
 mod stats;
 #[cfg(test)]
 mod tests;
@@ -69,12 +72,13 @@ mod wire;
 pub use cause::RemovalCause;
 pub use config::MembershipConfig;
 pub use event::MembershipEvent;
+pub use startup::StartupStats;
 pub use stats::MembershipStats;
 pub use timer::MembershipTimer;
 pub use view::MembershipView;
 pub use wire::{
-    AdoptMsg, AlertEntry, AlertMsg, CorroborateMsg, CorroborateOp, EvictedMsg, GlobalFailureMsg,
-    LineageMsg, MembershipMsg, RemovedMsg, UnreachableMsg,
+    AdoptMsg, AlertEntry, AlertMsg, CheckInMsg, CheckInNotice, CorroborateMsg, CorroborateOp,
+    EvictedMsg, GlobalFailureMsg, LineageMsg, MembershipMsg, RemovedMsg, UnreachableMsg,
 };
 
 /// What the coordinator holds about one subject.
@@ -201,6 +205,8 @@ pub(crate) struct Membership {
     /// Joins: a contact's waiting requests, the coordinator's queue, recent admissions
     /// (boxed on first use).
     joins: Option<Box<joins::Joins>>,
+    /// Start-up from check-ins (`startup.rs`; boxed, launched ranks with check-ins on only).
+    startup: Option<Box<startup::Startup>>,
 }
 
 /// One entry of the repair stack.
@@ -379,7 +385,15 @@ impl Membership {
         self.epoch += 1;
         let causes = new
             .iter()
-            .map(|r| self.causes.remove(r).unwrap_or(RemovalCause::LinkLost))
+            .map(|&r| {
+                let cause = self.causes.remove(&r).unwrap_or(RemovalCause::LinkLost);
+                // Removed before it checked in: it never joined (not a failure).
+                if self.is_pending(r) {
+                    RemovalCause::NeverJoined
+                } else {
+                    cause
+                }
+            })
             .collect();
         let m = GlobalFailureMsg {
             epoch: self.epoch,
@@ -455,6 +469,7 @@ impl Membership {
                 .into(),
             ));
         }
+        self.startup_after_removals(ctx, &set, m.epoch, members);
         if me_removed {
             self.evict(ctx, m.epoch);
         }
@@ -480,9 +495,16 @@ impl Membership {
     /// Coordinator: removes `ranks` for `cause` (one decision): repairs here and floods the
     /// decision over the tree.
     fn remove(&mut self, ctx: &mut Ctx<'_>, ranks: Vec<Rank>, cause: RemovalCause) {
-        self.recent_removals.push((ctx.now, ranks.len()));
-        ctx.stats.membership.removed_on_evidence += ranks.len() as u64;
+        // Ranks not checked in yet were never members: the majority guard does not count them.
+        let members = ranks.iter().filter(|&&r| !self.is_pending(r)).count();
+        self.recent_removals.push((ctx.now, members));
+        ctx.stats.membership.removed_on_evidence += members as u64;
         for &r in &ranks {
+            let cause = if self.is_pending(r) {
+                RemovalCause::NeverJoined
+            } else {
+                cause
+            };
             self.causes.insert(r, cause);
         }
         ctx.effect(Effect::Deaths {
@@ -546,7 +568,8 @@ impl Membership {
             ctx.stats.membership.stale += 1;
             return;
         };
-        if !self.majority_stays(ctx, 1) {
+        let members = usize::from(!self.is_pending(child));
+        if !self.majority_stays(ctx, members) {
             ctx.stats.membership.decisions_refused_minority += 1;
             return;
         }
@@ -573,10 +596,16 @@ impl Membership {
         if silent * 2 > watching {
             return false;
         }
+        if n == 0 {
+            // Only ranks that never checked in: no member is removed.
+            return true;
+        }
         let window = ctx.cfg.membership.majority_window;
         self.recent_removals.retain(|&(t, _)| ctx.now < t + window);
         let recent: usize = self.recent_removals.iter().map(|&(_, k)| k).sum();
-        let members = ctx.tree.layout().span() as usize - ctx.tree.dead().len();
+        // Members: admitted ranks (those not checked in yet are not counted).
+        let members = (ctx.tree.layout().span() as usize - ctx.tree.dead().len())
+            .saturating_sub(self.pending_alive(ctx));
         (recent + n) * 2 < members + recent
     }
 
@@ -753,12 +782,15 @@ impl Machine for Membership {
     fn on_start(&mut self, ctx: &mut Ctx<'_>) {
         if self.joiner {
             self.adopt_children(ctx);
+        } else if ctx.cfg.membership.check_in {
+            self.startup_begin(ctx);
         }
     }
 
     fn on_view_change(&mut self, ctx: &mut Ctx<'_>, d: &ViewDelta) {
         self.hello_sent = self.view_changed(ctx, d);
         self.joins_after_view_change(ctx);
+        self.startup_after_view_change(ctx);
     }
 
     /// Evidence about ranks now gone, and alerts for them, are moot (whether or not the deaths
@@ -830,13 +862,17 @@ impl Machine for Membership {
     }
 
     /// The root's global failure notices and admissions.
-    const XCAST_TAGS: &'static [u16] = &[xcast::TAG_FAILURE_NOTICE, xcast::TAG_JOIN_NOTICE];
+    const XCAST_TAGS: &'static [u16] = &[
+        xcast::TAG_FAILURE_NOTICE,
+        xcast::TAG_JOIN_NOTICE,
+        xcast::TAG_CHECK_IN_NOTICE,
+    ];
 
     fn on_xcast(&mut self, ctx: &mut Ctx<'_>, tag: u16, payload: Bytes) {
-        if tag == xcast::TAG_JOIN_NOTICE {
-            self.on_admit_notice(ctx, payload);
-        } else {
-            self.on_global_notice(ctx, payload);
+        match tag {
+            xcast::TAG_JOIN_NOTICE => self.on_admit_notice(ctx, payload),
+            xcast::TAG_CHECK_IN_NOTICE => self.on_check_in_notice(ctx, payload),
+            _ => self.on_global_notice(ctx, payload),
         }
     }
 
@@ -851,6 +887,7 @@ impl Machine for Membership {
             MembershipMsg::JoinForward(m) => self.on_join_forward(ctx, from, m),
             MembershipMsg::JoinAnswer(m) => self.on_join_answer(ctx, m),
             MembershipMsg::Corroborate(m) => self.on_corroborate(ctx, from, m),
+            MembershipMsg::CheckIn(m) => self.on_check_in(ctx, from, m),
         }
     }
 
@@ -863,6 +900,9 @@ impl Machine for Membership {
             MembershipTimer::JoinBatch => self.on_join_batch(ctx, token),
             MembershipTimer::JoinExpiry => self.on_join_expiry(ctx),
             MembershipTimer::Corroborate(subject) => self.on_corroborate_timer(ctx, subject),
+            MembershipTimer::CheckIn => self.on_check_in_resend(ctx, token),
+            MembershipTimer::CheckInBatch => self.on_check_in_batch(ctx, token),
+            MembershipTimer::StartupDeadline => self.on_startup_deadline(ctx, token),
         }
     }
 }

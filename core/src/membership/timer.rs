@@ -19,4 +19,11 @@ pub enum MembershipTimer {
     /// Coordinator: a refused dial about this rank was not corroborated or refuted in
     /// `corroborate_timeout` (or its overload hold ended): settle it.
     Corroborate(crate::tree::Rank),
+    /// A launched rank: send its check-in again (no notice listed it yet).
+    CheckIn,
+    /// Coordinator: announce the check-ins heard since the batch began.
+    CheckInBatch,
+    /// Coordinator: `membership.startup_timeout` passed (or the re-collect window of a new
+    /// coordinator): the ranks still missing are removed, cause "never joined".
+    StartupDeadline,
 }

@@ -345,8 +345,58 @@ impl Codec for CorroborateMsg {
     }
 }
 
+/// A launched rank to the coordinator: "I have started" (its check-in). Re-sent every
+/// `membership.check_in_resend` until a check-in notice applied here lists the sender, and at
+/// once to a new coordinator.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CheckInMsg {
+    /// The span the sender was launched with (the expected size): a rank launched with
+    /// another is configured wrongly and is not checked in (counted as stale).
+    pub span: u32,
+}
+
+impl Codec for CheckInMsg {
+    fn encoded_len(&self) -> usize {
+        4
+    }
+    fn encode(&self, buf: &mut impl BufMut) {
+        buf.put_u32(self.span);
+    }
+    fn decode(r: &mut Reader, _limits: &Limits) -> Result<Self, DecodeError> {
+        Ok(Self { span: r.u32()? })
+    }
+}
+
+/// The coordinator's check-in notice, broadcast as a process-first xcast payload: these
+/// launched ranks are members as of `epoch` (view 0 is formed by these notices). Every member
+/// applies the same notices in the same op order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CheckInNotice {
+    /// The view this notice makes (the coordinator's epoch counter, shared with removals and
+    /// admissions).
+    pub epoch: u64,
+    /// The ranks checked in, ascending.
+    pub ranks: Vec<Rank>,
+}
+
+impl Codec for CheckInNotice {
+    fn encoded_len(&self) -> usize {
+        8 + 4 + 4 * self.ranks.len()
+    }
+    fn encode(&self, buf: &mut impl BufMut) {
+        buf.put_u64(self.epoch);
+        put_ranks(buf, &self.ranks);
+    }
+    fn decode(r: &mut Reader, limits: &Limits) -> Result<Self, DecodeError> {
+        Ok(Self {
+            epoch: crate::wire::counter(r.u64()?)?,
+            ranks: get_ranks(r, limits)?,
+        })
+    }
+}
+
 crate::message_family! { Membership =>
-    /// Failure-knowledge messages (kinds 2–3, 40–43, 49) and joins (60–61).
+    /// Failure-knowledge messages (kinds 2–3, 40–43, 49), joins (60–61) and check-ins (62).
     pub enum MembershipMsg {
         /// Adoption notice, parent to new child ([`AdoptMsg`]).
         Adopt(AdoptMsg) = 2, Control, Adopt, "adopt";
@@ -364,6 +414,8 @@ crate::message_family! { Membership =>
         JoinForward(JoinForwardMsg) = 60, Control, JoinForward, "join-forward";
         /// The coordinator's answer to a request it did not queue ([`JoinAnswerMsg`]).
         JoinAnswer(JoinAnswerMsg) = 61, Control, JoinAnswer, "join-answer";
+        /// A launched rank's check-in, to the coordinator ([`CheckInMsg`]).
+        CheckIn(CheckInMsg) = 62, Control, CheckIn, "check-in";
         /// Corroboration of a refused dial ([`CorroborateMsg`]).
         Corroborate(CorroborateMsg) = 49, Control, Corroborate, "corroborate";
     }

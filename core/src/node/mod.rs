@@ -306,6 +306,13 @@ impl Node {
         self.m.membership.join_stats()
     }
 
+    /// Start-up counters (`membership.check_in`): check-ins sent and received, the
+    /// coordinator's check-in notices, ranks removed because they never checked in. Zero for
+    /// a joiner or with check-ins off.
+    pub fn startup_stats(&self) -> crate::membership::StartupStats {
+        self.m.membership.startup_stats()
+    }
+
     /// The next answer to a joiner: write the bytes on the join connection and close it once
     /// written (one answer per request).
     pub fn poll_join_reply(&mut self) -> Option<(crate::join::JoinConn, Bytes)> {

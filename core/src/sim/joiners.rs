@@ -269,6 +269,21 @@ impl<O: Observer> Sim<O> {
         }
     }
 
+    /// A launched rank's process starts late: its node (the launch configuration) comes up in
+    /// its pending slot, learns the links its neighbours opened to it, and handles what
+    /// waited for it.
+    pub(super) fn late_start(&mut self, r: u32) {
+        let now = self.world.now;
+        let rank = Rank(r);
+        let cfg = self.world.cfg.node.clone();
+        let seed = node_seed(self.world.cfg.seed, r);
+        let Ok(node) = Node::with_shared_config(Arc::new(cfg), rank, seed, now) else {
+            return;
+        };
+        self.world.trace_line(|| format!("start    {r}"));
+        self.install(rank, node);
+    }
+
     /// The joiner was admitted: its node starts in its (pending) slot, learns the links members
     /// already opened to it, and handles what waited for it.
     fn start_admitted(&mut self, idx: usize, admission: &crate::join::Admission) {
@@ -283,6 +298,13 @@ impl<O: Observer> Sim<O> {
         let Ok(node) = Node::with_shared_config(Arc::new(cfg), rank, seed, now) else {
             return;
         };
+        self.install(rank, node);
+    }
+
+    /// A node starts in `rank`'s pending slot: the links its peers opened come up, and what
+    /// waited for it is handled.
+    fn install(&mut self, rank: Rank, node: Node) {
+        let now = self.world.now;
         let slot = &mut self.world.slots[rank.index()];
         if slot.state != SlotState::Pending {
             // Crashed before it started (or started twice): nothing to do.

@@ -42,7 +42,7 @@ mod tests;
 mod trace;
 
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BTreeMap, BinaryHeap};
 use std::fmt;
 use std::sync::Arc;
 
@@ -121,6 +121,10 @@ pub struct SimConfig {
     pub wire_tree: bool,
     /// Most steps one [`Sim::run_until`] may take before the run is declared a livelock.
     pub step_budget: u64,
+    /// Launched ranks whose process starts late (`Some(at)`: at that time, as a launcher
+    /// spreads starts) or never (`None`). Until it starts, a rank's slot holds what is sent
+    /// to it (a dial retried within the start-up grace); every other rank starts at zero.
+    pub late_starts: BTreeMap<Rank, Option<Instant>>,
 }
 
 impl SimConfig {
@@ -132,6 +136,7 @@ impl SimConfig {
             node: Config::new(span, radix),
             wire_tree: true,
             step_budget: 200_000_000,
+            late_starts: BTreeMap::new(),
         }
     }
 }
@@ -251,6 +256,8 @@ enum SimEvent {
         rank: u32,
         span: u32,
     },
+    /// A launched rank's process starts late ([`SimConfig::late_starts`]).
+    Start(u32),
     /// A joiner's process starts.
     JoinerStart(usize),
     /// A joiner's timer.
@@ -420,7 +427,8 @@ impl<O: Observer> Sim<O> {
         let shared = Arc::new(cfg.node.clone());
         let mut slots = Vec::with_capacity(span as usize);
         for r in 0..span {
-            let node = if cfg.node.dead.contains(Rank(r)) {
+            let late = cfg.late_starts.contains_key(&Rank(r));
+            let node = if cfg.node.dead.contains(Rank(r)) || late {
                 None
             } else {
                 Some(Node::with_shared_config(
@@ -433,6 +441,8 @@ impl<O: Observer> Sim<O> {
             slots.push(Slot {
                 state: if node.is_some() {
                     SlotState::Live
+                } else if late && !cfg.node.dead.contains(Rank(r)) {
+                    SlotState::Pending
                 } else {
                     SlotState::Crashed
                 },
@@ -459,6 +469,15 @@ impl<O: Observer> Sim<O> {
             for r in 0..span {
                 wire_node(&mut world, r);
             }
+        }
+        let starts: Vec<(Rank, Instant)> = world
+            .cfg
+            .late_starts
+            .iter()
+            .filter_map(|(&r, at)| at.map(|at| (r, at)))
+            .collect();
+        for (r, at) in starts {
+            world.push(at, SimEvent::Start(r.0));
         }
         let mut sim = Self {
             world,
@@ -849,6 +868,7 @@ impl<O: Observer> Sim<O> {
                     self.command(Rank(rank), |n, now| n.grow(now, span));
                 }
             }
+            SimEvent::Start(r) => self.late_start(r),
             SimEvent::JoinerStart(i) => self.joiner_start(i),
             SimEvent::JoinerWake(i) => self.joiner_wake(i),
             SimEvent::JoinRequest { to, conn, bytes } => self.join_request_arrives(to, conn, bytes),

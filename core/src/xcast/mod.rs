@@ -86,6 +86,9 @@ pub const TAG_NOOP: u16 = 2;
 /// Tag of the coordinator's admission of joiners (internal, process-first, in op order: the
 /// payload is a [`crate::join::AdmitNotice`]).
 pub const TAG_JOIN_NOTICE: u16 = 3;
+/// Tag of the coordinator's check-in notice at start-up (internal, process-first, in op order:
+/// the payload is a [`crate::membership::CheckInNotice`]).
+pub const TAG_CHECK_IN_NOTICE: u16 = 4;
 /// Tags from here up are application tags (forward-first).
 pub const FIRST_APP_TAG: u16 = 16;
 
