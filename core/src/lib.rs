@@ -176,8 +176,8 @@ pub use event::Event;
 pub use flood::{FloodConfig, FloodEvent, FloodStats, FloodTimer};
 pub use link::LinkCause;
 pub use membership::{
-    MembershipConfig, MembershipEvent, MembershipStats, MembershipTimer, MembershipView,
-    RemovalCause,
+    CorroborationStats, MembershipConfig, MembershipEvent, MembershipStats, MembershipTimer,
+    MembershipView, RemovalCause,
 };
 pub use node::Node;
 pub use relm::{

@@ -149,7 +149,8 @@ impl Node {
         &self.tree
     }
 
-    /// The counters.
+    /// The counters. Join and corroboration counters are kept apart, with their state (boxed
+    /// on first use): [`Self::join_stats`], [`Self::corroboration_stats`].
     pub fn stats(&self) -> &Stats {
         &self.stats
     }
@@ -304,6 +305,13 @@ impl Node {
     /// This rank's join counters (as contact, coordinator, and member applying admissions).
     pub fn join_stats(&self) -> crate::join::JoinStats {
         self.m.membership.join_stats()
+    }
+
+    /// This rank's corroboration and overload-hold counters (refused dials reported, received
+    /// and probed; cases refuted or dropped; decisions held). Kept with the corroboration state,
+    /// which a rank makes on first use: all zero before.
+    pub fn corroboration_stats(&self) -> crate::membership::CorroborationStats {
+        self.m.membership.corroboration_stats()
     }
 
     /// The next answer to a joiner: write the bytes on the join connection and close it once
