@@ -228,10 +228,18 @@ pub struct Stats {
 }
 
 impl Stats {
-    /// Every counter of `node`: its `Stats` and its join counters (kept apart in the core).
+    /// Every counter of `node`: its `Stats`, its join counters and its corroboration counters
+    /// (both kept apart in the core, with their state).
     pub(crate) fn of(node: &lifeline_core::Node) -> Self {
         let j = node.join_stats();
+        let c = node.corroboration_stats();
         Self {
+            membership_refusals_out: c.refusals_out,
+            membership_refusals_in: c.refusals_in,
+            membership_probes_out: c.probes_out,
+            membership_refusals_refuted: c.refusals_refuted,
+            membership_refusals_unconfirmed: c.refusals_unconfirmed,
+            membership_decisions_held_overload: c.decisions_held_overload,
             join_requests_in: j.join_requests_in,
             join_forwards_out: j.join_forwards_out,
             join_forwards_in: j.join_forwards_in,
@@ -284,12 +292,6 @@ impl From<&CoreStats> for Stats {
             membership_unreachable_out: s.membership.unreachable_out,
             membership_unreachable_in: s.membership.unreachable_in,
             membership_fenced_dials_in: s.membership.fenced_dials_in,
-            membership_refusals_out: s.membership.refusals_out,
-            membership_refusals_in: s.membership.refusals_in,
-            membership_probes_out: s.membership.probes_out,
-            membership_refusals_refuted: s.membership.refusals_refuted,
-            membership_refusals_unconfirmed: s.membership.refusals_unconfirmed,
-            membership_decisions_held_overload: s.membership.decisions_held_overload,
             xcast_stale: s.xcast.stale,
             xcast_duplicate_relays: s.xcast.duplicate_relays,
             xcast_deferred_relays: s.xcast.deferred_relays,
@@ -335,7 +337,7 @@ impl From<&CoreStats> for Stats {
             detect_health_held: s.detect.health_held,
             detect_stale: s.detect.stale,
             detect_startup_holds: s.detect.startup_holds,
-            // The join counters live apart in the core: `Stats::of` adds them.
+            // The join and corroboration counters live apart in the core: `Stats::of` adds them.
             ..Self::default()
         }
     }

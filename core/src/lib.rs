@@ -176,8 +176,8 @@ pub use event::Event;
 pub use flood::{FloodConfig, FloodEvent, FloodStats, FloodTimer};
 pub use link::LinkCause;
 pub use membership::{
-    MembershipConfig, MembershipEvent, MembershipStats, MembershipTimer, MembershipView,
-    RemovalCause, StartupStats,
+    CorroborationStats, MembershipConfig, MembershipEvent, MembershipStats, MembershipTimer,
+    MembershipView, RemovalCause, StartupStats,
 };
 pub use node::Node;
 pub use relm::{

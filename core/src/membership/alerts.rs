@@ -70,10 +70,9 @@ impl Membership {
         let mine = p.hops == 0 && observer == ctx.me();
         let m = &ctx.cfg.membership;
         let at = ctx.now + if mine { m.alert_batch } else { m.relay_batch };
-        if self.alert_timer.is_none() || self.alert_due.is_some_and(|due| at < due) {
+        if self.alert_timer.is_none_or(|(_, due)| at < due) {
             let key = MembershipTimer::Alerts;
-            self.alert_timer = Some(ctx.timers.set(key, at));
-            self.alert_due = Some(at);
+            self.alert_timer = Some((ctx.timers.set(key, at), at));
         }
     }
 
@@ -81,12 +80,11 @@ impl Membership {
     /// its subject, merged per (next hop, subject, incarnation, verdict). Evidence this rank
     /// now coordinates is counted here.
     pub(super) fn on_alert_timer(&mut self, ctx: &mut Ctx<'_>, token: TimerToken) {
-        if self.alert_timer != Some(token) {
+        if self.alert_timer.is_none_or(|(t, _)| t != token) {
             ctx.stats.stale_timers += 1;
             return;
         }
         self.alert_timer = None;
-        self.alert_due = None;
         if ctx.tree.view().is_none() {
             self.outgoing.clear();
             return;
@@ -291,11 +289,10 @@ impl Membership {
 
     /// Arms the decide timer for `at`, unless it already fires no later.
     fn arm_decide(&mut self, ctx: &mut Ctx<'_>, at: Instant) {
-        if self.decide_timer.is_some() && self.decide_due.is_some_and(|due| due <= at) {
+        if self.decide_timer.is_some_and(|(_, due)| due <= at) {
             return;
         }
-        self.decide_timer = Some(ctx.timers.set(MembershipTimer::Decide, at));
-        self.decide_due = Some(at);
+        self.decide_timer = Some((ctx.timers.set(MembershipTimer::Decide, at), at));
     }
 
     /// Coordinator: removes every stable subject in one decision, unless one is in flux (then

@@ -23,7 +23,7 @@
 //!   answer to a ping sent after the case opened counts, or a link made since: a frame the
 //!   subject sent before it died proves nothing;
 //! - neither within `membership.corroborate_timeout`: the case is dropped
-//!   (`refusals_unconfirmed`), and the subject's observers decide on their heartbeats, as for
+//!   ([`CorroborationStats::refusals_unconfirmed`]), and the subject's observers decide on their heartbeats, as for
 //!   any silent rank.
 //!
 //! **Small views.** Two ranks are needed, whatever the view: with only the coordinator and one
@@ -43,15 +43,21 @@
 //! the network's than that many failures. The coordinator then holds its decisions about the
 //! subjects accused within the window until their evidence has stood for the whole window (a
 //! real mass failure is decided one window later), or is refuted (dropped). Held subjects are
-//! counted once each in `decisions_held_overload`.
+//! counted once each in [`CorroborationStats::decisions_held_overload`].
+//!
+//! The counters ([`CorroborationStats`], read with [`Node::corroboration_stats`]) live in the
+//! corroboration state, boxed on first use like the rest of it, not inline in every node.
 //!
 //! Everything runs on the node's timers and the order of its inputs: no clock, no randomness.
 //!
 //! [`LinkCause::Incarnation`]: crate::link::LinkCause::Incarnation
+//! [`Node::corroboration_stats`]: crate::Node::corroboration_stats
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::{CorroborateMsg, CorroborateOp, Membership, MembershipTimer, RemovalCause};
+use super::{
+    CorroborateMsg, CorroborateOp, CorroborationStats, Membership, MembershipTimer, RemovalCause,
+};
 use crate::machine::{Ctx, Effect};
 use crate::time::Instant;
 use crate::tree::{Rank, Scope};
@@ -80,6 +86,9 @@ pub(super) struct Corroboration {
     /// kept for `membership.overload_window`, removed subjects included, and while the
     /// evidence stands.
     accused: BTreeMap<Rank, Instant>,
+    /// This rank's counters ([`crate::Node::corroboration_stats`]): here, not inline in every
+    /// node's stats. Never pruned (the state, once made, is never dropped).
+    pub(super) stats: CorroborationStats,
 }
 
 impl Membership {
@@ -146,7 +155,7 @@ impl Membership {
             return;
         }
         c.sent.insert(peer, (ctx.now, coordinator));
-        ctx.stats.membership.refusals_out += 1;
+        c.stats.refusals_out += 1;
         let m = CorroborateMsg {
             op: CorroborateOp::Refused,
             subject: peer,
@@ -205,14 +214,14 @@ impl Membership {
         let c = self.corr();
         if c.cases.remove(&subject).is_some() {
             c.held.remove(&subject);
-            ctx.stats.membership.refusals_refuted += 1;
+            c.stats.refusals_refuted += 1;
             ctx.timers.cancel(MembershipTimer::Corroborate(subject));
         }
     }
 
     /// Coordinator: `witness`'s dial to `subject` was refused (`witness` may be this rank).
     fn on_refused(&mut self, ctx: &mut Ctx<'_>, witness: Rank, subject: Rank) {
-        ctx.stats.membership.refusals_in += 1;
+        self.corr().stats.refusals_in += 1;
         let me = ctx.me();
         // About a rank dead here already: its reporter is told (it was linked to it).
         if !ctx.tree.is_alive(subject) && ctx.tree.is_alive(witness) && witness != me {
@@ -272,7 +281,7 @@ impl Membership {
             subject,
         };
         for p in probers {
-            ctx.stats.membership.probes_out += 1;
+            self.corr().stats.probes_out += 1;
             ctx.send(p, probe.clone());
         }
         if !witnesses.contains(&me) {
@@ -362,9 +371,10 @@ impl Membership {
             ctx.timers.set(MembershipTimer::Corroborate(subject), due);
             return;
         }
-        self.corr().cases.remove(&subject);
-        self.corr().held.remove(&subject);
-        ctx.stats.membership.refusals_unconfirmed += 1;
+        let c = self.corr();
+        c.cases.remove(&subject);
+        c.held.remove(&subject);
+        c.stats.refusals_unconfirmed += 1;
     }
 
     /// Coordinator: down evidence about `subject` arrived (the overload hold counts it).
@@ -381,8 +391,9 @@ impl Membership {
         if ctx.now >= release || !self.overloaded(ctx) {
             return None;
         }
-        if self.corr().held.insert(subject) {
-            ctx.stats.membership.decisions_held_overload += 1;
+        let c = self.corr();
+        if c.held.insert(subject) {
+            c.stats.decisions_held_overload += 1;
         }
         Some(release)
     }

@@ -1,6 +1,8 @@
 //! Failure-knowledge counters.
 
 /// Failure-knowledge counters. Monotonic; read through [`Node::stats`](crate::Node::stats).
+/// The corroboration and overload-hold counters are kept apart, with their state:
+/// [`CorroborationStats`].
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct MembershipStats {
@@ -40,6 +42,16 @@ pub struct MembershipStats {
     pub unreachable_in: u64,
     /// Dials of this rank refused with the verdict "removed" ([`Node::handle_fenced`](crate::Node::handle_fenced)).
     pub fenced_dials_in: u64,
+}
+
+/// Corroboration and overload-hold counters (refused dials, probes, held decisions). Read with
+/// [`Node::corroboration_stats`](crate::Node::corroboration_stats); kept with the corroboration
+/// state, which a rank allocates on first use (detector on: its first refused dial, report or
+/// accusation; all zero before), so a node that never needs it carries none of them inline.
+/// Monotonic.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CorroborationStats {
     /// Refused dials this rank reported to the subject's coordinator (detector on: a refused
     /// dial is corroborated before a removal, never a verdict on its own).
     pub refusals_out: u64,

@@ -790,10 +790,10 @@ fn a_refused_dial_is_reported_not_a_death_with_the_detector_on() {
                 )
             });
             assert_eq!(reports, want, "both reported to the root");
-            assert_eq!(n.stats().membership.refusals_out, 2);
+            assert_eq!(n.corroboration_stats().refusals_out, 2);
             // Refused again at once: one report per `corroborate_timeout`.
             n.handle_link_down(ms(12), lateral, crate::LinkCause::Refused);
-            assert_eq!(n.stats().membership.refusals_out, 2);
+            assert_eq!(n.corroboration_stats().refusals_out, 2);
             let sibling = (0..64)
                 .map(Rank)
                 .find(|&r| r != me && view.is_neighbor(r) && r != parent);
@@ -866,9 +866,9 @@ fn the_coordinator_removes_on_a_second_refusal_only() {
         sent_corroboration(&mut n),
         [(obs[5], CorroborateMsg { op: Dead, subject })]
     );
-    let st = n.stats().membership.clone();
+    let (st, cs) = (n.stats().membership.clone(), n.corroboration_stats());
     assert_eq!(
-        (st.refusals_in, st.probes_out, st.removed_on_evidence),
+        (cs.refusals_in, cs.probes_out, st.removed_on_evidence),
         (3, 2, 1)
     );
     // The root announces it, cause "link lost".
@@ -888,15 +888,15 @@ fn the_coordinator_removes_on_a_second_refusal_only() {
     n.handle_frame(t, subject, corroborate(Pong, subject));
     n.handle_frame(t, obs[1], corroborate(Refused, subject));
     assert!(n.tree().is_alive(subject), "refuted, then a new case");
-    assert_eq!(n.stats().membership.refusals_refuted, 1);
+    assert_eq!(n.corroboration_stats().refusals_refuted, 1);
     // A prober's contact refutes it too.
     n.handle_frame(t, obs[2], corroborate(Contact, subject));
-    assert_eq!(n.stats().membership.refusals_refuted, 2);
+    assert_eq!(n.corroboration_stats().refusals_refuted, 2);
     // Neither: dropped after the timeout, nobody removed.
     n.handle_frame(t, obs[3], corroborate(Refused, subject));
     n.handle_timeout(t + Duration::from_millis(250));
     assert!(n.tree().is_alive(subject));
-    assert_eq!(n.stats().membership.refusals_unconfirmed, 1);
+    assert_eq!(n.corroboration_stats().refusals_unconfirmed, 1);
     assert!(sent_removals(&mut n).is_empty());
 }
 
@@ -997,8 +997,9 @@ fn one_ranks_refused_dial_removes_nobody_and_a_kill_is_removed_within_20_ms() {
         for r in 0..64 {
             assert!(dead_at(&s, Rank(r)).is_empty(), "seed {seed}: rank {r}");
         }
-        let root = s.world().node(Rank(0)).unwrap().stats().membership.clone();
-        assert!(root.refusals_in >= 1, "seed {seed}: {root:?}");
+        let root = s.world().node(Rank(0)).unwrap();
+        let (root, corr) = (root.stats().membership.clone(), root.corroboration_stats());
+        assert!(corr.refusals_in >= 1, "seed {seed}: {corr:?}");
         assert_eq!(root.removed_on_evidence, 0);
         // A kill: hard evidence from every rank linked to it, corroborated at once.
         s.apply(Fault::Heal);
@@ -1071,17 +1072,12 @@ fn the_coordinator_holds_decisions_against_a_quarter_of_its_members() {
         }
         sent_corroboration(&mut n);
         let st = n.stats().membership.clone();
+        let held = n.corroboration_stats().decisions_held_overload;
         if count == 16 {
-            assert_eq!(
-                (st.removed_on_evidence, st.decisions_held_overload),
-                (16, 0)
-            );
+            assert_eq!((st.removed_on_evidence, held), (16, 0));
             continue;
         }
-        assert_eq!(
-            (st.removed_on_evidence, st.decisions_held_overload),
-            (0, 17)
-        );
+        assert_eq!((st.removed_on_evidence, held), (0, 17));
         // A held subject answers: refuted, never removed.
         let refuted = subjects[16];
         n.handle_frame(
@@ -1092,9 +1088,9 @@ fn the_coordinator_holds_decisions_against_a_quarter_of_its_members() {
         n.handle_timeout(t + Duration::from_millis(300));
         assert_eq!(n.stats().membership.removed_on_evidence, 0, "still held");
         n.handle_timeout(t + Duration::from_millis(500));
-        let st = n.stats().membership.clone();
+        let (st, cs) = (n.stats().membership.clone(), n.corroboration_stats());
         assert_eq!(st.removed_on_evidence, 16, "{st:?}");
-        assert_eq!(st.decisions_held_overload, 17, "{st:?}");
+        assert_eq!(cs.decisions_held_overload, 17, "{cs:?}");
         assert!(n.tree().is_alive(refuted));
         assert!(subjects[..16].iter().all(|&s| !n.tree().is_alive(s)));
     }

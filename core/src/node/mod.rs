@@ -149,7 +149,8 @@ impl Node {
         &self.tree
     }
 
-    /// The counters.
+    /// The counters. Join and corroboration counters are kept apart, with their state (boxed
+    /// on first use): [`Self::join_stats`], [`Self::corroboration_stats`].
     pub fn stats(&self) -> &Stats {
         &self.stats
     }
@@ -311,6 +312,13 @@ impl Node {
     /// a joiner or with check-ins off.
     pub fn startup_stats(&self) -> crate::membership::StartupStats {
         self.m.membership.startup_stats()
+    }
+
+    /// This rank's corroboration and overload-hold counters (refused dials reported, received
+    /// and probed; cases refuted or dropped; decisions held). Kept with the corroboration state,
+    /// which a rank makes on first use: all zero before.
+    pub fn corroboration_stats(&self) -> crate::membership::CorroborationStats {
+        self.m.membership.corroboration_stats()
     }
 
     /// The next answer to a joiner: write the bytes on the join connection and close it once
