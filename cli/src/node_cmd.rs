@@ -277,6 +277,17 @@ pub(crate) struct NodeArgs {
     /// within this grace (a peer that never starts is suspected when it ends).
     #[arg(long, value_name = "MS", default_value_t = 10_000)]
     startup_grace_ms: u64,
+    /// Membership starts from check-ins: this rank is a member once the coordinator's notice
+    /// lists it; every node prints `ready` once every launched rank is in, or, after
+    /// `--startup-timeout-ms`, `startup_incomplete` with the ranks that never checked in
+    /// (removed, cause `never_joined`, not failures; the node goes on with who is there).
+    /// `--no-check-in`: the launch is the member set from the start (every node must agree).
+    #[arg(long)]
+    no_check_in: bool,
+    /// How long the coordinator waits for every launched rank to check in (default: the
+    /// start-up grace).
+    #[arg(long, value_name = "MS")]
+    startup_timeout_ms: Option<u64>,
     /// Stop when stdin closes.
     #[arg(long)]
     exit_on_stdin_eof: bool,
@@ -346,6 +357,26 @@ fn event_json(e: &Event) -> (&'static str, Value) {
             json!({"epoch": epoch, "ranks": joiners.iter().map(|a| a.rank.0).collect::<Vec<_>>(),
                    "joiners": joiners.iter().map(|a| json!({"rank": a.rank.0,
                        "id": a.id.to_string(), "addr": text(&a.addr)})).collect::<Vec<_>>(),
+                   "members": members}),
+        ),
+        Event::Membership(MembershipEvent::CheckedIn {
+            epoch,
+            ranks,
+            members,
+        }) => (
+            "checked_in",
+            json!({"epoch": epoch, "count": ranks.len(), "members": members}),
+        ),
+        Event::Membership(MembershipEvent::Ready { epoch, members }) => {
+            ("ready", json!({"epoch": epoch, "members": members}))
+        }
+        Event::Membership(MembershipEvent::StartupIncomplete {
+            epoch,
+            missing,
+            members,
+        }) => (
+            "startup_incomplete",
+            json!({"epoch": epoch, "missing": missing.iter().map(|r| r.0).collect::<Vec<_>>(),
                    "members": members}),
         ),
         Event::Membership(MembershipEvent::FailureConfirmed {
@@ -437,6 +468,17 @@ fn join_stats_json(s: &lifeline_core::join::JoinStats) -> Value {
         "admitted": s.joins_admitted,
         "views": s.join_views,
         "malformed": s.join_requests_malformed,
+    })
+}
+
+fn startup_stats_json(s: &lifeline_core::StartupStats) -> Value {
+    json!({
+        "check_ins_out": s.check_ins_out,
+        "check_ins_in": s.check_ins_in,
+        "check_ins_stale": s.check_ins_stale,
+        "check_in_views": s.check_in_views,
+        "check_in_notices": s.check_in_notices,
+        "never_joined_removed": s.never_joined_removed,
     })
 }
 
@@ -789,6 +831,9 @@ pub(crate) fn run(args: &NodeArgs) -> Result<(), CliError> {
         // The same start-up grace as the links': a peer never heard from within it has not
         // started yet (a launcher spreads starts over seconds), it is not suspected.
         config.detect.startup_grace = Duration::from_millis(args.startup_grace_ms).into();
+        config.membership.check_in = !args.no_check_in;
+        config.membership.startup_timeout =
+            Duration::from_millis(args.startup_timeout_ms.unwrap_or(args.startup_grace_ms)).into();
         config.join.batch = Duration::from_millis(args.join_batch_ms).into();
         // A joiner's node starts from its admission: the span, holes and epoch of the view
         // that admitted it (its radix must be the cluster's).
@@ -1041,8 +1086,10 @@ async fn command(h: &Handle, extra: Option<&ExtraStats>, p: &Printer, line: &str
                 .map(|(k, v)| (k.to_string(), json!(v)))
                 .collect();
             let joins = h.inspect(Node::join_stats).await.unwrap_or_default();
+            let startup = h.inspect(Node::startup_stats).await.unwrap_or_default();
             let mut v = json!({"transport": transport, "core": core_stats_json(&core),
                                "join": join_stats_json(&joins),
+                               "startup": startup_stats_json(&startup),
                                "stdout": {"queue_waits": p.waits()}});
             if let Some((key, snapshot)) = extra {
                 let fields: serde_json::Map<String, Value> = snapshot()

@@ -113,6 +113,8 @@ pub(super) async fn drive(
     let setup = prepare(args, procs, !net.is_empty())?;
     let eps = &setup.eps;
     let (pids, spawned, mut rx, mut joiner_tx) = spawn_nodes(args, &setup, procs)?;
+    // Wall time of the launch (start-up is measured from here).
+    let launch_wall = wall_ms() - spawned.elapsed().as_secs_f64() * 1000.0;
 
     let mut t = Tally::default();
     wire_up(n, &mut rx, &mut t, &mut interrupted).await?;
@@ -221,6 +223,7 @@ pub(super) async fn drive(
     t.drop_reports_of_the_removed();
     let outcome = Outcome {
         start_wall,
+        launch_wall,
         exits,
         net,
         table: procs.table.as_ref().map(|t| t.name().to_string()),

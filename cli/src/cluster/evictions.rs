@@ -17,6 +17,8 @@ use super::tally::Tally;
 pub(super) struct Outcome {
     /// Wall time (ms since the Unix epoch) of the workload's start.
     pub(super) start_wall: f64,
+    /// Wall time (ms since the Unix epoch) the nodes were launched.
+    pub(super) launch_wall: f64,
     pub(super) exits: BTreeMap<u32, Exit>,
     pub(super) net: Vec<NetFault>,
     pub(super) table: Option<String>,

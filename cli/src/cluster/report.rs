@@ -110,6 +110,7 @@ pub(super) fn report(
             && after_last_join > 0
             && (!joiners_alive || (relm_to_joiners > 0 && relm_from_joiners > 0)));
     let exactly_once = duplicates == 0 && partial == 0 && lost == 0;
+    let startup = startup(t, survivors, args.nodes, o.launch_wall);
     // The last fault event (a kill, a SIGCONT, a network fault's start or end): every survivor
     // must deliver an op started after it.
     let last_event = killed
@@ -195,6 +196,7 @@ pub(super) fn report(
         && ev.ok()
         && confirmed_twice == 0
         && grow_ok
+        && startup.ok
         && o.settled.is_some();
     let round = |x: Option<f64>| x.map(|v| (v * 1000.0).round() / 1000.0);
     let into = |wall: f64| (wall - o.start_wall).round() as i64;
@@ -250,6 +252,7 @@ pub(super) fn report(
                 "resume_ms": r.ms.map(f64::round)})).collect::<Vec<_>>(),
             "resume_ms": ev.resume_ms(),
             "confirmed_more_than_once": confirmed_twice,
+            "startup": startup.json,
             "workload_ms": o.work_ms,
             "settled_ms": o.settled,
             "pass": pass,
@@ -466,6 +469,7 @@ pub(super) fn report(
                     "NOT exactly once"
                 }
             )?;
+            writeln!(out, "  start-up: {}", startup.text)?;
             if !o.joiners.is_empty() {
                 let joined = &t.joined;
                 writeln!(
@@ -510,4 +514,74 @@ pub(super) fn report(
     } else {
         Err(CliError::Failed("the cluster run failed its checks".into()))
     }
+}
+
+/// What the report says of start-up, and whether it went right.
+struct Startup {
+    ok: bool,
+    json: Value,
+    text: String,
+}
+
+/// Start-up from check-ins: every launched survivor printed exactly one `ready` (no rank of
+/// the run fails to start, so `startup_incomplete` is a failure here), all at one epoch; how
+/// many check-in notices (start-up view changes) a rank applied, and when each was ready.
+fn startup(t: &Tally, survivors: &BTreeSet<u32>, nodes: u32, launch_wall: f64) -> Startup {
+    let launched: Vec<u32> = survivors.iter().copied().filter(|&r| r < nodes).collect();
+    let ready: Vec<u32> = launched
+        .iter()
+        .copied()
+        .filter(|r| {
+            t.startup_done
+                .get(r)
+                .is_some_and(|v| v.len() == 1 && v[0].2.is_empty())
+        })
+        .collect();
+    let incomplete: BTreeSet<u32> = t
+        .startup_done
+        .values()
+        .flatten()
+        .flat_map(|(_, _, m)| m.iter().copied())
+        .collect();
+    let epochs: BTreeSet<u64> = t
+        .startup_done
+        .values()
+        .flatten()
+        .map(|(_, e, _)| *e)
+        .collect();
+    let views = t.checked_in.values().copied().max().unwrap_or(0);
+    let ready_ms = t
+        .startup_done
+        .values()
+        .flatten()
+        .map(|(at, _, _)| at - launch_wall)
+        .reduce(f64::max)
+        .map(f64::round);
+    let ok = ready.len() == launched.len() && incomplete.is_empty() && epochs.len() <= 1;
+    let json = json!({
+        "launched_survivors": launched.len(),
+        "ready": ready.len(),
+        "ready_epoch": epochs.iter().next(),
+        "ready_epochs_distinct": epochs.len(),
+        "never_joined": incomplete.iter().collect::<Vec<_>>(),
+        "startup_view_changes": views,
+        "ready_ms_max": ready_ms,
+        "ok": ok,
+    });
+    let text = format!(
+        "{} of {} launched survivors ready at epoch {:?} ({} check-in view change(s), last ready \
+         {} ms after launch){}: {}",
+        ready.len(),
+        launched.len(),
+        epochs.iter().collect::<Vec<_>>(),
+        views,
+        ready_ms.map_or("-".into(), |m| format!("{m}")),
+        if incomplete.is_empty() {
+            String::new()
+        } else {
+            format!(", never joined {incomplete:?}")
+        },
+        if ok { "ok" } else { "FAILED" }
+    );
+    Startup { ok, json, text }
 }

@@ -88,6 +88,11 @@ pub(super) struct Tally {
     pub(super) join_failed: BTreeMap<u32, String>,
     /// Epoch -> the view that admitted joiners, from the members' `admitted` lines.
     pub(super) admitted: BTreeMap<u64, AdmitView>,
+    /// Start-up: rank -> its `ready` or `startup_incomplete` lines (wall time, epoch, the
+    /// ranks named missing: empty for `ready`).
+    pub(super) startup_done: BTreeMap<u32, Vec<(f64, u64, Vec<u32>)>>,
+    /// Start-up: rank -> `checked_in` lines (check-in notices it applied: start-up views).
+    pub(super) checked_in: BTreeMap<u32, u32>,
 }
 
 impl Tally {
@@ -134,6 +139,20 @@ impl Tally {
             }
             "listening" => {
                 self.listening.insert(rank);
+            }
+            "checked_in" => *self.checked_in.entry(rank).or_default() += 1,
+            "ready" | "startup_incomplete" => {
+                let missing = v["missing"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|r| r.as_u64().map(|r| r as u32))
+                    .collect();
+                let epoch = v["epoch"].as_u64().unwrap_or(0);
+                self.startup_done
+                    .entry(rank)
+                    .or_default()
+                    .push((t, epoch, missing));
             }
             "link_up" => self.link_ups += 1,
             super::procs::STDOUT_CLOSED => {
