@@ -129,6 +129,28 @@
 // first).
 #define LIFELINE_EVENT_JOINED 16
 
+// Start-up (`membership_check_in` on): launched ranks checked in, at every member in the same
+// op order: `ranks[0..ranks_len]` (ascending) are members as of `epoch`; `count` = members
+// admitted so far and alive (not the span: ranks that have not checked in are not members
+// yet). `causes` is NULL.
+#define LIFELINE_EVENT_CHECKED_IN 17
+
+// Start-up is over: every expected rank checked in (or was removed after it had). Once, at
+// every member, at the same `epoch`; `count` = members of that view (the live set of the tree
+// once this event is polled). Exactly one of `LIFELINE_EVENT_READY` and
+// `LIFELINE_EVENT_STARTUP_INCOMPLETE` per member (none with `membership_check_in` off, and
+// none at a joiner).
+#define LIFELINE_EVENT_READY 18
+
+// Start-up is over without some expected ranks, instead of `LIFELINE_EVENT_READY`: they never
+// checked in within `membership_startup_timeout_ns` and were removed (not failures):
+// `ranks[0..ranks_len]` (ascending) are those missing ranks, `causes[i]` is
+// `LIFELINE_CAUSE_NEVER_JOINED` for each; once, at every member, at the same `epoch`; `count` =
+// members of that view. Their removal is also the view change `LIFELINE_EVENT_FAILURE_CONFIRMED`
+// (cause `LIFELINE_CAUSE_NEVER_JOINED`, polled first). The application decides whether to go
+// on with who is there.
+#define LIFELINE_EVENT_STARTUP_INCOMPLETE 19
+
 // `LIFELINE_EVENT_VIEW_CHANGED` flag: the slot moved up (shallower).
 #define LIFELINE_VIEW_PROMOTED 1
 
@@ -150,6 +172,12 @@
 
 // Removal cause: the embedding runtime declared it dead (`lifeline_node_handle_dead`).
 #define LIFELINE_CAUSE_DECLARED 3
+
+// Removal cause: a launched rank that never checked in (`membership_check_in`): not a failure.
+// The coordinator removes the ranks still missing at `membership_startup_timeout_ns` (a rank
+// removed on evidence before it checked in gets this cause too); a process that starts later
+// is fenced and may join as a new rank.
+#define LIFELINE_CAUSE_NEVER_JOINED 4
 
 // Bytes of a HELLO.
 #define LIFELINE_TCP_HELLO_LEN 46
@@ -540,11 +568,15 @@ typedef struct lifeline_event {
   const uint8_t *payload;
   // Payload length.
   size_t payload_len;
-  // Ranks (NULL when `ranks_len` is 0).
+  // Ranks (NULL when `ranks_len` is 0): `LIFELINE_EVENT_FAILURE_CONFIRMED` the removed,
+  // `LIFELINE_EVENT_CHECKED_IN` the checked in, `LIFELINE_EVENT_STARTUP_INCOMPLETE` the
+  // missing.
   const uint32_t *ranks;
-  // Number of `ranks` (and of `causes`).
+  // Number of `ranks` (and of `causes` when it is not NULL).
   size_t ranks_len;
-  // One `LIFELINE_CAUSE_*` per rank (NULL when `ranks_len` is 0).
+  // One `LIFELINE_CAUSE_*` per rank (`LIFELINE_EVENT_FAILURE_CONFIRMED`,
+  // `LIFELINE_EVENT_STARTUP_INCOMPLETE`); NULL when `ranks_len` is 0 and for
+  // `LIFELINE_EVENT_CHECKED_IN`.
   const uint8_t *causes;
   // `LIFELINE_EVENT_JOINED`: the admitted joiners (NULL when `joiners_len` is 0).
   const struct lifeline_admitted *joiners;
@@ -773,6 +805,20 @@ typedef struct lifeline_stats {
   // (join) Join requests that did not decode (`lifeline_node_handle_join_request` answered
   // `LIFELINE_ERR_MALFORMED`).
   uint64_t join_requests_malformed;
+  // (start-up) Check-ins this rank sent (its own, re-sends included; `membership_check_in`).
+  uint64_t startup_check_ins_out;
+  // (start-up) Check-ins received (as coordinator, or stale: see `startup_check_ins_stale`).
+  uint64_t startup_check_ins_in;
+  // (start-up) Check-ins refused: this rank is not the coordinator, the sender is already in,
+  // or it was launched with another span.
+  uint64_t startup_check_ins_stale;
+  // (start-up) Check-in notices this rank broadcast as coordinator (start-up view changes).
+  uint64_t startup_check_in_views;
+  // (start-up) Check-in notices applied here.
+  uint64_t startup_check_in_notices;
+  // (start-up) Ranks this coordinator removed at `membership_startup_timeout_ns` because
+  // they never checked in (`LIFELINE_CAUSE_NEVER_JOINED`).
+  uint64_t startup_never_joined_removed;
 } lifeline_stats;
 
 #ifdef __cplusplus
@@ -861,6 +907,17 @@ void lifeline_config_free(struct lifeline_config *config);
 //   reported by one rank is corroborated; `membership_overload_window_ns`,
 //   `membership_overload_percent`, `membership_overload_min_subjects`: the coordinator's
 //   overload hold.
+// - `membership_check_in`: 1 starts membership from check-ins (0 by default, as in the core's
+//   `Config`: view 0 is then the whole span, as before). On, a launched rank is a member once
+//   the coordinator's check-in notice lists it (`LIFELINE_EVENT_CHECKED_IN`), and every member
+//   gets `LIFELINE_EVENT_READY` once every expected rank is in, or
+//   `LIFELINE_EVENT_STARTUP_INCOMPLETE` after `membership_startup_timeout_ns` (the missing
+//   ranks removed, `LIFELINE_CAUSE_NEVER_JOINED`). Every rank of a launch must agree; a joiner
+//   ignores it. `membership_check_in_batch_ns` (the coordinator gathers check-ins this long into
+//   one notice, one view change), `membership_check_in_resend_ns` (a rank re-sends its check-in
+//   this often until a notice lists it), `membership_startup_timeout_ns` (the coordinator
+//   removes the ranks still missing this long after its start); with check-ins on the re-send
+//   interval and the timeout must be positive.
 // - `xcast_max_inflight`, `xcast_max_bytes`: broadcasts awaiting completion (back-pressure);
 //   `xcast_retry_ns`: the origin's re-send interval.
 // - `relm_window` (per destination), `relm_max_bytes` (in all): unacknowledged reliable
@@ -1386,8 +1443,10 @@ enum lifeline_result lifeline_node_children(const struct lifeline_node *node, ui
 enum lifeline_result lifeline_node_is_alive(const struct lifeline_node *node, uint32_t rank, bool *alive);
 
 // The agreed membership view applied here: `*epoch` (0: no failure notice yet) and `*members`
-// (the span minus the removed ranks). Every member that applied the same epoch holds the same
-// view. The removed ranks: `lifeline_node_view_removed`.
+// (the span minus the removed ranks; with `membership_check_in`, until start-up is over, this
+// counts expected ranks that have not checked in yet, which the start-up events' `count` does
+// not). Every member that applied the same epoch holds the same view. The removed ranks:
+// `lifeline_node_view_removed`.
 //
 // # Safety
 // `node` is NULL or a live node used by one thread at a time; `epoch` and `members` are NULL

@@ -91,6 +91,10 @@ fn field<'a>(c: &'a mut lifeline_core::Config, key: &str) -> Option<Field<'a>> {
         "membership_overload_window_ns" => Nanos(&mut c.membership.overload_window),
         "membership_overload_percent" => U32(&mut c.membership.overload_percent),
         "membership_overload_min_subjects" => U32(&mut c.membership.overload_min_subjects),
+        "membership_check_in" => Bool(&mut c.membership.check_in),
+        "membership_check_in_batch_ns" => Nanos(&mut c.membership.check_in_batch),
+        "membership_check_in_resend_ns" => Nanos(&mut c.membership.check_in_resend),
+        "membership_startup_timeout_ns" => Nanos(&mut c.membership.startup_timeout),
         "xcast_max_inflight" => Usize(&mut c.xcast.max_inflight),
         "xcast_max_bytes" => Usize(&mut c.xcast.max_bytes),
         "xcast_retry_ns" => Nanos(&mut c.xcast.retry),
@@ -203,6 +207,17 @@ unsafe fn with_field(
 ///   reported by one rank is corroborated; `membership_overload_window_ns`,
 ///   `membership_overload_percent`, `membership_overload_min_subjects`: the coordinator's
 ///   overload hold.
+/// - `membership_check_in`: 1 starts membership from check-ins (0 by default, as in the core's
+///   `Config`: view 0 is then the whole span, as before). On, a launched rank is a member once
+///   the coordinator's check-in notice lists it (`LIFELINE_EVENT_CHECKED_IN`), and every member
+///   gets `LIFELINE_EVENT_READY` once every expected rank is in, or
+///   `LIFELINE_EVENT_STARTUP_INCOMPLETE` after `membership_startup_timeout_ns` (the missing
+///   ranks removed, `LIFELINE_CAUSE_NEVER_JOINED`). Every rank of a launch must agree; a joiner
+///   ignores it. `membership_check_in_batch_ns` (the coordinator gathers check-ins this long into
+///   one notice, one view change), `membership_check_in_resend_ns` (a rank re-sends its check-in
+///   this often until a notice lists it), `membership_startup_timeout_ns` (the coordinator
+///   removes the ranks still missing this long after its start); with check-ins on the re-send
+///   interval and the timeout must be positive.
 /// - `xcast_max_inflight`, `xcast_max_bytes`: broadcasts awaiting completion (back-pressure);
 ///   `xcast_retry_ns`: the origin's re-send interval.
 /// - `relm_window` (per destination), `relm_max_bytes` (in all): unacknowledged reliable
@@ -281,6 +296,24 @@ pub unsafe extern "C" fn lifeline_config_add_dead(
 mod tests {
     use super::*;
 
+    /// Check-ins are off by default, as in the core (a program built before them keeps its
+    /// view 0 = the whole span); a program turns them on with `membership_check_in`.
+    #[test]
+    fn check_in_is_off_by_default_as_in_the_core() {
+        let c = lifeline_config_new(4, 2);
+        let mut v = 7;
+        // SAFETY: `c` is a live config, the key a NUL-terminated literal, `v` writable.
+        unsafe {
+            assert_eq!(
+                lifeline_config_get(c, c"membership_check_in".as_ptr(), &mut v),
+                LIFELINE_OK
+            );
+            assert!(!(*c).inner.membership.check_in);
+            lifeline_config_free(c);
+        }
+        assert_eq!(v, 0);
+    }
+
     #[test]
     fn keys_set_the_named_fields() {
         let c = lifeline_config_new(8, 2);
@@ -324,6 +357,10 @@ mod tests {
                 (c"join_remembered", 17),
                 (c"detect_join_grace_ns", 19_000_000),
                 (c"epoch", 23),
+                (c"membership_check_in", 1),
+                (c"membership_check_in_batch_ns", 29_000_000),
+                (c"membership_check_in_resend_ns", 31_000_000),
+                (c"membership_startup_timeout_ns", 37_000_000),
             ] {
                 assert_eq!(
                     lifeline_config_set(c, key.as_ptr(), v),
@@ -347,6 +384,10 @@ mod tests {
             assert_eq!(inner.join.remembered, 17);
             assert_eq!(inner.detect.join_grace, Duration::from_millis(19));
             assert_eq!(inner.epoch, 23);
+            assert!(inner.membership.check_in);
+            assert_eq!(inner.membership.check_in_batch, Duration::from_millis(29));
+            assert_eq!(inner.membership.check_in_resend, Duration::from_millis(31));
+            assert_eq!(inner.membership.startup_timeout, Duration::from_millis(37));
             assert!(inner.detect.enabled);
             assert_eq!(inner.detect.period, Duration::from_nanos(7_000));
             assert_eq!(inner.relm.window, 5);

@@ -61,6 +61,25 @@ pub const LIFELINE_EVENT_UNRESPONSIVE: u32 = 15;
 /// is polled (hold frames to a rank without an address until its event, or drain events
 /// first).
 pub const LIFELINE_EVENT_JOINED: u32 = 16;
+/// Start-up (`membership_check_in` on): launched ranks checked in, at every member in the same
+/// op order: `ranks[0..ranks_len]` (ascending) are members as of `epoch`; `count` = members
+/// admitted so far and alive (not the span: ranks that have not checked in are not members
+/// yet). `causes` is NULL.
+pub const LIFELINE_EVENT_CHECKED_IN: u32 = 17;
+/// Start-up is over: every expected rank checked in (or was removed after it had). Once, at
+/// every member, at the same `epoch`; `count` = members of that view (the live set of the tree
+/// once this event is polled). Exactly one of `LIFELINE_EVENT_READY` and
+/// `LIFELINE_EVENT_STARTUP_INCOMPLETE` per member (none with `membership_check_in` off, and
+/// none at a joiner).
+pub const LIFELINE_EVENT_READY: u32 = 18;
+/// Start-up is over without some expected ranks, instead of `LIFELINE_EVENT_READY`: they never
+/// checked in within `membership_startup_timeout_ns` and were removed (not failures):
+/// `ranks[0..ranks_len]` (ascending) are those missing ranks, `causes[i]` is
+/// `LIFELINE_CAUSE_NEVER_JOINED` for each; once, at every member, at the same `epoch`; `count` =
+/// members of that view. Their removal is also the view change `LIFELINE_EVENT_FAILURE_CONFIRMED`
+/// (cause `LIFELINE_CAUSE_NEVER_JOINED`, polled first). The application decides whether to go
+/// on with who is there.
+pub const LIFELINE_EVENT_STARTUP_INCOMPLETE: u32 = 19;
 
 /// `LIFELINE_EVENT_VIEW_CHANGED` flag: the slot moved up (shallower).
 pub const LIFELINE_VIEW_PROMOTED: u16 = 1;
@@ -78,6 +97,11 @@ pub const LIFELINE_CAUSE_UNRESPONSIVE: u8 = 1;
 pub const LIFELINE_CAUSE_UNREACHABLE: u8 = 2;
 /// Removal cause: the embedding runtime declared it dead (`lifeline_node_handle_dead`).
 pub const LIFELINE_CAUSE_DECLARED: u8 = 3;
+/// Removal cause: a launched rank that never checked in (`membership_check_in`): not a failure.
+/// The coordinator removes the ranks still missing at `membership_startup_timeout_ns` (a rank
+/// removed on evidence before it checked in gets this cause too); a process that starts later
+/// is fenced and may join as a new rank.
+pub const LIFELINE_CAUSE_NEVER_JOINED: u8 = 4;
 
 /// One joiner admitted by a view (`lifeline_event.joiners`, `LIFELINE_EVENT_JOINED`), owned by
 /// the node like the event it is part of.
@@ -131,11 +155,15 @@ pub struct Event {
     pub payload: *const u8,
     /// Payload length.
     pub payload_len: usize,
-    /// Ranks (NULL when `ranks_len` is 0).
+    /// Ranks (NULL when `ranks_len` is 0): `LIFELINE_EVENT_FAILURE_CONFIRMED` the removed,
+    /// `LIFELINE_EVENT_CHECKED_IN` the checked in, `LIFELINE_EVENT_STARTUP_INCOMPLETE` the
+    /// missing.
     pub ranks: *const u32,
-    /// Number of `ranks` (and of `causes`).
+    /// Number of `ranks` (and of `causes` when it is not NULL).
     pub ranks_len: usize,
-    /// One `LIFELINE_CAUSE_*` per rank (NULL when `ranks_len` is 0).
+    /// One `LIFELINE_CAUSE_*` per rank (`LIFELINE_EVENT_FAILURE_CONFIRMED`,
+    /// `LIFELINE_EVENT_STARTUP_INCOMPLETE`); NULL when `ranks_len` is 0 and for
+    /// `LIFELINE_EVENT_CHECKED_IN`.
     pub causes: *const u8,
     /// `LIFELINE_EVENT_JOINED`: the admitted joiners (NULL when `joiners_len` is 0).
     pub joiners: *const Admitted,
@@ -242,6 +270,31 @@ impl EventSlot {
                         self.causes.push(c);
                     }
                 }
+                MembershipEvent::CheckedIn {
+                    epoch,
+                    ranks,
+                    members,
+                } => {
+                    ev.kind = LIFELINE_EVENT_CHECKED_IN;
+                    (ev.epoch, ev.count) = (epoch, u64::from(members));
+                    self.ranks.extend(ranks.iter().map(|r| r.0));
+                }
+                MembershipEvent::Ready { epoch, members } => {
+                    ev.kind = LIFELINE_EVENT_READY;
+                    (ev.epoch, ev.count) = (epoch, u64::from(members));
+                }
+                MembershipEvent::StartupIncomplete {
+                    epoch,
+                    missing,
+                    members,
+                } => {
+                    ev.kind = LIFELINE_EVENT_STARTUP_INCOMPLETE;
+                    (ev.epoch, ev.count) = (epoch, u64::from(members));
+                    for r in missing.iter() {
+                        self.ranks.push(r.0);
+                        self.causes.push(LIFELINE_CAUSE_NEVER_JOINED);
+                    }
+                }
                 MembershipEvent::Evicted { epoch } => {
                     ev.kind = LIFELINE_EVENT_EVICTED;
                     ev.epoch = epoch;
@@ -346,8 +399,11 @@ impl EventSlot {
         }
         if !self.ranks.is_empty() {
             ev.ranks = self.ranks.as_ptr();
-            ev.causes = self.causes.as_ptr();
             ev.ranks_len = self.ranks.len();
+        }
+        if !self.causes.is_empty() {
+            debug_assert_eq!(self.causes.len(), self.ranks.len());
+            ev.causes = self.causes.as_ptr();
         }
         if !self.joiners.is_empty() {
             ev.joiners = self.joiners.as_ptr();
@@ -443,12 +499,67 @@ mod tests {
     }
 
     #[test]
+    fn start_up_events_flatten_their_ranks() {
+        let mut slot = EventSlot::new();
+        let ranks: RankSet = [Rank(1), Rank(3)].into_iter().collect();
+        slot.fill(CoreEvent::Membership(MembershipEvent::CheckedIn {
+            epoch: 2,
+            ranks,
+            members: 3,
+        }));
+        let ev = &slot.ev;
+        assert_eq!(
+            (ev.kind, ev.epoch, ev.count, ev.ranks_len),
+            (LIFELINE_EVENT_CHECKED_IN, 2, 3, 2)
+        );
+        assert!(ev.causes.is_null() && ev.payload.is_null() && ev.joiners.is_null());
+        // SAFETY: `ranks` points at `ranks_len` elements owned by `slot`.
+        let r = unsafe { std::slice::from_raw_parts(ev.ranks, ev.ranks_len) };
+        assert_eq!(r, [1, 3]);
+
+        slot.fill(CoreEvent::Membership(MembershipEvent::Ready {
+            epoch: 4,
+            members: 5,
+        }));
+        let ev = &slot.ev;
+        assert_eq!(
+            (ev.kind, ev.epoch, ev.count, ev.ranks_len),
+            (LIFELINE_EVENT_READY, 4, 5, 0)
+        );
+        assert!(ev.ranks.is_null() && ev.causes.is_null());
+
+        let missing: RankSet = [Rank(6)].into_iter().collect();
+        slot.fill(CoreEvent::Membership(MembershipEvent::StartupIncomplete {
+            epoch: 7,
+            missing,
+            members: 6,
+        }));
+        let ev = &slot.ev;
+        assert_eq!(
+            (ev.kind, ev.epoch, ev.count, ev.ranks_len),
+            (LIFELINE_EVENT_STARTUP_INCOMPLETE, 7, 6, 1)
+        );
+        // SAFETY: `ranks`/`causes` point at `ranks_len` elements owned by `slot`.
+        let (r, c) = unsafe {
+            (
+                std::slice::from_raw_parts(ev.ranks, ev.ranks_len),
+                std::slice::from_raw_parts(ev.causes, ev.ranks_len),
+            )
+        };
+        assert_eq!(
+            (r, c),
+            ([6].as_slice(), [LIFELINE_CAUSE_NEVER_JOINED].as_slice())
+        );
+    }
+
+    #[test]
     fn cause_constants_match_the_wire_bytes() {
         for (c, b) in [
             (RemovalCause::LinkLost, LIFELINE_CAUSE_LINK_LOST),
             (RemovalCause::Unresponsive, LIFELINE_CAUSE_UNRESPONSIVE),
             (RemovalCause::Unreachable, LIFELINE_CAUSE_UNREACHABLE),
             (RemovalCause::Declared, LIFELINE_CAUSE_DECLARED),
+            (RemovalCause::NeverJoined, LIFELINE_CAUSE_NEVER_JOINED),
         ] {
             assert_eq!(c.byte(), b);
         }

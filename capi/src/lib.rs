@@ -17,6 +17,12 @@
 //!   `lifeline_node_poll_join_reply`) and reports `LIFELINE_EVENT_JOINED`; a process that is not
 //!   a member runs a `lifeline_joiner` until it is admitted, then builds its node with
 //!   `lifeline_node_new_from_admission` (see [`join`]).
+//! - **Start-up.** With the config key `membership_check_in` on (off by default, as in the core),
+//!   a launched rank is a member once it checked in: every member reports
+//!   `LIFELINE_EVENT_CHECKED_IN`, then one `LIFELINE_EVENT_READY`, or
+//!   `LIFELINE_EVENT_STARTUP_INCOMPLETE` naming the ranks that never checked in within
+//!   `membership_startup_timeout_ns` (removed with `LIFELINE_CAUSE_NEVER_JOINED`); counters
+//!   `startup_*` in [`Stats`] (see [`event`], [`config::lifeline_config_set`]).
 //! - **Threads.** A node is `Send`, not `Sync`: one thread at a time per node; different nodes
 //!   are independent. `lifeline_version`, `lifeline_abi_version` and `lifeline_strerror` are
 //!   thread-safe.
@@ -37,6 +43,10 @@ pub mod node;
 pub mod query;
 pub mod result;
 pub mod stats;
+
+#[cfg(test)]
+#[path = "startup_tests.rs"]
+mod startup_tests;
 
 pub use config::Config;
 pub use event::Event;

@@ -148,8 +148,10 @@ pub unsafe extern "C" fn lifeline_node_is_alive(
 }
 
 /// The agreed membership view applied here: `*epoch` (0: no failure notice yet) and `*members`
-/// (the span minus the removed ranks). Every member that applied the same epoch holds the same
-/// view. The removed ranks: `lifeline_node_view_removed`.
+/// (the span minus the removed ranks; with `membership_check_in`, until start-up is over, this
+/// counts expected ranks that have not checked in yet, which the start-up events' `count` does
+/// not). Every member that applied the same epoch holds the same view. The removed ranks:
+/// `lifeline_node_view_removed`.
 ///
 /// # Safety
 /// `node` is NULL or a live node used by one thread at a time; `epoch` and `members` are NULL

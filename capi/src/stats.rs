@@ -225,15 +225,36 @@ pub struct Stats {
     /// (join) Join requests that did not decode (`lifeline_node_handle_join_request` answered
     /// `LIFELINE_ERR_MALFORMED`).
     pub join_requests_malformed: u64,
+    /// (start-up) Check-ins this rank sent (its own, re-sends included; `membership_check_in`).
+    pub startup_check_ins_out: u64,
+    /// (start-up) Check-ins received (as coordinator, or stale: see `startup_check_ins_stale`).
+    pub startup_check_ins_in: u64,
+    /// (start-up) Check-ins refused: this rank is not the coordinator, the sender is already in,
+    /// or it was launched with another span.
+    pub startup_check_ins_stale: u64,
+    /// (start-up) Check-in notices this rank broadcast as coordinator (start-up view changes).
+    pub startup_check_in_views: u64,
+    /// (start-up) Check-in notices applied here.
+    pub startup_check_in_notices: u64,
+    /// (start-up) Ranks this coordinator removed at `membership_startup_timeout_ns` because
+    /// they never checked in (`LIFELINE_CAUSE_NEVER_JOINED`).
+    pub startup_never_joined_removed: u64,
 }
 
 impl Stats {
-    /// Every counter of `node`: its `Stats`, its join counters and its corroboration counters
-    /// (both kept apart in the core, with their state).
+    /// Every counter of `node`: its `Stats`, its join, corroboration and start-up counters (kept
+    /// apart in the core, with their state).
     pub(crate) fn of(node: &lifeline_core::Node) -> Self {
         let j = node.join_stats();
         let c = node.corroboration_stats();
+        let st = node.startup_stats();
         Self {
+            startup_check_ins_out: st.check_ins_out,
+            startup_check_ins_in: st.check_ins_in,
+            startup_check_ins_stale: st.check_ins_stale,
+            startup_check_in_views: st.check_in_views,
+            startup_check_in_notices: st.check_in_notices,
+            startup_never_joined_removed: st.never_joined_removed,
             membership_refusals_out: c.refusals_out,
             membership_refusals_in: c.refusals_in,
             membership_probes_out: c.probes_out,
@@ -337,7 +358,8 @@ impl From<&CoreStats> for Stats {
             detect_health_held: s.detect.health_held,
             detect_stale: s.detect.stale,
             detect_startup_holds: s.detect.startup_holds,
-            // The join and corroboration counters live apart in the core: `Stats::of` adds them.
+            // The join, corroboration and start-up counters live apart in the core: `Stats::of`
+            // adds them.
             ..Self::default()
         }
     }

@@ -113,7 +113,7 @@ fn build_and_run(name: &str, extra: &[&str], dir: &Path) {
     );
 }
 
-const PROGRAMS: [&str; 3] = ["three_nodes", "misuse", "join"];
+const PROGRAMS: [&str; 4] = ["three_nodes", "misuse", "join", "startup"];
 
 #[test]
 fn c_programs_run() {
