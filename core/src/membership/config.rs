@@ -59,7 +59,7 @@ pub struct MembershipConfig {
     /// check-in notice lists it (view 0 is formed from them; the span is the expected size),
     /// `MembershipEvent::Ready` once every expected rank is in, `StartupIncomplete` after
     /// `startup_timeout`. Off: view 0 is the whole span (the simulator's and benches'
-    /// default; `lifeline node` and the C ABI turn it on).
+    /// default, and the C ABI's; `lifeline node` turns it on, `--no-check-in` off).
     pub check_in: bool,
     /// Coordinator: how long check-ins heard wait to share one notice (one view change).
     pub check_in_batch: Duration,
