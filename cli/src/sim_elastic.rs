@@ -49,6 +49,10 @@ pub(crate) struct ElasticArgs {
     /// removed.
     #[arg(long, value_name = "N", default_value_t = 0)]
     starved: u32,
+    /// The launched members start spread uniformly over this many ms and form view 0 from
+    /// check-ins (every live member must be ready once, at one epoch).
+    #[arg(long, value_name = "MS", default_value_t = 0)]
+    launch_skew_ms: u64,
     /// Each seed draws its own shape: members log-uniform in 24..=--ranks, joins scaled to
     /// them, and its faults (contact crashes, a coordinator crash, joiner crashes, starved
     /// members, one contact for all) from the seed.
@@ -72,6 +76,7 @@ impl ElasticArgs {
         p.crash_coordinator = self.crash_coordinator;
         p.joiner_crashes = self.joiner_crashes;
         p.starved = self.starved;
+        p.launch_skew_ms = self.launch_skew_ms;
         if self.vary {
             p = ElasticParams::varied(self.radix, seed, self.ranks.max(24), self.joins);
         }
@@ -102,7 +107,7 @@ pub(crate) fn run(args: &ElasticArgs) -> Result<(), CliError> {
         if args.json {
             writeln!(
                 out,
-                r#"{{"runs":{},"ranks_max":{},"joins":{},"joins_admitted":{},"joins_missing":{},"join_ms_p50":{j50:.3},"join_ms_p99":{j99:.3},"join_ms_max":{jmax:.3},"join_tries":{},"startup_view_changes":{},"mixed_replies":{},"wrongful_evictions":{},"violations":{},"wall_ms":{:.1}}}"#,
+                r#"{{"runs":{},"ranks_max":{},"joins":{},"joins_admitted":{},"joins_missing":{},"join_ms_p50":{j50:.3},"join_ms_p99":{j99:.3},"join_ms_max":{jmax:.3},"join_tries":{},"join_view_changes":{},"startup_view_changes_max":{},"ready_ms_max":{:.1},"never_joined":{},"mixed_replies":{},"wrongful_evictions":{},"violations":{},"wall_ms":{:.1}}}"#,
                 t.runs,
                 t.ranks_max,
                 t.joins,
@@ -110,6 +115,9 @@ pub(crate) fn run(args: &ElasticArgs) -> Result<(), CliError> {
                 t.missing,
                 t.tries,
                 t.views,
+                t.startup_views,
+                t.ready_ms,
+                t.never_joined,
                 t.mixed,
                 t.wrongful,
                 t.failing.len(),
@@ -118,7 +126,7 @@ pub(crate) fn run(args: &ElasticArgs) -> Result<(), CliError> {
         } else {
             writeln!(
                 out,
-                "elastic: {} runs (up to {} members): {} joiners, {} admitted, {} live ones missing, join p50 {j50:.1} ms, p99 {j99:.1} ms, max {jmax:.1} ms, {} tries, {} admitting view changes, {} mixed-up replies, {} wrongful evictions; {} ({wall:.1} s)",
+                "elastic: {} runs (up to {} members): {} joiners, {} admitted, {} live ones missing, join p50 {j50:.1} ms, p99 {j99:.1} ms, max {jmax:.1} ms, {} tries, {} admitting view changes, start-up in at most {} check-in view changes (last ready {:.0} ms), {} mixed-up replies, {} wrongful evictions; {} ({wall:.1} s)",
                 t.runs,
                 t.ranks_max,
                 t.joins,
@@ -126,6 +134,8 @@ pub(crate) fn run(args: &ElasticArgs) -> Result<(), CliError> {
                 t.missing,
                 t.tries,
                 t.views,
+                t.startup_views,
+                t.ready_ms,
                 t.mixed,
                 t.wrongful,
                 if t.failing.is_empty() { "ok".to_string() } else { format!("BROKEN in {} runs", t.failing.len()) },
@@ -156,6 +166,9 @@ struct Totals {
     views: u64,
     mixed: u64,
     wrongful: u64,
+    startup_views: u64,
+    ready_ms: f64,
+    never_joined: u64,
     join_ms: Vec<f64>,
     failing: Vec<String>,
 }
@@ -171,6 +184,9 @@ impl Totals {
         self.views += u64::from(r.join_views);
         self.mixed += u64::from(r.mixed_replies);
         self.wrongful += u64::from(r.wrongful_evictions);
+        self.startup_views = self.startup_views.max(r.startup_view_changes);
+        self.ready_ms = self.ready_ms.max(r.ready_ms);
+        self.never_joined += u64::from(r.never_joined);
         let v = r.all_violations();
         if !v.is_empty() {
             self.failing.push(format!(

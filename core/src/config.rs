@@ -93,7 +93,7 @@ impl Config {
         cfg.span = layout.span();
         cfg.dead = admission.snapshot.dead.clone();
         cfg.joiner = true;
-        cfg.epoch = admission.epoch;
+        cfg.epoch = admission.view_epoch;
         if !layout.contains(admission.rank) || cfg.dead.contains(admission.rank) {
             return Err(ConfigError::MeDead(admission.rank));
         }

@@ -385,6 +385,7 @@ mod tests {
             verdict: JoinVerdict::Accepted(Admission {
                 rank: Rank(rank),
                 epoch: 1,
+                view_epoch: 1,
                 snapshot: Snapshot {
                     layout: Layout::new(rank + 1, 2).unwrap(),
                     dead: RankSet::new(),

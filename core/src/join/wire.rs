@@ -153,7 +153,11 @@ pub struct Admission {
     pub rank: Rank,
     /// The epoch of the view that admitted it.
     pub epoch: u64,
-    /// The tree as of that view (its span includes every rank that view admitted).
+    /// The epoch of the view the snapshot is (`epoch` or later: a contact that answers after
+    /// applying later views answers with its tree as of them). The joiner applies only
+    /// notices past it, so a later admission already in its snapshot is not applied twice.
+    pub view_epoch: u64,
+    /// The tree as of `view_epoch` (its span includes every rank admitted by then).
     pub snapshot: Snapshot,
 }
 
@@ -191,6 +195,7 @@ impl JoinReply {
                 self.id.put(&mut b);
                 b.put_u32(a.rank.0);
                 b.put_u64(a.epoch);
+                b.put_u64(a.view_epoch);
                 let snap = a.snapshot.to_bytes();
                 b.put_u32(snap.len() as u32);
                 b.put_slice(&snap);
@@ -221,6 +226,12 @@ impl JoinReply {
             KIND_ACCEPTED => {
                 let rank = r.rank()?;
                 let epoch = crate::wire::counter(r.u64()?)?;
+                let view_epoch = crate::wire::counter(r.u64()?)?;
+                if view_epoch < epoch {
+                    return Err(DecodeError::Invalid(
+                        "join snapshot older than the admission",
+                    ));
+                }
                 let snap = r.bytes(MAX_JOIN_MSG as u32)?;
                 let snapshot = Snapshot::decode(&snap, max_span)
                     .map_err(|_| DecodeError::Invalid("join snapshot"))?;
@@ -230,6 +241,7 @@ impl JoinReply {
                 JoinVerdict::Accepted(Admission {
                     rank,
                     epoch,
+                    view_epoch,
                     snapshot,
                 })
             }
@@ -427,6 +439,7 @@ mod tests {
             verdict: JoinVerdict::Accepted(Admission {
                 rank: Rank(4),
                 epoch: 3,
+                view_epoch: 3,
                 snapshot: Snapshot {
                     layout: Layout::new(5, 2).unwrap(),
                     dead,
@@ -470,6 +483,7 @@ mod tests {
             verdict: JoinVerdict::Accepted(Admission {
                 rank: Rank(4),
                 epoch: 3,
+                view_epoch: 3,
                 snapshot: Snapshot {
                     layout: Layout::new(5, 2).unwrap(),
                     dead: RankSet::new(),

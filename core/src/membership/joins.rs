@@ -117,6 +117,7 @@ impl Membership {
         let a = Admission {
             rank,
             epoch,
+            view_epoch: self.agreed.epoch.max(epoch),
             snapshot,
         };
         self.answer(conn, id, JoinVerdict::Accepted(a));
@@ -407,6 +408,7 @@ impl Membership {
             let a = Admission {
                 rank,
                 epoch,
+                view_epoch: self.agreed.epoch.max(epoch),
                 snapshot: snapshot.clone(),
             };
             self.answer(w.conn, id, JoinVerdict::Accepted(a));

@@ -2,6 +2,9 @@
 //! skew, contacts and the coordinator crashing mid-join, joiners crashing, and CPU-starved
 //! ranks, against an oracle.
 //!
+//! - **Launch skew** (`launch_skew_ms`): the launched members start spread uniformly over it
+//!   and form view 0 from check-ins (`membership.check_in`), joins and faults overlapping
+//!   their start-up.
 //! - **Joiners** start spread uniformly over `skew_ms` after a warm-up; each asks `contacts`
 //!   members in turn (the same one for every joiner when `contacts` is 0: many joins through
 //!   one contact).
@@ -21,6 +24,8 @@
 //! - every member that applies an admission applies the same one for its epoch (views agree);
 //! - every joiner that did not crash is admitted and started by the end;
 //! - no rank is removed without a fault of its own (wrongful eviction);
+//! - every live launched member completes start-up once, all at one epoch, and only ranks
+//!   that crashed before they started are named never joined;
 //! - at the end every live node holds the same span, and an xcast from the lowest live rank
 //!   reaches every live node, joiners included, exactly once.
 
@@ -59,6 +64,9 @@ pub struct ElasticParams {
     pub joiner_crashes: u32,
     /// CPU-starved members (frozen 20–150 ms at a time through the window).
     pub starved: u32,
+    /// The launched members start spread over this many ms and check in (0: all at zero,
+    /// check-ins still on).
+    pub launch_skew_ms: u64,
 }
 
 impl ElasticParams {
@@ -75,6 +83,7 @@ impl ElasticParams {
             crash_coordinator: false,
             joiner_crashes: 0,
             starved: 0,
+            launch_skew_ms: 0,
         }
     }
 
@@ -99,13 +108,14 @@ impl ElasticParams {
         p.crash_coordinator = rng.chance(0.25);
         p.joiner_crashes = (rng.below(3) as u32).min(p.joins);
         p.starved = rng.below(4) as u32;
+        p.launch_skew_ms = if rng.chance(0.3) { 0 } else { rng.below(3_000) };
         p
     }
 
     /// The command line that replays this run.
     pub fn replay_command(&self) -> String {
         format!(
-            "cargo run --release -p lifeline-cli -- sim elastic --ranks {} --radix {} --seed {} --joins {} --contacts {} --skew-ms {} --contact-crashes {} {}--joiner-crashes {} --starved {} --trace",
+            "cargo run --release -p lifeline-cli -- sim elastic --ranks {} --radix {} --seed {} --joins {} --contacts {} --skew-ms {} --contact-crashes {} {}--joiner-crashes {} --starved {} --launch-skew-ms {} --trace",
             self.ranks,
             self.radix,
             self.seed,
@@ -116,6 +126,7 @@ impl ElasticParams {
             if self.crash_coordinator { "--crash-coordinator " } else { "" },
             self.joiner_crashes,
             self.starved,
+            self.launch_skew_ms,
         )
     }
 }
@@ -151,6 +162,14 @@ pub struct ElasticReport {
     pub view_sizes: Vec<u32>,
     /// ms from the first joiner's start to the last admission's arrival at its joiner.
     pub startup_ms: f64,
+    /// Check-in notices (start-up view changes): the most one live coordinator sent.
+    pub startup_view_changes: u64,
+    /// ms from time zero to the last launched member's start-up completion.
+    pub ready_ms: f64,
+    /// Launched members named never joined (each crashed before it started).
+    pub never_joined: u32,
+    /// Live launched members without exactly one start-up completion (must be 0).
+    pub startup_missing: u32,
 }
 
 impl ElasticReport {
@@ -163,6 +182,10 @@ impl ElasticReport {
             (self.wrongful_evictions, "wrongful evictions"),
             (self.span_disagreements, "nodes disagreeing on the span"),
             (self.xcast_missing, "nodes missing the final xcast"),
+            (
+                self.startup_missing,
+                "launched members without one start-up completion",
+            ),
         ] {
             if n > 0 {
                 v.push(format!("{n} {what}"));
@@ -188,11 +211,21 @@ struct Oracle {
     final_sent: bool,
     /// Deliveries of the final xcast, per rank.
     final_got: BTreeMap<Rank, u32>,
+    /// Start-up completions per rank: (when, epoch, missing).
+    startup: BTreeMap<Rank, Vec<(Instant, u64, RankSet)>>,
 }
 
 impl Observer for Oracle {
-    fn on_event(&mut self, _w: &World, rank: Rank, e: &Event) {
+    fn on_event(&mut self, w: &World, rank: Rank, e: &Event) {
         match e {
+            Event::Membership(MembershipEvent::Ready { epoch, .. }) => {
+                let done = (w.now(), *epoch, RankSet::new());
+                self.startup.entry(rank).or_default().push(done);
+            }
+            Event::Membership(MembershipEvent::StartupIncomplete { epoch, missing, .. }) => {
+                let done = (w.now(), *epoch, missing.clone());
+                self.startup.entry(rank).or_default().push(done);
+            }
             Event::Membership(MembershipEvent::Joined { epoch, joiners, .. }) => {
                 let list: Vec<(Rank, u64)> = joiners.iter().map(|a| (a.rank, a.id.nonce)).collect();
                 match self.views.get(epoch) {
@@ -247,6 +280,22 @@ pub fn run_elastic(p: &ElasticParams, hooks: Hooks) -> Result<ElasticReport, Sim
     }
     let mut cfg = SimConfig::new(p.ranks, p.radix, p.seed);
     cfg.node.detect.enabled = true;
+    // View 0 from check-ins, the launch spread over `launch_skew_ms` (a launcher's skew); both
+    // bounds past it, as `lifeline node`'s start-up grace is.
+    cfg.node.membership.check_in = true;
+    let bound = Duration::from_millis(p.launch_skew_ms + 2_000);
+    cfg.node.detect.startup_grace = bound;
+    cfg.node.membership.startup_timeout = bound;
+    let mut launch_rng = Rng::new(p.seed).fork(0x6c61_756e);
+    let mut started_at = vec![Instant::ZERO; p.ranks as usize];
+    if p.launch_skew_ms > 0 {
+        for (r, at) in started_at.iter_mut().enumerate() {
+            *at = Instant::ZERO + Duration::from_millis(launch_rng.below(p.launch_skew_ms));
+            if *at > Instant::ZERO {
+                cfg.late_starts.insert(Rank(r as u32), Some(*at));
+            }
+        }
+    }
     let mut sim = Sim::new(cfg, Oracle::default()).map_err(|e| fail(format!("{e}")))?;
     sim.set_replay(p.replay_command());
     sim.set_hooks(hooks);
@@ -299,17 +348,20 @@ pub fn run_elastic(p: &ElasticParams, hooks: Hooks) -> Result<ElasticReport, Sim
         sim.add_joiner(start, contacts);
     }
     let mut faulty = RankSet::new();
+    // A member's faults come after its start (a crash before it would be a rank that never
+    // started: the oracle then expects it named never joined).
+    let after_start = |r: Rank, t: Instant| t.max(started_at[r.index()] + Duration::from_millis(1));
     for &r in &crashed {
-        sim.schedule(at(&mut rng), Fault::Crash(r));
+        sim.schedule(after_start(r, at(&mut rng)), Fault::Crash(r));
         faulty.insert(r);
     }
     if p.crash_coordinator {
-        sim.schedule(at(&mut rng), Fault::Crash(Rank(0)));
+        sim.schedule(after_start(Rank(0), at(&mut rng)), Fault::Crash(Rank(0)));
         faulty.insert(Rank(0));
     }
-    let end = warm + window + Duration::from_millis(200);
+    let end = (warm + window).max(Instant::ZERO + bound) + Duration::from_millis(200);
     for &r in &starved {
-        let mut t = warm;
+        let mut t = after_start(r, warm);
         while t < end {
             let stall = Duration::from_millis(20 + rng.below(131));
             sim.schedule(t, Fault::Pause(r));
@@ -413,6 +465,44 @@ pub fn run_elastic(p: &ElasticParams, hooks: Hooks) -> Result<ElasticReport, Sim
         .live_ranks()
         .filter(|&r| w.node(r).is_some_and(|n| n.tree().view().is_some()))
         .collect();
+    // Start-up: every live launched member completed it once, at one epoch; the ranks named
+    // never joined are faulty ones (none here crash before they start).
+    let mut epochs = RankSet::new();
+    for &r in live.iter().filter(|r| r.0 < p.ranks) {
+        match obs.startup.get(&r).map(Vec::as_slice) {
+            Some([(at, epoch, missing)]) => {
+                epochs.insert(Rank(*epoch as u32));
+                report.ready_ms = report
+                    .ready_ms
+                    .max(at.saturating_since(Instant::ZERO).as_millis_f64());
+                report.never_joined = report.never_joined.max(missing.len() as u32);
+                if let Some(x) = missing.iter().find(|x| !faulty.contains(*x)) {
+                    report
+                        .violations
+                        .push(format!("rank {} names live rank {} never joined", r.0, x.0));
+                }
+            }
+            other => {
+                report.startup_missing += 1;
+                if report.startup_missing <= 3 {
+                    report
+                        .violations
+                        .push(format!("rank {}: start-up completions {other:?}", r.0));
+                }
+            }
+        }
+    }
+    if epochs.len() > 1 {
+        report.violations.push(format!(
+            "start-up completed at different epochs: {epochs:?}"
+        ));
+    }
+    report.startup_view_changes = live
+        .iter()
+        .filter_map(|&r| w.node(r))
+        .map(|n| n.startup_stats().check_in_views)
+        .max()
+        .unwrap_or(0);
     let span = live
         .iter()
         .filter_map(|&r| w.node(r))
@@ -502,6 +592,22 @@ mod tests {
             p.joiner_crashes = 2;
             p.starved = 3;
             check(&p);
+        }
+    }
+
+    /// The launch spread over seconds, joins, crashes and starved members during start-up:
+    /// every live member ready once at one epoch, nobody wrongly removed.
+    #[test]
+    fn a_skewed_launch_checks_in_while_joins_and_faults_go_on() {
+        for seed in 0..4 {
+            let mut p = ElasticParams::new(64, 4, seed, 16);
+            p.launch_skew_ms = 2_500;
+            p.contact_crashes = 1;
+            p.crash_coordinator = seed % 2 == 1;
+            p.joiner_crashes = 1;
+            p.starved = 2;
+            let r = check(&p);
+            assert!(r.startup_view_changes >= 1, "{r:?}");
         }
     }
 
