@@ -7,7 +7,9 @@
 
 use bytes::Bytes;
 use lifeline_core::join::{AdmitNotice, JoinAnswerMsg, JoinForwardMsg, JoinId, JoinRequest};
-use lifeline_core::membership::{CorroborateMsg, CorroborateOp, RemovalCause, UnreachableMsg};
+use lifeline_core::membership::{
+    CheckInMsg, CheckInNotice, CorroborateMsg, CorroborateOp, RemovalCause, UnreachableMsg,
+};
 use lifeline_core::relm::Uid;
 use lifeline_core::tree::Rank;
 use lifeline_core::wire::MembershipMsg;
@@ -246,6 +248,13 @@ fn frames() -> Vec<(&'static str, Bytes)> {
                 subject: Rank(9),
             }),
         ),
+        (
+            "check_in",
+            Message::from(CheckInMsg {
+                span: 16,
+                ranks: vec![Rank(5), Rank(11)],
+            }),
+        ),
     ];
     let msgs: Vec<(&'static str, Message)> =
         msgs.into_iter().chain(detect).chain(membership).collect();
@@ -268,6 +277,14 @@ fn frames() -> Vec<(&'static str, Bytes)> {
                 JoinId { nonce: 9, seq: 1 },
                 Bytes::from_static(b"127.0.0.1:7003"),
             )],
+        }
+        .to_payload(),
+    ));
+    out.push((
+        "check_in_payload",
+        CheckInNotice {
+            epoch: 2,
+            ranks: vec![Rank(0), Rank(3), Rank(7)],
         }
         .to_payload(),
     ));
@@ -311,7 +328,7 @@ fn golden_frames_decode_back_and_cover_every_kind() {
         // Payloads and joiner frames are not envelopes of the message table.
         if matches!(
             name,
-            "global_failure_payload" | "admit_payload" | "join_request"
+            "global_failure_payload" | "admit_payload" | "check_in_payload" | "join_request"
         ) {
             continue;
         }

@@ -49,8 +49,8 @@ use lifeline_core::wire::{
     SyncMsg, UidRange, HEADER_LEN, VERSION,
 };
 use lifeline_core::wire::{
-    AlertEntry, AlertMsg, CorroborateMsg, CorroborateOp, EvictedMsg, MembershipMsg, RelmMsg,
-    RemovedMsg, UnreachableMsg, XcastMsg,
+    AlertEntry, AlertMsg, CheckInMsg, CorroborateMsg, CorroborateOp, EvictedMsg, MembershipMsg,
+    RelmMsg, RemovedMsg, UnreachableMsg, XcastMsg,
 };
 use lifeline_core::{
     xcast, CommandError, Config, Duration, Event, FloodEvent, Instant, LinkCause, MembershipEvent,
@@ -577,6 +577,20 @@ fn samples() -> Vec<Sample> {
             Message::from(CorroborateMsg {
                 op: CorroborateOp::Probe,
                 subject: Rank(SPAN),
+            }),
+        ),
+        fixed(
+            "check-in/wrong-span",
+            Message::from(CheckInMsg {
+                span: SPAN + 1,
+                ranks: vec![Rank(3)],
+            }),
+        ),
+        fixed(
+            "check-in/outside-span",
+            Message::from(CheckInMsg {
+                span: SPAN,
+                ranks: vec![Rank(2), Rank(SPAN + 4)],
             }),
         ),
         fixed(

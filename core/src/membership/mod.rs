@@ -908,6 +908,7 @@ impl Machine for Membership {
             MembershipTimer::Corroborate(subject) => self.on_corroborate_timer(ctx, subject),
             MembershipTimer::CheckIn => self.on_check_in_resend(ctx, token),
             MembershipTimer::CheckInBatch => self.on_check_in_batch(ctx, token),
+            MembershipTimer::CheckInRelay => self.on_check_in_relay(ctx, token),
             MembershipTimer::StartupDeadline => self.on_startup_deadline(ctx, token),
         }
     }

@@ -1,9 +1,12 @@
 //! Start-up from check-ins (`membership.check_in`): membership starts from the ranks that
 //! started, not from the launcher's N.
 //!
-//! - **Check-in.** A launched rank sends [`CheckInMsg`] to the coordinator (the root of its
-//!   view) at start, again every `membership.check_in_resend` until a check-in notice applied
-//!   here lists it, and at once to a new coordinator.
+//! - **Check-in.** A launched rank sends [`CheckInMsg`] to its parent at start, again every
+//!   `membership.check_in_resend` until a check-in notice applied here lists it, and at once
+//!   to a new parent; a relay merges its descendants' check-ins for `membership.relay_batch`
+//!   and passes them up. Up the tree, not straight to the root: no rank is dialled by
+//!   thousands at once, and no link is opened that the tree does not use (a check-in to a
+//!   parent not started yet waits in its dial, retried within the start-up grace).
 //! - **Notices.** The coordinator gathers check-ins for `membership.check_in_batch` and
 //!   broadcasts them as one process-first xcast op ([`CheckInNotice`], one view change under the
 //!   shared epoch). Every member applies the notices in op order:
@@ -13,9 +16,12 @@
 //!   [`MembershipEvent::StartupIncomplete`] when some were removed before they checked in.
 //! - **The bound.** `membership.startup_timeout` after the coordinator's start (and at least
 //!   two re-send intervals after it became coordinator, so check-ins re-sent to a new one
-//!   arrive), the coordinator removes the ranks still missing in one decision, cause
-//!   [`RemovalCause::NeverJoined`]: the tree routes around their slots and a process that
-//!   starts later is fenced (it may join as a new rank).
+//!   arrive), the coordinator removes the topmost ranks still missing (those whose parent is
+//!   not missing) in one decision, cause [`RemovalCause::NeverJoined`]: the tree routes around
+//!   their slots, their live children re-send to their new parents, and two re-send intervals
+//!   later the next round removes what is still missing (a rank is never removed because the
+//!   one above it never started). A process that starts later is fenced (it may join as a new
+//!   rank).
 //! - **Not joined yet is not dead.** A rank not checked in is not counted by the majority guard
 //!   (neither as a member nor as a removal), and any removal of it, on the detector's evidence
 //!   or at the bound, carries the cause "never joined" in the root's notice. The detector holds
@@ -69,6 +75,9 @@ pub(super) struct Startup {
     heard: RankSet,
     /// Coordinator: ranks it put in a notice (a re-sent check-in is not announced twice).
     announced: RankSet,
+    /// Relay: descendants' check-ins waiting to go up.
+    relay: RankSet,
+    relay_timer: Option<TimerToken>,
     batch_timer: Option<TimerToken>,
     resend_timer: Option<TimerToken>,
     deadline_timer: Option<TimerToken>,
@@ -123,6 +132,8 @@ impl Membership {
             never_joined: RankSet::default(),
             heard: RankSet::default(),
             announced: RankSet::default(),
+            relay: RankSet::default(),
+            relay_timer: None,
             batch_timer: None,
             resend_timer: None,
             deadline_timer: Some(token),
@@ -136,14 +147,19 @@ impl Membership {
         self.send_check_in(ctx);
     }
 
-    /// Sends this rank's check-in to the coordinator (heard here if it is the coordinator) and
-    /// arms the re-send.
+    /// The rank this rank's check-ins go to: its parent (`None` at the root: heard here).
+    fn check_in_target(ctx: &Ctx<'_>) -> Option<Rank> {
+        ctx.tree.view().and_then(|v| v.parent())
+    }
+
+    /// Sends this rank's check-in up the tree (heard here at the root) and arms the re-send.
     fn send_check_in(&mut self, ctx: &mut Ctx<'_>) {
         let me = ctx.me();
         let evicted = self.evicted;
-        let Some(coord) = Self::coordinator(ctx) else {
+        if ctx.tree.view().is_none() {
             return;
-        };
+        }
+        let target = Self::check_in_target(ctx);
         let Some(s) = self.startup.as_deref_mut() else {
             return;
         };
@@ -151,15 +167,20 @@ impl Membership {
             s.resend_timer = None;
             return;
         }
-        s.sent_to = Some(coord);
+        s.sent_to = Some(target.unwrap_or(me));
         s.stats.check_ins_out += 1;
         let expected = s.expected;
         let at = ctx.now + ctx.cfg.membership.check_in_resend;
         s.resend_timer = Some(ctx.timers.set(MembershipTimer::CheckIn, at));
-        if coord == me {
-            self.heard(ctx, me);
-        } else {
-            ctx.send(coord, CheckInMsg { span: expected });
+        match target {
+            None => self.heard(ctx, me),
+            Some(parent) => ctx.send(
+                parent,
+                CheckInMsg {
+                    span: expected,
+                    ranks: vec![me],
+                },
+            ),
         }
     }
 
@@ -174,22 +195,87 @@ impl Membership {
         self.send_check_in(ctx);
     }
 
-    /// A check-in from `from`.
-    pub(super) fn on_check_in(&mut self, ctx: &mut Ctx<'_>, from: Rank, m: CheckInMsg) {
-        let coordinator = Self::coordinator(ctx) == Some(ctx.me());
-        let alive = ctx.tree.is_alive(from);
+    /// Check-ins from `from` (a child, or a rank whose view makes this one its parent): heard
+    /// here at the root, else merged and passed up.
+    pub(super) fn on_check_in(&mut self, ctx: &mut Ctx<'_>, _from: Rank, m: CheckInMsg) {
+        let root = ctx.tree.view().is_some_and(|v| v.is_root());
         let Some(s) = self.startup.as_deref_mut() else {
             ctx.stats.membership.stale += 1;
             return;
         };
         s.stats.check_ins_in += 1;
-        if !coordinator || m.span != s.expected || !alive {
-            // Not (or no longer) the coordinator: the sender re-sends to the new one on its
-            // view change or its next re-send.
+        if m.span != s.expected {
             s.stats.check_ins_stale += 1;
             return;
         }
-        self.heard(ctx, from);
+        // Ranks no longer pending here (listed by a notice applied here, or removed) need no
+        // more check-ins; the sender learns it from the same notice.
+        let fresh: Vec<Rank> = m
+            .ranks
+            .into_iter()
+            .filter(|&r| s.pending.contains(r) && ctx.tree.is_alive(r))
+            .collect();
+        if fresh.is_empty() {
+            s.stats.check_ins_stale += 1;
+            return;
+        }
+        if root {
+            for r in fresh {
+                self.heard(ctx, r);
+            }
+            return;
+        }
+        s.relay.extend(fresh);
+        if s.relay_timer.is_none() {
+            let at = ctx.now + ctx.cfg.membership.relay_batch;
+            s.relay_timer = Some(ctx.timers.set(MembershipTimer::CheckInRelay, at));
+        }
+    }
+
+    /// Relay: the check-ins gathered go up to the parent in one message (at most `max_list`
+    /// ranks; the rest next time), or are heard here if this rank became the root.
+    pub(super) fn on_check_in_relay(&mut self, ctx: &mut Ctx<'_>, token: TimerToken) {
+        let max = ctx.cfg.max_list as usize;
+        let target = Self::check_in_target(ctx);
+        let Some(s) = self.startup.as_deref_mut() else {
+            return;
+        };
+        if s.relay_timer != Some(token) {
+            ctx.stats.stale_timers += 1;
+            return;
+        }
+        s.relay_timer = None;
+        let ranks: Vec<Rank> = s
+            .relay
+            .iter()
+            .filter(|&r| s.pending.contains(r) && ctx.tree.is_alive(r))
+            .take(max)
+            .collect();
+        for &r in &ranks {
+            s.relay.remove(r);
+        }
+        if ranks.len() == max {
+            let at = ctx.now + ctx.cfg.membership.relay_batch;
+            s.relay_timer = Some(ctx.timers.set(MembershipTimer::CheckInRelay, at));
+        } else {
+            s.relay.clear();
+        }
+        let expected = s.expected;
+        match target {
+            Some(parent) if !ranks.is_empty() => ctx.send(
+                parent,
+                CheckInMsg {
+                    span: expected,
+                    ranks,
+                },
+            ),
+            Some(_) => {}
+            None => {
+                for r in ranks {
+                    self.heard(ctx, r);
+                }
+            }
+        }
     }
 
     /// Coordinator: `r` checked in; it goes into the next notice.
@@ -378,7 +464,8 @@ impl Membership {
             s.coordinating_since = None;
             s.heard.clear();
         }
-        let resend = s.pending.contains(me) && s.sent_to.is_some() && s.sent_to != coord;
+        let target = Some(Self::check_in_target(ctx).unwrap_or(me));
+        let resend = s.pending.contains(me) && s.sent_to.is_some() && s.sent_to != target;
         if resend {
             self.send_check_in(ctx);
         }
@@ -398,26 +485,44 @@ impl Membership {
             // The coordinator decides; this rank arms the bound again if it becomes one.
             return;
         }
+        // Two re-send intervals after the last death learned here: the live ranks below it
+        // re-send their check-ins through their new parents first.
+        let resend = ctx.cfg.membership.check_in_resend;
+        let settled = self.dead_since.values().max().map(|&t| t + resend + resend);
+        if let Some(at) = settled.filter(|&at| ctx.now < at) {
+            if let Some(s) = self.startup.as_deref_mut() {
+                s.deadline_timer = Some(ctx.timers.set(MembershipTimer::StartupDeadline, at));
+            }
+            return;
+        }
         self.flush_check_ins(ctx);
         let me = ctx.me();
         let Some(s) = self.startup.as_deref_mut() else {
             return;
         };
+        let (layout, dead) = (ctx.tree.layout(), ctx.tree.dead());
+        let missing_here = |r: Rank| r != me && ctx.tree.is_alive(r) && !s.announced.contains(r);
+        // The topmost missing only: a rank below one that never started could not check in
+        // through it; once its parent is removed it re-sends to its new one.
         let missing: Vec<Rank> = s
             .pending
             .iter()
-            .filter(|&r| r != me && ctx.tree.is_alive(r) && !s.announced.contains(r))
+            .filter(|&r| missing_here(r))
+            .filter(|&r| {
+                let parent = crate::tree::View::compute(layout, dead, r)
+                    .ok()
+                    .and_then(|v| v.parent());
+                parent.is_none_or(|p| !(s.pending.contains(p) && missing_here(p)))
+            })
             .take(ctx.cfg.max_list as usize)
             .collect();
         if missing.is_empty() {
             return;
         }
         s.stats.never_joined_removed += missing.len() as u64;
-        if missing.len() == ctx.cfg.max_list as usize {
-            // More than one decision holds: the rest at the next batch.
-            let at = ctx.now + ctx.cfg.membership.check_in_batch;
-            s.deadline_timer = Some(ctx.timers.set(MembershipTimer::StartupDeadline, at));
-        }
+        // The next round: the children of the removed re-send to their new parents first.
+        let at = ctx.now + resend + resend + ctx.cfg.membership.check_in_batch;
+        s.deadline_timer = Some(ctx.timers.set(MembershipTimer::StartupDeadline, at));
         self.remove(ctx, missing, RemovalCause::NeverJoined);
     }
 }

@@ -215,3 +215,17 @@ fn a_crash_after_check_in_is_a_failure_and_start_up_is_ready() {
         assert_ne!(seen.removed[&Rank(9)], RemovalCause::NeverJoined);
     }
 }
+
+/// Ranks below ranks that never start check in through them once they are removed: a chain
+/// of two missing interior ranks (1 and its child 3, radix 2) takes two rounds of the bound,
+/// and every live rank below them is ready, none removed.
+#[test]
+fn live_ranks_below_ranks_that_never_start_are_not_removed() {
+    for seed in 0..3 {
+        let span = 32;
+        let absent = [1, 3];
+        let mut s = sim(span, 2, seed, 1_500, 400, &absent);
+        s.run_until(ms(8_000)).unwrap();
+        check(&s, span, &absent);
+    }
+}

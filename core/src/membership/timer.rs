@@ -21,6 +21,8 @@ pub enum MembershipTimer {
     Corroborate(crate::tree::Rank),
     /// A launched rank: send its check-in again (no notice listed it yet).
     CheckIn,
+    /// Relay: pass the check-ins gathered from descendants up to the parent.
+    CheckInRelay,
     /// Coordinator: announce the check-ins heard since the batch began.
     CheckInBatch,
     /// Coordinator: `membership.startup_timeout` passed (or the re-collect window of a new

@@ -345,25 +345,33 @@ impl Codec for CorroborateMsg {
     }
 }
 
-/// A launched rank to the coordinator: "I have started" (its check-in). Re-sent every
-/// `membership.check_in_resend` until a check-in notice applied here lists the sender, and at
-/// once to a new coordinator.
+/// Launched ranks to the coordinator, up the tree: "we have started" (check-ins). A rank sends
+/// its own to its parent, again every `membership.check_in_resend` until a check-in notice
+/// applied here lists it, and at once to a new parent; a relay passes what its descendants
+/// sent on to its parent after `membership.relay_batch`, merged; the coordinator puts them in
+/// its next notice.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CheckInMsg {
-    /// The span the sender was launched with (the expected size): a rank launched with
-    /// another is configured wrongly and is not checked in (counted as stale).
+    /// The span the ranks were launched with (the expected size): check-ins under another
+    /// are a misconfigured launch and are refused (counted as stale).
     pub span: u32,
+    /// The ranks checking in, ascending (the sender's own, its descendants').
+    pub ranks: Vec<Rank>,
 }
 
 impl Codec for CheckInMsg {
     fn encoded_len(&self) -> usize {
-        4
+        4 + 4 + 4 * self.ranks.len()
     }
     fn encode(&self, buf: &mut impl BufMut) {
         buf.put_u32(self.span);
+        put_ranks(buf, &self.ranks);
     }
-    fn decode(r: &mut Reader, _limits: &Limits) -> Result<Self, DecodeError> {
-        Ok(Self { span: r.u32()? })
+    fn decode(r: &mut Reader, limits: &Limits) -> Result<Self, DecodeError> {
+        Ok(Self {
+            span: r.u32()?,
+            ranks: get_ranks(r, limits)?,
+        })
     }
 }
 
@@ -414,7 +422,7 @@ crate::message_family! { Membership =>
         JoinForward(JoinForwardMsg) = 60, Control, JoinForward, "join-forward";
         /// The coordinator's answer to a request it did not queue ([`JoinAnswerMsg`]).
         JoinAnswer(JoinAnswerMsg) = 61, Control, JoinAnswer, "join-answer";
-        /// A launched rank's check-in, to the coordinator ([`CheckInMsg`]).
+        /// Launched ranks' check-ins, up the tree to the coordinator ([`CheckInMsg`]).
         CheckIn(CheckInMsg) = 62, Control, CheckIn, "check-in";
         /// Corroboration of a refused dial ([`CorroborateMsg`]).
         Corroborate(CorroborateMsg) = 49, Control, Corroborate, "corroborate";

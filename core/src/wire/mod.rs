@@ -22,8 +22,8 @@ pub use reader::Reader;
 // Every machine's messages, re-exported where tools and tests have always found them.
 pub use crate::flood::FloodMsg;
 pub use crate::membership::{
-    AdoptMsg, AlertEntry, AlertMsg, CorroborateMsg, CorroborateOp, EvictedMsg, GlobalFailureMsg,
-    LineageMsg, MembershipMsg, RemovedMsg, UnreachableMsg,
+    AdoptMsg, AlertEntry, AlertMsg, CheckInMsg, CheckInNotice, CorroborateMsg, CorroborateOp,
+    EvictedMsg, GlobalFailureMsg, LineageMsg, MembershipMsg, RemovedMsg, UnreachableMsg,
 };
 pub use crate::relm::{
     ChainMark, RelmAckMsg, RelmDataMsg, RelmLinkMsg, RelmMsg, RelmReqMsg, UidRange,
