@@ -9,7 +9,7 @@
 //!
 //! Without the feature `python` this crate is the pure-Rust layer under the binding (the
 //! running node's blocking API, the events as plain values, the config keys), built and tested
-//! by `cargo test --workspace` with no Python at all; the pyo3 glue is [`py`]-only.
+//! by `cargo test --workspace` with no Python at all; the pyo3 glue (module `py`) is built with the feature only.
 
 pub mod config;
 pub mod events;

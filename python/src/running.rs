@@ -507,7 +507,7 @@ impl Running {
             .into_iter()
             .map(|(k, v)| (k.to_string(), v))
             .collect();
-        let core = self.block_on(async move { h.inspect(|n| core_stats(n)).await })??;
+        let core = self.block_on(async move { h.inspect(core_stats).await })??;
         out.extend(core);
         Ok(out)
     }

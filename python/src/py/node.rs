@@ -15,6 +15,9 @@ use super::{ev_to_py, run_err, ForkError};
 use crate::events::Members;
 use crate::running::RunError;
 
+/// `poll_transmit`'s answer: `(to, class, frame, fence)`.
+type PyTransmit<'py> = (u32, &'static str, Bound<'py, PyBytes>, bool);
+
 struct State {
     node: lifeline_core::Node,
     members: Members,
@@ -153,10 +156,7 @@ impl Node {
 
     /// The next frame to send, `(to, class, frame, fence)` with class `"control"` or `"data"`,
     /// or `None`.
-    fn poll_transmit<'py>(
-        &self,
-        py: Python<'py>,
-    ) -> PyResult<Option<(u32, &'static str, Bound<'py, PyBytes>, bool)>> {
+    fn poll_transmit<'py>(&self, py: Python<'py>) -> PyResult<Option<PyTransmit<'py>>> {
         let t = self.state()?.node.poll_transmit();
         Ok(t.map(|t| {
             let class = match t.class {
