@@ -24,9 +24,11 @@ from typing import (
     Dict,
     Iterable,
     Iterator,
+    List,
     Mapping,
     Optional,
     Sequence,
+    Tuple,
     Union,
 )
 
@@ -276,7 +278,7 @@ def _close_all() -> None:
                 pass
 
 
-def _peers(peers: Optional[Peers]) -> Optional[list]:
+def _peers(peers: Optional[Peers]) -> Optional[List[Tuple[int, str]]]:
     if peers is None:
         return None
     if isinstance(peers, Mapping):

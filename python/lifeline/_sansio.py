@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Iterable, Mapping, NamedTuple, Optional, Tuple
+from typing import Dict, Iterable, Mapping, NamedTuple, Optional, Tuple
 
 from . import _lifeline
 from ._events import Event, from_raw
@@ -158,7 +158,7 @@ class Node:
         """The ranks this node wants a link to (its tree neighbours)."""
         return tuple(self._inner.links())
 
-    def stats(self) -> dict:
+    def stats(self) -> Dict[str, int]:
         """The core's counters."""
         return dict(self._inner.stats())
 

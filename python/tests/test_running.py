@@ -266,3 +266,22 @@ def test_ctrl_c_interrupts_a_blocking_events_loop():
     print(f"SIGINT to KeyboardInterrupt: {latency_ms:.1f} ms")
     assert latency_ms < 500
     assert "closed" in out and p.returncode == 0
+
+
+def test_interpreter_exit_closes_open_nodes():
+    """Nodes left open are closed by the atexit hook: the interpreter exits promptly, cleanly."""
+    ports = free_ports(2)
+    peers = [f"127.0.0.1:{p}" for p in ports]
+    t0 = time.monotonic()
+    r = run_child(
+        f"""
+        import lifeline
+        a = lifeline.start(0, {peers!r}, key=b"k")
+        b = lifeline.start(1, {peers!r}, key=b"k")
+        a.xcast(16, b"x")
+        print("exiting without close", flush=True)
+        """,
+        timeout=20,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert time.monotonic() - t0 < 15

@@ -89,3 +89,14 @@ def test_mypy_stubtest():
         cwd=str(STUB.parent.parent),
     )
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+@pytest.mark.skipif(importlib.util.find_spec("mypy") is None, reason="mypy is not installed")
+def test_the_package_type_checks_strictly():
+    r = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "lifeline"],
+        capture_output=True,
+        text=True,
+        cwd=str(STUB.parent.parent),
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
