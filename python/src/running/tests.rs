@@ -12,6 +12,10 @@ fn free_ports(n: usize) -> Vec<u16> {
 }
 
 fn start_all(n: u32) -> Vec<Running> {
+    start_with(n, |_| Transport::Tcp)
+}
+
+fn start_with(n: u32, transport: impl Fn(u32) -> Transport) -> Vec<Running> {
     let peers: Vec<(u32, String)> = free_ports(n as usize)
         .into_iter()
         .enumerate()
@@ -25,6 +29,7 @@ fn start_all(n: u32) -> Vec<Running> {
                 key: Some(b"test key".to_vec()),
                 startup_grace: Duration::from_millis(300),
                 radix: 2,
+                transport: transport(r),
                 ..StartOptions::default()
             };
             let mut s = Running::start(opts).unwrap();
@@ -128,4 +133,33 @@ fn wrong_options_are_refused_before_anything_starts() {
         ..StartOptions::default()
     });
     assert!(matches!(e, StartError::Usage(m) if m.contains("unknown config key")));
+}
+
+#[test]
+fn quic_nodes_prove_their_ranks_with_certificates_and_broadcast() {
+    use lifeline_transport_quic::{ClusterCa, ClusterId};
+    let dir = std::env::temp_dir().join(format!("lifeline-python-quic-{}", std::process::id()));
+    let cluster = ClusterId::new("pyquic").unwrap();
+    let ca = ClusterCa::generate(cluster, SystemTime::now() + Duration::from_secs(3600)).unwrap();
+    ca.write(&dir).unwrap();
+    for r in 0..2 {
+        ca.issue(Rank(r)).unwrap().write(&dir).unwrap();
+    }
+    let nodes = start_with(2, |_| Transport::Quic {
+        cert_dir: dir.clone(),
+        cluster: "pyquic".into(),
+    });
+    nodes[0]
+        .xcast(16, Bytes::from_static(b"over quic"))
+        .unwrap();
+    for n in &nodes {
+        let ev = until(n, |e| matches!(e, Ev::XcastDelivered { .. }));
+        assert!(
+            matches!(ev, Ev::XcastDelivered { origin: 0, payload, .. } if payload == "over quic")
+        );
+    }
+    for n in &nodes {
+        n.close().unwrap();
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }
