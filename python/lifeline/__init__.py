@@ -1,0 +1,84 @@
+"""Lifeline for Python: a fault-tolerant control overlay for training frameworks and their
+launchers: reliable broadcast (``xcast``), reliable messages (``relm_send``) and an agreed
+member set that survives ``kill -9``.
+
+Two levels, as in Rust:
+
+- :func:`start` runs a node over TCP (or QUIC) on its own runtime threads, configured like
+  ``lifeline node`` (``rank``/``peers`` or ``bootstrap="env"`` under torchrun, Slurm, Open MPI);
+- :class:`Node` is the sans-IO core for runtimes that own their sockets and their loop.
+
+::
+
+    import lifeline
+    with lifeline.start(bootstrap="env", key=b"secret") as node:
+        node.xcast(16, b"hello")
+        for ev in node.events(timeout=5):
+            if isinstance(ev, lifeline.ViewChanged):
+                print("members now", ev.members)
+"""
+
+from ._events import (
+    Event,
+    Evicted,
+    FloodDelivered,
+    Joined,
+    LinkDown,
+    LinkUp,
+    Other,
+    RelmAcked,
+    RelmDelivered,
+    RelmFailed,
+    Suspected,
+    TreeChanged,
+    ViewChanged,
+    XcastCompleted,
+    XcastDelivered,
+)
+from ._lifeline import (
+    CONFIG_KEYS,
+    FIRST_APP_TAG,
+    Backpressure,
+    Closed,
+    ForkError,
+    LifelineError,
+    NotAMember,
+    StartError,
+    Unreachable,
+    __version__,
+)
+from ._running import RunningNode, start
+from ._sansio import Node, Transmit, View
+
+__all__ = [
+    "CONFIG_KEYS",
+    "FIRST_APP_TAG",
+    "Backpressure",
+    "Closed",
+    "Event",
+    "Evicted",
+    "FloodDelivered",
+    "ForkError",
+    "Joined",
+    "LifelineError",
+    "LinkDown",
+    "LinkUp",
+    "Node",
+    "NotAMember",
+    "Other",
+    "RelmAcked",
+    "RelmDelivered",
+    "RelmFailed",
+    "RunningNode",
+    "StartError",
+    "Suspected",
+    "Transmit",
+    "TreeChanged",
+    "Unreachable",
+    "View",
+    "ViewChanged",
+    "XcastCompleted",
+    "XcastDelivered",
+    "__version__",
+    "start",
+]

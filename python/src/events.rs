@@ -1,0 +1,291 @@
+//! The events a Python program sees, as plain Rust values: the core's [`Event`]s and the
+//! driver's link changes, flattened, with the member list kept up to date ([`Members`]).
+//!
+//! The Python layer turns each [`Ev`] into one of the typed event classes of
+//! `lifeline/_events.py` (the kind names below are theirs, in snake case).
+
+use std::collections::BTreeSet;
+
+use bytes::Bytes;
+use lifeline_core::tree::Rank;
+use lifeline_core::{DetectEvent, Event, FloodEvent, MembershipEvent, RelmEvent, XcastEvent};
+
+/// One event, as the Python layer receives it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Ev {
+    /// A reliable broadcast was delivered here (`XcastDelivered`).
+    XcastDelivered {
+        /// The originating rank.
+        origin: u32,
+        /// The origin's sequence number (what its `xcast` returned).
+        seq: u64,
+        /// The global op id (the same at every rank).
+        op: u64,
+        /// The tag.
+        tag: u16,
+        /// The payload.
+        payload: Bytes,
+    },
+    /// A broadcast this rank started reached every member (`XcastCompleted`).
+    XcastCompleted {
+        /// Its sequence number.
+        seq: u64,
+        /// Its op id.
+        op: u64,
+    },
+    /// A reliable message was delivered here (`RelmDelivered`).
+    RelmDelivered {
+        /// The sender.
+        src: u32,
+        /// Its uid (what the sender's `relm_send` returned).
+        uid: u32,
+        /// The tag.
+        tag: u16,
+        /// The payload.
+        payload: Bytes,
+    },
+    /// Messages to `dst` up to `upto` were delivered there (`RelmAcked`).
+    RelmAcked {
+        /// The destination.
+        dst: u32,
+        /// Highest uid delivered.
+        upto: u32,
+    },
+    /// `dst` died before `count` messages from `first` on were delivered (`RelmFailed`).
+    RelmFailed {
+        /// The destination.
+        dst: u32,
+        /// First uid lost.
+        first: u32,
+        /// Messages lost.
+        count: u32,
+    },
+    /// The agreed view changed: ranks were removed (`ViewChanged`).
+    ViewChanged {
+        /// The view's epoch.
+        epoch: u64,
+        /// The removed ranks and why (`link_lost`, `unresponsive`, `unreachable`, `declared`).
+        removed: Vec<(u32, &'static str)>,
+        /// The members of the new view, ascending.
+        members: Vec<u32>,
+    },
+    /// A view admitted joiners (`Joined`).
+    Joined {
+        /// The view's epoch.
+        epoch: u64,
+        /// The joiners: rank and address.
+        joiners: Vec<(u32, String)>,
+        /// The members of the new view, ascending.
+        members: Vec<u32>,
+    },
+    /// This rank was removed from the cluster and stops (`Evicted`).
+    Evicted {
+        /// The failure epoch of the member that told it.
+        epoch: u64,
+    },
+    /// A flood (best effort) was delivered here (`FloodDelivered`).
+    FloodDelivered {
+        /// The originating rank.
+        origin: u32,
+        /// The flood id.
+        id: u64,
+        /// The payload.
+        payload: Bytes,
+    },
+    /// The heartbeat detector suspects a rank (advisory; `Suspected`).
+    Suspected {
+        /// The rank.
+        rank: u32,
+    },
+    /// This rank's place in the tree changed (`TreeChanged`); `slot` is `None` once it has
+    /// none (it was removed).
+    TreeChanged {
+        /// Its slot.
+        slot: Option<u32>,
+        /// Its parent.
+        parent: Option<u32>,
+    },
+    /// A link to a peer is up (running nodes only; `LinkUp`).
+    LinkUp {
+        /// The peer.
+        peer: u32,
+    },
+    /// A link to a peer is down (running nodes only; `LinkDown`).
+    LinkDown {
+        /// The peer.
+        peer: u32,
+        /// Why, in words.
+        reason: String,
+    },
+    /// Any other core event, by name and debug text (`Other`).
+    Other {
+        /// The event's name.
+        name: &'static str,
+        /// Its debug text.
+        detail: String,
+    },
+}
+
+/// The member list as this rank's events tell it: `0..span` less the holes at start, less
+/// every rank a view removed, plus every rank a view admitted.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Members(BTreeSet<u32>);
+
+impl Members {
+    /// The members of a node built from `cfg`: `0..span` less `cfg.dead`.
+    pub fn from_config(cfg: &lifeline_core::Config) -> Self {
+        Self(
+            (0..cfg.span)
+                .filter(|r| !cfg.dead.contains(Rank(*r)))
+                .collect(),
+        )
+    }
+
+    /// The members, ascending.
+    pub fn to_vec(&self) -> Vec<u32> {
+        self.0.iter().copied().collect()
+    }
+
+    /// Whether `rank` is a member.
+    pub fn contains(&self, rank: u32) -> bool {
+        self.0.contains(&rank)
+    }
+
+    /// Converts one core event, updating the members on a view change.
+    pub fn convert(&mut self, e: Event) -> Ev {
+        match e {
+            Event::Xcast(XcastEvent::Delivered {
+                op,
+                origin,
+                seq,
+                tag,
+                payload,
+            }) => Ev::XcastDelivered {
+                origin: origin.0,
+                seq,
+                op,
+                tag,
+                payload,
+            },
+            Event::Xcast(XcastEvent::Completed { op, seq }) => Ev::XcastCompleted { seq, op },
+            Event::Relm(RelmEvent::Delivered {
+                src,
+                uid,
+                tag,
+                payload,
+            }) => Ev::RelmDelivered {
+                src: src.0,
+                uid: uid.get(),
+                tag,
+                payload,
+            },
+            Event::Relm(RelmEvent::Acked { dst, upto }) => Ev::RelmAcked {
+                dst: dst.0,
+                upto: upto.get(),
+            },
+            Event::Relm(RelmEvent::Failed { dst, first, count }) => Ev::RelmFailed {
+                dst: dst.0,
+                first: first.get(),
+                count,
+            },
+            Event::Membership(MembershipEvent::FailureConfirmed {
+                epoch,
+                ranks,
+                causes,
+                ..
+            }) => {
+                let removed = ranks
+                    .iter()
+                    .map(|r| {
+                        self.0.remove(&r.0);
+                        (r.0, causes.get(&r).map_or("link_lost", |c| c.name()))
+                    })
+                    .collect();
+                Ev::ViewChanged {
+                    epoch,
+                    removed,
+                    members: self.to_vec(),
+                }
+            }
+            Event::Membership(MembershipEvent::Joined { epoch, joiners, .. }) => {
+                let joiners = joiners
+                    .iter()
+                    .map(|a| {
+                        self.0.insert(a.rank.0);
+                        (a.rank.0, String::from_utf8_lossy(&a.addr).into_owned())
+                    })
+                    .collect();
+                Ev::Joined {
+                    epoch,
+                    joiners,
+                    members: self.to_vec(),
+                }
+            }
+            Event::Membership(MembershipEvent::Evicted { epoch }) => Ev::Evicted { epoch },
+            Event::Flood(FloodEvent::Delivered {
+                origin,
+                id,
+                payload,
+                ..
+            }) => Ev::FloodDelivered {
+                origin: origin.0,
+                id,
+                payload,
+            },
+            Event::Detect(DetectEvent::Suspect { rank, .. }) => Ev::Suspected { rank: rank.0 },
+            Event::ViewChanged(d) => Ev::TreeChanged {
+                slot: d.new_slot.map(|r| r.0),
+                parent: d.new_parent.map(|r| r.0),
+            },
+            other => Ev::Other {
+                name: other_name(&other),
+                detail: format!("{other:?}"),
+            },
+        }
+    }
+}
+
+/// The name of an event [`Members::convert`] does not flatten.
+fn other_name(e: &Event) -> &'static str {
+    match e {
+        Event::Xcast(XcastEvent::RootCompleted { .. }) => "xcast_root_completed",
+        Event::Relm(RelmEvent::SourceLost { .. }) => "relm_source_lost",
+        Event::Relm(RelmEvent::Collision { .. }) => "relm_collision",
+        Event::Detect(DetectEvent::Refuted { .. }) => "detect_refuted",
+        Event::Detect(DetectEvent::Unresponsive { .. }) => "detect_unresponsive",
+        _ => "other",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lifeline_core::RemovalCause;
+    use std::collections::BTreeMap;
+
+    #[test]
+    fn a_view_change_removes_its_ranks_from_the_members() {
+        let mut cfg = lifeline_core::Config::new(5, 2);
+        cfg.dead.insert(Rank(4));
+        let mut m = Members::from_config(&cfg);
+        assert_eq!(m.to_vec(), vec![0, 1, 2, 3]);
+        let mut ranks = lifeline_core::tree::RankSet::default();
+        ranks.insert(Rank(2));
+        let causes = BTreeMap::from([(Rank(2), RemovalCause::Unresponsive)]);
+        let ev = m.convert(Event::Membership(MembershipEvent::FailureConfirmed {
+            epoch: 3,
+            ranks,
+            causes,
+            members: 3,
+        }));
+        assert_eq!(
+            ev,
+            Ev::ViewChanged {
+                epoch: 3,
+                removed: vec![(2, "unresponsive")],
+                members: vec![0, 1, 3],
+            }
+        );
+        assert!(!m.contains(2));
+    }
+}

@@ -1,0 +1,132 @@
+"""The sans-IO ``lifeline.Node``: three nodes driven in memory by a Python loop (frames carried
+by a list, time advanced to each deadline)."""
+
+from __future__ import annotations
+
+from typing import Dict, List, Set
+
+import pytest
+
+import lifeline
+
+MS = 1_000_000
+
+
+class Net:
+    """Three (or more) nodes, every link up, frames delivered at once, time jumping to the next
+    deadline when nothing is in flight."""
+
+    def __init__(self, n: int = 3, radix: int = 2) -> None:
+        self.nodes = {r: lifeline.Node(r, n, radix, seed=r + 1) for r in range(n)}
+        self.now = 0
+        self.events: Dict[int, List[lifeline.Event]] = {r: [] for r in range(n)}
+        self.crashed: Set[int] = set()
+        for a in self.nodes:
+            for b in self.nodes:
+                if a != b:
+                    self.nodes[a].handle_link_up(self.now, b)
+
+    def live(self):
+        return {r: n for r, n in self.nodes.items() if r not in self.crashed}
+
+    def run(self, until_ms: int) -> None:
+        end = self.now + until_ms * MS
+        while True:
+            flight = []
+            for r, n in self.live().items():
+                while (t := n.poll_transmit()) is not None:
+                    flight.append((r, t))
+                while (e := n.poll_event()) is not None:
+                    self.events[r].append(e)
+            if flight:
+                for src, t in flight:
+                    if t.to in self.crashed:
+                        continue
+                    assert t.cls in ("control", "data") and isinstance(t.frame, bytes)
+                    self.nodes[t.to].handle_frame(self.now, src, t.frame)
+                continue
+            deadlines = [d for n in self.live().values() if (d := n.poll_timeout()) is not None]
+            nxt = max(min(deadlines), self.now + MS) if deadlines else end + 1
+            if nxt > end:
+                self.now = end
+                return
+            self.now = nxt
+            for n in self.live().values():
+                n.handle_timeout(self.now)
+
+    def crash(self, r: int) -> None:
+        """``r`` dies: its peers' links to it are refused from now on (hard evidence)."""
+        self.crashed.add(r)
+        for o, n in self.live().items():
+            n.handle_link_down(self.now, r, "refused")
+
+    def of(self, r: int, cls: type) -> list:
+        return [e for e in self.events[r] if isinstance(e, cls)]
+
+
+def test_xcast_is_delivered_once_everywhere():
+    net = Net()
+    seq = net.nodes[1].xcast(net.now, 16, b"hello")
+    net.run(500)
+    for r in range(3):
+        got = net.of(r, lifeline.XcastDelivered)
+        assert [(e.origin, e.seq, e.tag, e.payload) for e in got] == [(1, seq, 16, b"hello")]
+    assert [e.seq for e in net.of(1, lifeline.XcastCompleted)] == [seq]
+
+
+def test_relm_is_delivered_and_acknowledged():
+    net = Net()
+    uid = net.nodes[0].relm_send(net.now, 2, 5, bytearray(b"to two"))
+    net.run(500)
+    got = net.of(2, lifeline.RelmDelivered)
+    assert [(e.src, e.uid, e.tag, e.payload) for e in got] == [(0, uid, 5, b"to two")]
+    acks = net.of(0, lifeline.RelmAcked)
+    assert acks and acks[-1].dst == 2 and acks[-1].upto >= uid
+
+
+def test_a_crash_is_a_view_change_at_every_survivor():
+    net = Net()
+    net.run(10)
+    net.crash(2)
+    net.run(1000)
+    for r in (0, 1):
+        views = net.of(r, lifeline.ViewChanged)
+        assert len(views) == 1, net.events[r]
+        v = views[0]
+        assert v.removed == (2,) and v.members == (0, 1) and v.causes == {2: "link_lost"}
+        assert net.nodes[r].view().members == (0, 1)
+        assert net.nodes[r].members() == (0, 1)
+    # The removed rank is not a member any more: messages to it are refused.
+    with pytest.raises(lifeline.NotAMember):
+        net.nodes[0].relm_send(net.now, 2, 0, b"x")
+    # The survivors go on: a broadcast reaches both once.
+    net.nodes[0].xcast(net.now, 16, b"after")
+    net.run(500)
+    for r in (0, 1):
+        assert [e.payload for e in net.of(r, lifeline.XcastDelivered)] == [b"after"]
+
+
+def test_bad_input_is_a_python_exception():
+    with pytest.raises(ValueError, match="outside the span"):
+        lifeline.Node(3, 3)
+    with pytest.raises(ValueError, match="unknown config key"):
+        lifeline.Node(0, 3, config={"nope": 1})
+    with pytest.raises(ValueError, match="does not fit"):
+        lifeline.Node(0, 3, config={"detect_enabled": 7})
+    n = lifeline.Node(0, 3, 2, config={"max_frame": 4096})
+    with pytest.raises(ValueError, match="reserved"):
+        n.xcast(0, 3, b"")
+    with pytest.raises(ValueError, match="max_frame"):
+        n.xcast(0, 16, b"x" * 5000)
+    with pytest.raises(TypeError):
+        n.xcast(0, 16, "text is not bytes")
+    with pytest.raises(OverflowError):
+        n.xcast(0, 1 << 16, b"")
+    with pytest.raises(OverflowError):
+        n.handle_frame(-1, 1, b"")
+    with pytest.raises(ValueError, match="cause"):
+        n.handle_link_down(0, 1, "bored")
+    # Garbage from a peer is dropped and counted, never an exception.
+    n.handle_frame(0, 1, b"\xff" * 64)
+    n.handle_frame(0, 1, b"")
+    assert n.poll_event() is None
