@@ -161,6 +161,10 @@ pub(super) struct Required {
     /// Ms from the start of its fault until every survivor confirmed it removed (`None`: not
     /// at every survivor).
     pub(super) evict_ms: Option<f64>,
+    /// Ms from the start of its fault until the first survivor, and half the survivors,
+    /// confirmed it removed (detection vs. dissemination).
+    pub(super) first_ms: Option<f64>,
+    pub(super) median_ms: Option<f64>,
     /// When it printed `evicted`, ms into the workload.
     pub(super) told_ms: Option<i64>,
     pub(super) status: Option<std::process::ExitStatus>,
@@ -178,6 +182,8 @@ impl Required {
     pub(super) fn json(&self) -> Value {
         let (status, signal) = exit_fields(self.status);
         json!({"rank": self.rank, "evict_ms": self.evict_ms.map(|x| x.round()),
+               "first_confirm_ms": self.first_ms.map(|x| x.round()),
+               "median_confirm_ms": self.median_ms.map(|x| x.round()),
                "told_ms": self.told_ms, "status": status, "signal": signal, "ok": self.ok()})
     }
 }
@@ -272,9 +278,16 @@ pub(super) fn evictions(
                     .copied()
                     .reduce(f64::max)
             });
+            let mut at: Vec<f64> = m
+                .map(|m| survivors.iter().filter_map(|s| m.get(s)).copied().collect())
+                .unwrap_or_default();
+            at.sort_by(f64::total_cmp);
+            let since = |x: Option<&f64>| from.zip(x).map(|(f, x)| (x - f).max(0.0));
             let g = evicted.iter().find(|g| g.rank == *r);
             Required {
                 rank: *r,
+                first_ms: since(at.first()),
+                median_ms: since(at.get(at.len() / 2)),
                 evict_ms: match (from, last) {
                     (Some(from), Some(last)) if everywhere => Some((last - from).max(0.0)),
                     _ => None,
