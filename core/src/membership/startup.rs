@@ -200,7 +200,12 @@ impl Membership {
     pub(super) fn on_check_in(&mut self, ctx: &mut Ctx<'_>, _from: Rank, m: CheckInMsg) {
         let root = ctx.tree.view().is_some_and(|v| v.is_root());
         let Some(s) = self.startup.as_deref_mut() else {
-            ctx.stats.membership.stale += 1;
+            // A joiner (no start-up state: a member since its admission) that a launched
+            // rank has for parent passes its check-ins on as they are.
+            match Self::check_in_target(ctx) {
+                Some(parent) if !root && ctx.cfg.membership.check_in => ctx.send(parent, m),
+                _ => ctx.stats.membership.stale += 1,
+            }
             return;
         };
         s.stats.check_ins_in += 1;
