@@ -14,11 +14,14 @@ Two levels, as in Rust:
     with lifeline.start(bootstrap="env", key=b"secret") as node:
         node.xcast(16, b"hello")
         for ev in node.events(timeout=5):
-            if isinstance(ev, lifeline.ViewChanged):
+            if isinstance(ev, lifeline.Ready):
+                print("every launched rank is in, at epoch", ev.epoch)
+            elif isinstance(ev, lifeline.ViewChanged):
                 print("members now", ev.members)
 """
 
 from ._events import (
+    CheckedIn,
     Event,
     Evicted,
     FloodDelivered,
@@ -26,9 +29,11 @@ from ._events import (
     LinkDown,
     LinkUp,
     Other,
+    Ready,
     RelmAcked,
     RelmDelivered,
     RelmFailed,
+    StartupIncomplete,
     Suspected,
     TreeChanged,
     ViewChanged,
@@ -54,6 +59,7 @@ __all__ = [
     "CONFIG_KEYS",
     "FIRST_APP_TAG",
     "Backpressure",
+    "CheckedIn",
     "Closed",
     "Event",
     "Evicted",
@@ -66,11 +72,13 @@ __all__ = [
     "Node",
     "NotAMember",
     "Other",
+    "Ready",
     "RelmAcked",
     "RelmDelivered",
     "RelmFailed",
     "RunningNode",
     "StartError",
+    "StartupIncomplete",
     "Suspected",
     "Transmit",
     "TreeChanged",

@@ -18,6 +18,9 @@ __all__ = [
     "RelmFailed",
     "ViewChanged",
     "Joined",
+    "CheckedIn",
+    "Ready",
+    "StartupIncomplete",
     "Evicted",
     "FloodDelivered",
     "Suspected",
@@ -79,7 +82,8 @@ class RelmFailed:
 @dataclass(frozen=True)
 class ViewChanged:
     """The agreed view changed: ``removed`` left it (``causes``: why, per rank: ``link_lost``,
-    ``unresponsive``, ``unreachable``, ``declared``); ``members`` is the new member set,
+    ``unresponsive``, ``unreachable``, ``declared``, or ``never_joined``: launched but never
+    checked in within the start-up timeout, not a failure); ``members`` is the new member set,
     ascending. Every survivor sees the same views in the same order."""
 
     epoch: int
@@ -95,6 +99,39 @@ class Joined:
     epoch: int
     joiners: Tuple[Tuple[int, str], ...]
     members: Tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class CheckedIn:
+    """Start-up from check-ins: the coordinator's notice admitting ``ranks`` (ascending) was
+    applied here, at view ``epoch``; ``members`` is how many ranks are admitted so far and
+    alive (a count). Every member applies the same notices in the same order."""
+
+    epoch: int
+    ranks: Tuple[int, ...]
+    members: int
+
+
+@dataclass(frozen=True)
+class Ready:
+    """Start-up is over: every launched rank checked in. Once per node, at every member, at the
+    same ``epoch``; ``members`` is how many members that view has (a count)."""
+
+    epoch: int
+    members: int
+
+
+@dataclass(frozen=True)
+class StartupIncomplete:
+    """Start-up is over without ``missing`` (ascending): they never checked in within the
+    start-up timeout and were removed (a ``ViewChanged`` with cause ``never_joined``, not a
+    failure). Once per node, at every member, at the same ``epoch``, instead of :class:`Ready`;
+    ``members`` is how many members that view has. The application decides whether to go on
+    with who is there."""
+
+    epoch: int
+    missing: Tuple[int, ...]
+    members: int
 
 
 @dataclass(frozen=True)
@@ -159,6 +196,9 @@ Event = Union[
     RelmFailed,
     ViewChanged,
     Joined,
+    CheckedIn,
+    Ready,
+    StartupIncomplete,
     Evicted,
     FloodDelivered,
     Suspected,
@@ -182,6 +222,14 @@ def _joined(epoch: int, joiners: Any, members: Any) -> Joined:
     return Joined(epoch, tuple((r, a) for r, a in joiners), tuple(members))
 
 
+def _checked_in(epoch: int, ranks: Any, members: int) -> CheckedIn:
+    return CheckedIn(epoch, tuple(ranks), members)
+
+
+def _startup_incomplete(epoch: int, missing: Any, members: int) -> StartupIncomplete:
+    return StartupIncomplete(epoch, tuple(missing), members)
+
+
 _KINDS: Dict[str, Callable[..., Any]] = {
     "xcast_delivered": XcastDelivered,
     "xcast_completed": XcastCompleted,
@@ -190,6 +238,9 @@ _KINDS: Dict[str, Callable[..., Any]] = {
     "relm_failed": RelmFailed,
     "view_changed": _view_changed,
     "joined": _joined,
+    "checked_in": _checked_in,
+    "ready": Ready,
+    "startup_incomplete": _startup_incomplete,
     "evicted": Evicted,
     "flood_delivered": FloodDelivered,
     "suspected": Suspected,

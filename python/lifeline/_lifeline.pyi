@@ -108,6 +108,8 @@ def start(
     link_timeout: float = 3.0,
     dial_attempts: int = 10,
     startup_grace: float = 10.0,
+    check_in: bool = True,
+    startup_timeout: Optional[float] = None,
     bootstrap_timeout: float = 60.0,
     join_batch: float = 0.02,
     output_buffer: int = 4096,

@@ -235,7 +235,9 @@ class RunningNode:
         return _view(self._inner.view())
 
     def stats(self) -> Dict[str, int]:
-        """The transport's and the core's (``core.*``) counters."""
+        """The transport's and the core's (``core.*``) counters, the start-up
+        (``core.startup_*``) and refused-dial (``core.membership_refusals_*``, ...) ones
+        included."""
         return dict(self._inner.stats())
 
     # -- lifetime ---------------------------------------------------------------------------
@@ -310,6 +312,8 @@ def start(
     link_timeout: float = 3.0,
     dial_attempts: int = 10,
     startup_grace: float = 10.0,
+    check_in: bool = True,
+    startup_timeout: Optional[float] = None,
     bootstrap_timeout: float = 60.0,
     join_batch: float = 0.02,
     output_buffer: int = 4096,
@@ -328,7 +332,16 @@ def start(
     - Detector: ``detect`` (on), ``detect_period``/``detect_timeout`` (seconds),
       ``startup_grace`` (peers may still be starting: refused dials are retried, silence is not
       suspected), ``link_timeout``, ``dial_attempts``. ``config``: any core setting by key
-      (``lifeline.CONFIG_KEYS``, durations in ``_ns``).
+      (``lifeline.CONFIG_KEYS``, durations in ``_ns``), applied last.
+    - Start-up from check-ins (``check_in``, on by default, as under ``lifeline node``): each
+      rank is admitted once the coordinator's notice lists it (:class:`CheckedIn`); every
+      member gets one :class:`Ready` once every launched rank is in, all at the same epoch, or,
+      after ``startup_timeout`` seconds (default: ``startup_grace``), one
+      :class:`StartupIncomplete` naming the ranks that never started (removed, cause
+      ``never_joined``, not failures; the others go on). ``check_in=False``: the launch is the
+      member set from the start and no start-up events come (every node of a cluster must
+      agree). The sans-IO :class:`Node` keeps the core's default, off
+      (``config={"membership_check_in": 1}`` turns it on).
 
     Raises ``ValueError`` for wrong options, :class:`StartError` when starting fails.
     """
@@ -354,6 +367,8 @@ def start(
         link_timeout=link_timeout,
         dial_attempts=dial_attempts,
         startup_grace=startup_grace,
+        check_in=check_in,
+        startup_timeout=startup_timeout,
         bootstrap_timeout=bootstrap_timeout,
         join_batch=join_batch,
         output_buffer=output_buffer,

@@ -60,6 +60,12 @@ class Node:
     ``handle_timeout`` and the commands; after each, drain ``poll_transmit`` and ``poll_event``
     until ``None``; then arm one timer at ``poll_timeout()``. Times are integer nanoseconds
     (``time.monotonic_ns()`` or a virtual clock), never going backwards.
+
+    ``config`` sets any core setting by key (``lifeline.CONFIG_KEYS``, durations in ``_ns``).
+    Start-up from check-ins is off here, as in the core and the C ABI (view 0 is the whole
+    span); ``config={"membership_check_in": 1}`` turns it on (every node of a cluster must
+    agree): :class:`CheckedIn`, then one :class:`Ready`, or :class:`StartupIncomplete` after
+    ``membership_startup_timeout_ns``. :func:`start` turns it on by default.
     """
 
     def __init__(
@@ -159,7 +165,8 @@ class Node:
         return tuple(self._inner.links())
 
     def stats(self) -> Dict[str, int]:
-        """The core's counters."""
+        """The core's counters (the start-up ones as ``core.startup_*``, the refused-dial
+        ones as ``core.membership_refusals_*``, ...)."""
         return dict(self._inner.stats())
 
     def __repr__(self) -> str:

@@ -47,6 +47,10 @@ pub const KEYS: &[&str] = &[
     "membership_overload_window_ns",
     "membership_overload_percent",
     "membership_overload_min_subjects",
+    "membership_check_in",
+    "membership_check_in_batch_ns",
+    "membership_check_in_resend_ns",
+    "membership_startup_timeout_ns",
     "xcast_max_inflight",
     "xcast_max_bytes",
     "xcast_retry_ns",
@@ -109,6 +113,10 @@ fn field<'a>(c: &'a mut lifeline_core::Config, key: &str) -> Option<Field<'a>> {
         "membership_overload_window_ns" => Nanos(&mut c.membership.overload_window),
         "membership_overload_percent" => U32(&mut c.membership.overload_percent),
         "membership_overload_min_subjects" => U32(&mut c.membership.overload_min_subjects),
+        "membership_check_in" => Bool(&mut c.membership.check_in),
+        "membership_check_in_batch_ns" => Nanos(&mut c.membership.check_in_batch),
+        "membership_check_in_resend_ns" => Nanos(&mut c.membership.check_in_resend),
+        "membership_startup_timeout_ns" => Nanos(&mut c.membership.startup_timeout),
         "xcast_max_inflight" => Usize(&mut c.xcast.max_inflight),
         "xcast_max_bytes" => Usize(&mut c.xcast.max_bytes),
         "xcast_retry_ns" => Nanos(&mut c.xcast.retry),
@@ -185,5 +193,26 @@ mod tests {
         ));
         set(&mut c, "detect_period_ns", 5_000_000).unwrap();
         assert_eq!(c.detect.period, Duration::from_millis(5));
+    }
+
+    #[test]
+    fn start_up_keys_reach_the_core_and_check_ins_stay_off_by_default() {
+        let mut c = lifeline_core::Config::new(4, 2);
+        assert!(
+            !c.membership.check_in,
+            "the core's default, as in the C ABI"
+        );
+        set(&mut c, "membership_check_in", 1).unwrap();
+        set(&mut c, "membership_check_in_batch_ns", 29_000_000).unwrap();
+        set(&mut c, "membership_check_in_resend_ns", 31_000_000).unwrap();
+        set(&mut c, "membership_startup_timeout_ns", 37_000_000).unwrap();
+        assert!(c.membership.check_in);
+        assert_eq!(c.membership.check_in_batch, Duration::from_millis(29));
+        assert_eq!(c.membership.check_in_resend, Duration::from_millis(31));
+        assert_eq!(c.membership.startup_timeout, Duration::from_millis(37));
+        assert!(matches!(
+            set(&mut c, "membership_check_in", 2),
+            Err(KeyError::Range { .. })
+        ));
     }
 }

@@ -64,7 +64,8 @@ pub enum Ev {
     ViewChanged {
         /// The view's epoch.
         epoch: u64,
-        /// The removed ranks and why (`link_lost`, `unresponsive`, `unreachable`, `declared`).
+        /// The removed ranks and why (`link_lost`, `unresponsive`, `unreachable`, `declared`,
+        /// `never_joined`: the [`lifeline_core::RemovalCause`] names).
         removed: Vec<(u32, &'static str)>,
         /// The members of the new view, ascending.
         members: Vec<u32>,
@@ -77,6 +78,33 @@ pub enum Ev {
         joiners: Vec<(u32, String)>,
         /// The members of the new view, ascending.
         members: Vec<u32>,
+    },
+    /// A start-up check-in notice was applied: `ranks` checked in (`CheckedIn`; check-ins on).
+    CheckedIn {
+        /// The view's epoch.
+        epoch: u64,
+        /// The ranks this notice admits, ascending.
+        ranks: Vec<u32>,
+        /// How many ranks are admitted so far (checked in, joined) and alive.
+        members: u32,
+    },
+    /// Start-up is over: every launched rank checked in (`Ready`; once, at every member, at the
+    /// same epoch).
+    Ready {
+        /// The epoch of the view that completed start-up.
+        epoch: u64,
+        /// How many members that view has.
+        members: u32,
+    },
+    /// Start-up is over without `missing`: they never checked in within the start-up timeout
+    /// and were removed, cause `never_joined` (`StartupIncomplete`; once, instead of `Ready`).
+    StartupIncomplete {
+        /// The epoch of the view that completed start-up.
+        epoch: u64,
+        /// The launched ranks that never checked in, ascending.
+        missing: Vec<u32>,
+        /// How many members that view has.
+        members: u32,
     },
     /// This rank was removed from the cluster and stops (`Evicted`).
     Evicted {
@@ -221,6 +249,27 @@ impl Members {
                     members: self.to_vec(),
                 }
             }
+            Event::Membership(MembershipEvent::CheckedIn {
+                epoch,
+                ranks,
+                members,
+            }) => Ev::CheckedIn {
+                epoch,
+                ranks: ranks.iter().map(|r| r.0).collect(),
+                members,
+            },
+            Event::Membership(MembershipEvent::Ready { epoch, members }) => {
+                Ev::Ready { epoch, members }
+            }
+            Event::Membership(MembershipEvent::StartupIncomplete {
+                epoch,
+                missing,
+                members,
+            }) => Ev::StartupIncomplete {
+                epoch,
+                missing: missing.iter().map(|r| r.0).collect(),
+                members,
+            },
             Event::Membership(MembershipEvent::Evicted { epoch }) => Ev::Evicted { epoch },
             Event::Flood(FloodEvent::Delivered {
                 origin,
@@ -287,5 +336,68 @@ mod tests {
             }
         );
         assert!(!m.contains(2));
+    }
+
+    #[test]
+    fn start_up_events_are_flattened_and_never_joined_is_a_cause() {
+        let cfg = lifeline_core::Config::new(4, 2);
+        let mut m = Members::from_config(&cfg);
+        let mut ranks = lifeline_core::tree::RankSet::default();
+        ranks.insert(Rank(0));
+        ranks.insert(Rank(2));
+        let ev = m.convert(Event::Membership(MembershipEvent::CheckedIn {
+            epoch: 1,
+            ranks: ranks.clone(),
+            members: 2,
+        }));
+        assert_eq!(
+            ev,
+            Ev::CheckedIn {
+                epoch: 1,
+                ranks: vec![0, 2],
+                members: 2
+            }
+        );
+        let ev = m.convert(Event::Membership(MembershipEvent::Ready {
+            epoch: 2,
+            members: 4,
+        }));
+        assert_eq!(
+            ev,
+            Ev::Ready {
+                epoch: 2,
+                members: 4
+            }
+        );
+        let mut gone = lifeline_core::tree::RankSet::default();
+        gone.insert(Rank(3));
+        let causes = BTreeMap::from([(Rank(3), RemovalCause::NeverJoined)]);
+        let ev = m.convert(Event::Membership(MembershipEvent::FailureConfirmed {
+            epoch: 3,
+            ranks: gone.clone(),
+            causes,
+            members: 3,
+        }));
+        assert_eq!(
+            ev,
+            Ev::ViewChanged {
+                epoch: 3,
+                removed: vec![(3, "never_joined")],
+                members: vec![0, 1, 2],
+            }
+        );
+        let ev = m.convert(Event::Membership(MembershipEvent::StartupIncomplete {
+            epoch: 3,
+            missing: gone,
+            members: 3,
+        }));
+        assert_eq!(
+            ev,
+            Ev::StartupIncomplete {
+                epoch: 3,
+                missing: vec![3],
+                members: 3
+            }
+        );
     }
 }

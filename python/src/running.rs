@@ -72,6 +72,14 @@ pub struct StartOptions {
     /// Peers may still be starting for this long: refused dials are retried, silence is not
     /// suspected.
     pub startup_grace: Duration,
+    /// Membership starts from check-ins, as under `lifeline node` (on by default here; the
+    /// core's and the sans-IO node's default is off): each member reports `Ready` once every
+    /// launched rank checked in, or `StartupIncomplete` after `startup_timeout`. Off: the launch
+    /// is the member set from the start (every node of a cluster must agree).
+    pub check_in: bool,
+    /// How long the coordinator waits for every launched rank to check in (`None`: the
+    /// start-up grace, as `lifeline node --startup-timeout-ms`).
+    pub startup_timeout: Option<Duration>,
     /// Bound on the rendezvous.
     pub bootstrap_timeout: Duration,
     /// The coordinator's join batch.
@@ -99,6 +107,8 @@ impl Default for StartOptions {
             link_timeout: Duration::from_millis(3000),
             dial_attempts: 10,
             startup_grace: Duration::from_millis(10_000),
+            check_in: true,
+            startup_timeout: None,
             bootstrap_timeout: Duration::from_millis(60_000),
             join_batch: Duration::from_millis(20),
             output_buffer: 4096,
@@ -564,9 +574,12 @@ impl Drop for Running {
     }
 }
 
-/// The core's counters, as `core.<name>`.
+/// The core's counters, as `core.<name>` (the start-up and refused-dial counters named as in
+/// the C ABI's `lifeline_stats`: `startup_*`, `membership_*`).
 pub(crate) fn core_stats(n: &Node) -> Vec<(String, u64)> {
     let s = n.stats();
+    let st = n.startup_stats();
+    let co = n.corroboration_stats();
     let (delivered, done) = n.xcast_watermarks();
     [
         ("frames_in", s.frames_in),
@@ -580,6 +593,21 @@ pub(crate) fn core_stats(n: &Node) -> Vec<(String, u64)> {
         ("relm_sent", s.relm.sent),
         ("relm_delivered", s.relm.delivered),
         ("relm_failed", s.relm.failed),
+        ("startup_check_ins_out", st.check_ins_out),
+        ("startup_check_ins_in", st.check_ins_in),
+        ("startup_check_ins_stale", st.check_ins_stale),
+        ("startup_check_in_views", st.check_in_views),
+        ("startup_check_in_notices", st.check_in_notices),
+        ("startup_never_joined_removed", st.never_joined_removed),
+        ("membership_refusals_out", co.refusals_out),
+        ("membership_refusals_in", co.refusals_in),
+        ("membership_probes_out", co.probes_out),
+        ("membership_refusals_refuted", co.refusals_refuted),
+        ("membership_refusals_unconfirmed", co.refusals_unconfirmed),
+        (
+            "membership_decisions_held_overload",
+            co.decisions_held_overload,
+        ),
         ("epoch", n.epoch()),
     ]
     .into_iter()
@@ -727,6 +755,15 @@ async fn start(opts: StartOptions) -> Result<Started, StartError> {
     config.detect.enabled = opts.detect;
     config.detect.startup_grace = lifeline_core::Duration::from_nanos(
         u64::try_from(opts.startup_grace.as_nanos()).unwrap_or(u64::MAX),
+    );
+    config.membership.check_in = opts.check_in;
+    config.membership.startup_timeout = lifeline_core::Duration::from_nanos(
+        u64::try_from(
+            opts.startup_timeout
+                .unwrap_or(opts.startup_grace)
+                .as_nanos(),
+        )
+        .unwrap_or(u64::MAX),
     );
     config.join.batch = lifeline_core::Duration::from_nanos(
         u64::try_from(opts.join_batch.as_nanos()).unwrap_or(u64::MAX),

@@ -125,6 +125,60 @@ def test_callbacks_run_on_a_python_thread_never_a_protocol_thread(three):
     assert not t.is_alive()
 
 
+START_UP = (lifeline.CheckedIn, lifeline.Ready, lifeline.StartupIncomplete)
+
+
+def test_start_checks_in_by_default_and_check_in_false_turns_it_off():
+    nodes = start_cluster(3)
+    try:
+        epochs = set()
+        for n in nodes:
+            ev = wait_for(n, lifeline.Ready)
+            assert ev.members == 3, ev
+            epochs.add(ev.epoch)
+            assert n.view().epoch == ev.epoch and n.view().members == (0, 1, 2)
+            s = n.stats()
+            assert s["core.startup_check_ins_out"] >= 1
+            assert s["core.membership_refusals_out"] == 0
+        assert len(epochs) == 1 and epochs.pop() >= 1
+        assert nodes[0].stats()["core.startup_check_ins_in"] >= 2
+    finally:
+        for n in nodes:
+            n.close()
+    nodes = start_cluster(2, check_in=False)
+    try:
+        nodes[0].xcast(16, b"no start-up")
+        for n in nodes:
+            evs = list(n.events(timeout=0.5))
+            assert any(isinstance(e, lifeline.XcastDelivered) for e in evs), evs
+            assert not [e for e in evs if isinstance(e, START_UP)], evs
+            assert n.view().epoch == 0
+            assert n.stats()["core.startup_check_ins_out"] == 0
+    finally:
+        for n in nodes:
+            n.close()
+
+
+def test_a_rank_that_never_starts_is_named_after_startup_timeout():
+    peers = [f"127.0.0.1:{p}" for p in free_ports(2)]
+    t0 = time.monotonic()
+    with lifeline.start(0, peers, key=KEY, radix=2, startup_grace=0.3, startup_timeout=0.6) as n:
+        seen = []
+        for e in n.events(timeout=10):
+            seen.append(e)
+            if isinstance(e, lifeline.StartupIncomplete):
+                break
+        ev = seen[-1]
+        assert isinstance(ev, lifeline.StartupIncomplete), seen
+        assert ev.missing == (1,) and ev.members == 1, ev
+        assert n.view().members == (0,) and n.view().epoch == ev.epoch
+        # Removed, cause never_joined (not a failure), whatever noticed it first.
+        (v,) = [e for e in seen if isinstance(e, lifeline.ViewChanged)]
+        assert v.causes == {1: "never_joined"} and v.members == (0,), v
+        assert not [e for e in seen if isinstance(e, lifeline.Ready)]
+        assert time.monotonic() - t0 >= 0.3
+
+
 def test_unread_events_back_pressure_and_nothing_is_dropped():
     nodes = start_cluster(2, output_buffer=8)
     try:
@@ -158,6 +212,8 @@ def test_errors_close_and_context_manager():
         lifeline.start(0, [f"127.0.0.1:{port}"], key=KEY, config={"bogus": 1})
     with pytest.raises(ValueError, match="bootstrap"):
         lifeline.start(bootstrap="file", key=KEY)
+    with pytest.raises(ValueError, match="startup_timeout"):
+        lifeline.start(0, [f"127.0.0.1:{port}"], key=KEY, startup_timeout=-1.0)
     with pytest.raises(ValueError, match="quic"):
         lifeline.start(0, [f"127.0.0.1:{port}"], transport="quic")
     with pytest.raises(TypeError):

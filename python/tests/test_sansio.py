@@ -3,7 +3,7 @@ by a list, time advanced to each deadline)."""
 
 from __future__ import annotations
 
-from typing import Dict, List, Set
+from typing import Dict, Iterable, List, Optional, Set
 
 import pytest
 
@@ -14,13 +14,25 @@ MS = 1_000_000
 
 class Net:
     """Three (or more) nodes, every link up, frames delivered at once, time jumping to the next
-    deadline when nothing is in flight."""
+    deadline when nothing is in flight. ``absent``: ranks of the span whose process never
+    starts (no node, no link, frames to them lost)."""
 
-    def __init__(self, n: int = 3, radix: int = 2) -> None:
-        self.nodes = {r: lifeline.Node(r, n, radix, seed=r + 1) for r in range(n)}
+    def __init__(
+        self,
+        n: int = 3,
+        radix: int = 2,
+        config: Optional[Dict[str, int]] = None,
+        absent: Iterable[int] = (),
+    ) -> None:
+        self.nodes = {
+            r: lifeline.Node(r, n, radix, seed=r + 1, config=config)
+            for r in range(n)
+            if r not in set(absent)
+        }
         self.now = 0
-        self.events: Dict[int, List[lifeline.Event]] = {r: [] for r in range(n)}
-        self.crashed: Set[int] = set()
+        self.events: Dict[int, List[lifeline.Event]] = {r: [] for r in self.nodes}
+        self.crashed: Set[int] = set(absent)
+        self.span = n
         for a in self.nodes:
             for b in self.nodes:
                 if a != b:
@@ -40,6 +52,7 @@ class Net:
                     self.events[r].append(e)
             if flight:
                 for src, t in flight:
+                    assert 0 <= t.to < self.span and t.to != src
                     if t.to in self.crashed:
                         continue
                     assert t.cls in ("control", "data") and isinstance(t.frame, bytes)
@@ -130,3 +143,107 @@ def test_bad_input_is_a_python_exception():
     n.handle_frame(0, 1, b"\xff" * 64)
     n.handle_frame(0, 1, b"")
     assert n.poll_event() is None
+
+
+# Start-up from check-ins (``membership_check_in``): off by default in the sans-IO node, as in
+# the core; simulated time, so the start-up timeout costs nothing.
+CHECK_IN = {
+    "membership_check_in": 1,
+    "membership_check_in_batch_ns": 5 * MS,
+    "membership_check_in_resend_ns": 40 * MS,
+    "xcast_retry_ns": 20 * MS,
+}
+
+
+def test_check_ins_are_off_by_default_in_the_sans_io_node():
+    net = Net()
+    net.run(500)
+    for r in range(3):
+        assert not [
+            e
+            for e in net.events[r]
+            if isinstance(e, (lifeline.CheckedIn, lifeline.Ready, lifeline.StartupIncomplete))
+        ], net.events[r]
+        assert net.nodes[r].stats()["core.startup_check_ins_out"] == 0
+        assert net.nodes[r].view() == lifeline.View(0, 3, (), (0, 1, 2))
+
+
+def test_every_node_checks_in_and_is_ready_once_at_one_epoch():
+    assert "membership_check_in" in lifeline.CONFIG_KEYS
+    net = Net(config={**CHECK_IN, "membership_startup_timeout_ns": 2_000 * MS})
+    net.run(1_000)
+    epochs = set()
+    for r in range(3):
+        ready = net.of(r, lifeline.Ready)
+        assert len(ready) == 1, net.events[r]
+        assert ready[0].members == 3
+        epochs.add(ready[0].epoch)
+        checked_in = net.of(r, lifeline.CheckedIn)
+        assert checked_in, net.events[r]
+        ranks = sorted(x for e in checked_in for x in e.ranks)
+        assert ranks == [0, 1, 2], f"rank {r}: each rank checks in once: {checked_in}"
+        assert all(isinstance(e.ranks, tuple) for e in checked_in)
+        assert all(1 <= e.epoch <= ready[0].epoch for e in checked_in)
+        assert checked_in[-1].members == 3
+        # Ready comes after the last check-in, and nothing was removed.
+        evs = net.events[r]
+        assert evs.index(ready[0]) > evs.index(checked_in[-1])
+        assert not net.of(r, lifeline.StartupIncomplete) and not net.of(r, lifeline.ViewChanged)
+        assert net.nodes[r].view().epoch == ready[0].epoch
+        assert net.nodes[r].view().members == (0, 1, 2)
+        s = net.nodes[r].stats()
+        assert s["core.startup_check_ins_out"] >= 1
+        assert s["core.startup_check_in_notices"] == len(checked_in)
+        assert s["core.startup_never_joined_removed"] == 0
+        for k in (
+            "membership_refusals_out",
+            "membership_refusals_in",
+            "membership_probes_out",
+            "membership_refusals_refuted",
+            "membership_refusals_unconfirmed",
+            "membership_decisions_held_overload",
+        ):
+            assert s[f"core.{k}"] == 0, k
+    assert len(epochs) == 1, epochs
+    assert net.nodes[0].stats()["core.startup_check_ins_in"] >= 2
+    # The cluster works after start-up: a broadcast reaches everyone once.
+    net.nodes[2].xcast(net.now, 16, b"after start-up")
+    net.run(500)
+    for r in range(3):
+        assert [e.payload for e in net.of(r, lifeline.XcastDelivered)] == [b"after start-up"]
+
+
+def test_a_node_that_never_starts_is_named_by_startup_incomplete():
+    net = Net(
+        4,
+        config={**CHECK_IN, "membership_startup_timeout_ns": 300 * MS},
+        absent=[3],
+    )
+    net.run(250)
+    for r in range(3):
+        assert not net.of(r, lifeline.StartupIncomplete), "before the start-up timeout"
+    net.run(2_000)
+    epochs = set()
+    for r in range(3):
+        inc = net.of(r, lifeline.StartupIncomplete)
+        assert len(inc) == 1, net.events[r]
+        assert inc[0].missing == (3,) and inc[0].members == 3
+        epochs.add(inc[0].epoch)
+        assert not net.of(r, lifeline.Ready), net.events[r]
+        ranks = sorted(x for e in net.of(r, lifeline.CheckedIn) for x in e.ranks)
+        assert ranks == [0, 1, 2]
+        # The removal is a view change with cause never_joined, at the same epoch, before it.
+        views = net.of(r, lifeline.ViewChanged)
+        assert len(views) == 1, views
+        v = views[0]
+        assert (v.epoch, v.removed, v.causes, v.members) == (
+            inc[0].epoch,
+            (3,),
+            {3: "never_joined"},
+            (0, 1, 2),
+        )
+        assert net.events[r].index(v) < net.events[r].index(inc[0])
+        assert net.nodes[r].view().removed == (3,)
+        assert net.nodes[r].members() == (0, 1, 2)
+    assert len(epochs) == 1, epochs
+    assert net.nodes[0].stats()["core.startup_never_joined_removed"] == 1

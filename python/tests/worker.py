@@ -2,7 +2,8 @@
 (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) with ``bootstrap="env"``; events go to a callback
 (on its own Python thread) that prints one JSON line each; stdin takes commands:
 ``xcast TEXT``, ``hold SECONDS`` (the next event's callback holds the GIL that long), ``view``,
-``quit``."""
+``quit``. Start-up events are lines too: ``checked_in``, ``startup_ready`` (the node's
+``Ready``: ``ready`` is this worker's own line, once it started), ``startup_incomplete``."""
 
 from __future__ import annotations
 
@@ -71,6 +72,13 @@ def main() -> None:
             emit(event="link_up", peer=ev.peer)
         elif isinstance(ev, lifeline.Evicted):
             emit(event="evicted")
+        elif isinstance(ev, lifeline.CheckedIn):
+            emit(event="checked_in", epoch=ev.epoch, ranks=list(ev.ranks), members=ev.members)
+        elif isinstance(ev, lifeline.Ready):
+            emit(event="startup_ready", epoch=ev.epoch, members=ev.members)
+        elif isinstance(ev, lifeline.StartupIncomplete):
+            emit(event="startup_incomplete", epoch=ev.epoch, missing=list(ev.missing),
+                 members=ev.members)
 
     node.on_event(on_event)
     emit(event="ready", rank=node.rank, pid=os.getpid(), launcher=node.launcher,

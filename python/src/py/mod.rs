@@ -126,6 +126,21 @@ pub(crate) fn ev_to_py(py: Python<'_>, ev: Ev) -> PyResult<Py<PyAny>> {
         } => ("joined", epoch, joiners, members)
             .into_pyobject(py)?
             .into_any(),
+        Ev::CheckedIn {
+            epoch,
+            ranks,
+            members,
+        } => ("checked_in", epoch, ranks, members)
+            .into_pyobject(py)?
+            .into_any(),
+        Ev::Ready { epoch, members } => ("ready", epoch, members).into_pyobject(py)?.into_any(),
+        Ev::StartupIncomplete {
+            epoch,
+            missing,
+            members,
+        } => ("startup_incomplete", epoch, missing, members)
+            .into_pyobject(py)?
+            .into_any(),
         Ev::Evicted { epoch } => ("evicted", epoch).into_pyobject(py)?.into_any(),
         Ev::FloodDelivered {
             origin,

@@ -152,8 +152,9 @@ impl RunningNode {
 #[pyo3(signature = (
     rank = None, peers = None, *, bootstrap = None, rendezvous = None, listen = None,
     key = None, transport = "tcp", cert_dir = None, cluster = None, radix = 8, detect = true,
-    link_timeout = 3.0, dial_attempts = 10, startup_grace = 10.0, bootstrap_timeout = 60.0,
-    join_batch = 0.02, output_buffer = 4096, seed = None, config = None
+    link_timeout = 3.0, dial_attempts = 10, startup_grace = 10.0, check_in = true,
+    startup_timeout = None, bootstrap_timeout = 60.0, join_batch = 0.02, output_buffer = 4096,
+    seed = None, config = None
 ))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn start(
@@ -172,6 +173,8 @@ pub(crate) fn start(
     link_timeout: f64,
     dial_attempts: u32,
     startup_grace: f64,
+    check_in: bool,
+    startup_timeout: Option<f64>,
     bootstrap_timeout: f64,
     join_batch: f64,
     output_buffer: usize,
@@ -219,6 +222,10 @@ pub(crate) fn start(
         link_timeout: seconds("link_timeout", link_timeout)?,
         dial_attempts,
         startup_grace: seconds("startup_grace", startup_grace)?,
+        check_in,
+        startup_timeout: startup_timeout
+            .map(|s| seconds("startup_timeout", s))
+            .transpose()?,
         bootstrap_timeout: seconds("bootstrap_timeout", bootstrap_timeout)?,
         join_batch: seconds("join_batch", join_batch)?,
         output_buffer,
