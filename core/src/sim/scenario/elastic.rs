@@ -320,7 +320,22 @@ pub fn run_elastic(p: &ElasticParams, hooks: Hooks) -> Result<ElasticReport, Sim
         .skip(p.contact_crashes as usize)
         .take(p.starved as usize)
         .collect();
-    let one_contact = Rank(1 + rng.below(u64::from(p.ranks - 1)) as u32);
+    // Contacts are drawn among members that stay up (a joiner given only dead contacts can
+    // never join: a launcher gives it live ones), but for the first contact of the first
+    // joiners, a member due to crash (they have a second one).
+    let doomed = |r: Rank| crashed.contains(&r) || (p.crash_coordinator && r.0 == 0);
+    let pick = |rng: &mut Rng| loop {
+        let r = Rank(rng.below(u64::from(p.ranks)) as u32);
+        if !doomed(r) {
+            break r;
+        }
+    };
+    let one_contact = loop {
+        let r = pick(&mut rng);
+        if r.0 != 0 {
+            break r;
+        }
+    };
     for j in 0..p.joins {
         let start = at(&mut rng);
         let contacts: Vec<Rank> = if p.contacts == 0 {
@@ -338,7 +353,7 @@ pub fn run_elastic(p: &ElasticParams, hooks: Hooks) -> Result<ElasticReport, Sim
                 p.contacts.max(2)
             };
             while c.len() < want.min(p.ranks) as usize {
-                let r = Rank(rng.below(u64::from(p.ranks)) as u32);
+                let r = pick(&mut rng);
                 if !c.contains(&r) {
                     c.push(r);
                 }
