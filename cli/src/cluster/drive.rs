@@ -117,6 +117,11 @@ pub(super) async fn drive(
     let launch_wall = wall_ms() - spawned.elapsed().as_secs_f64() * 1000.0;
 
     let mut t = Tally::default();
+    if let Some(path) = &args.lines {
+        let f = std::fs::File::create(path)
+            .map_err(|e| CliError::Usage(format!("--lines {}: {e}", path.display())))?;
+        t.dump = Some(std::io::BufWriter::new(f));
+    }
     wire_up(n, &mut rx, &mut t, &mut interrupted).await?;
     announce(args, eps, &pids, detect, work_ms)?;
 

@@ -209,6 +209,10 @@ pub(crate) struct ClusterArgs {
     /// Xcasts started per second (round-robin over live origins).
     #[arg(long, default_value_t = 50)]
     rate: u32,
+    /// Write every line the nodes print to FILE, each prefixed with its rank (the report's
+    /// raw material: the causes of each removal, every node's view changes).
+    #[arg(long, value_name = "FILE")]
+    lines: Option<std::path::PathBuf>,
     /// The nodes' bound on noticing a vanished peer.
     #[arg(long, value_name = "MS", default_value_t = 3000)]
     link_timeout_ms: u64,

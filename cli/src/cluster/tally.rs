@@ -93,10 +93,16 @@ pub(super) struct Tally {
     pub(super) startup_done: BTreeMap<u32, Vec<(f64, u64, Vec<u32>)>>,
     /// Start-up: rank -> `checked_in` lines (check-in notices it applied: start-up views).
     pub(super) checked_in: BTreeMap<u32, u32>,
+    /// `--lines FILE`: every node line, tagged with its rank, as it was read.
+    pub(super) dump: Option<std::io::BufWriter<std::fs::File>>,
 }
 
 impl Tally {
     pub(super) fn take(&mut self, rank: u32, v: &Value) {
+        if let Some(d) = self.dump.as_mut() {
+            use std::io::Write;
+            let _ = writeln!(d, "{rank} {v}");
+        }
         let t = v["t_ms"].as_f64().unwrap_or(0.0);
         let u = |k: &str| v[k].as_u64().map(|x| x as u32);
         if rank >= super::procs::UNJOINED {

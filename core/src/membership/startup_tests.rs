@@ -160,7 +160,7 @@ fn with_start_skew_every_rank_checks_in_and_every_member_is_ready_once() {
             .startup_stats()
             .check_in_views;
         assert!(
-            views >= 1 && views <= 60,
+            (1..=60).contains(&views),
             "seed {seed}: {views} start-up views"
         );
     }
