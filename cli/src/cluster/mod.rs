@@ -67,6 +67,13 @@
 //! workload lasts at least 2.5 s past the last grow. `--join-batch-ms` passes every node
 //! `--join-batch-ms`.
 //!
+//! Start-up: every node checks in (`lifeline node`'s default); the report's `startup` says how
+//! many launched survivors printed `ready` (all must, exactly once, at one epoch: no rank of the
+//! run fails to start, so `startup_incomplete` fails it), the check-in view changes one rank
+//! applied (`startup_view_changes`) and the last `ready` since the launch (`ready_ms_max`);
+//! each required eviction gives the first, median and last survivor's confirmation.
+//! `--lines FILE` keeps every node line.
+//!
 //! With `--transport quic` the launcher generates a cluster CA and one certificate per rank
 //! into the run's directory (`certs/`, the layout of `lifeline certs`) and starts every node
 //! with `--transport quic --cert-dir DIR --cluster ID`; the report's `transport` says which.
