@@ -883,7 +883,8 @@ void lifeline_config_free(struct lifeline_config *config);
 // take 0 or 1), `LIFELINE_ERR_NULL` for a NULL argument; nothing changes on an error. Ranges
 // between fields are checked by `lifeline_node_new`. Durations are nanoseconds (`_ns`).
 //
-// Keys (the core's `Config` fields; see its documentation for the defaults):
+// Keys (the core's `Config` fields, `lifeline_core::CONFIG_KEYS`; see its documentation for
+// the defaults):
 // - `max_frame`: largest frame sent or accepted, header included (256..=268435456).
 // - `max_list`: largest element count of a list inside a frame.
 // - `max_transmits`, `max_events`: bounds on queued output between two drains (past them

@@ -3,7 +3,7 @@
 use std::ffi::{c_char, CStr};
 
 use lifeline_core::tree::Rank;
-use lifeline_core::Duration;
+use lifeline_core::ConfigKeyError;
 
 use crate::catch;
 use crate::result::*;
@@ -15,109 +15,6 @@ use crate::result::*;
 #[derive(Debug)]
 pub struct Config {
     pub(crate) inner: lifeline_core::Config,
-}
-
-/// How a key's `uint64_t` value maps onto its field.
-enum Field<'a> {
-    U32(&'a mut u32),
-    Usize(&'a mut usize),
-    U64(&'a mut u64),
-    Bool(&'a mut bool),
-    Nanos(&'a mut Duration),
-}
-
-impl Field<'_> {
-    fn get(&self) -> u64 {
-        match self {
-            Field::U32(v) => u64::from(**v),
-            Field::Usize(v) => **v as u64,
-            Field::U64(v) => **v,
-            Field::Bool(v) => u64::from(**v),
-            Field::Nanos(v) => v.as_nanos(),
-        }
-    }
-
-    /// Stores `value`, or refuses one the field's type cannot hold (nothing changed).
-    fn set(self, value: u64) -> LifelineResult {
-        match self {
-            Field::U32(v) => match u32::try_from(value) {
-                Ok(x) => *v = x,
-                Err(_) => return LIFELINE_ERR_INVALID_CONFIG,
-            },
-            Field::Usize(v) => match usize::try_from(value) {
-                Ok(x) => *v = x,
-                Err(_) => return LIFELINE_ERR_INVALID_CONFIG,
-            },
-            Field::U64(v) => *v = value,
-            Field::Bool(v) => match value {
-                0 | 1 => *v = value == 1,
-                _ => return LIFELINE_ERR_INVALID_CONFIG,
-            },
-            Field::Nanos(v) => *v = Duration::from_nanos(value),
-        }
-        LIFELINE_OK
-    }
-}
-
-/// The field a key names (the core's field path, dots as underscores, durations in `_ns`).
-fn field<'a>(c: &'a mut lifeline_core::Config, key: &str) -> Option<Field<'a>> {
-    use Field::*;
-    Some(match key {
-        "max_frame" => U32(&mut c.max_frame),
-        "max_list" => U32(&mut c.max_list),
-        "max_transmits" => Usize(&mut c.max_transmits),
-        "max_events" => Usize(&mut c.max_events),
-        "joiner" => Bool(&mut c.joiner),
-        "epoch" => U64(&mut c.epoch),
-        "join_batch_ns" => Nanos(&mut c.join.batch),
-        "join_max_per_view" => U32(&mut c.join.max_per_view),
-        "join_timeout_ns" => Nanos(&mut c.join.timeout),
-        "join_max_pending" => U32(&mut c.join.max_pending),
-        "join_retry_after_ns" => Nanos(&mut c.join.retry_after),
-        "join_remembered" => U32(&mut c.join.remembered),
-        "flood_linger_ns" => Nanos(&mut c.flood.linger),
-        "flood_max" => Usize(&mut c.flood.max),
-        "membership_notice_batch_ns" => Nanos(&mut c.membership.notice_batch),
-        "membership_stable_reports" => U32(&mut c.membership.stable_reports),
-        "membership_flux_reports" => U32(&mut c.membership.flux_reports),
-        "membership_flux_hold_ns" => Nanos(&mut c.membership.flux_hold),
-        "membership_alert_batch_ns" => Nanos(&mut c.membership.alert_batch),
-        "membership_relay_batch_ns" => Nanos(&mut c.membership.relay_batch),
-        "membership_evicted_interval_ns" => Nanos(&mut c.membership.evicted_interval),
-        "membership_majority_window_ns" => Nanos(&mut c.membership.majority_window),
-        "membership_gray_timeout_ns" => Nanos(&mut c.membership.gray_timeout),
-        "membership_corroborate_timeout_ns" => Nanos(&mut c.membership.corroborate_timeout),
-        "membership_corroborate_probes" => U32(&mut c.membership.corroborate_probes),
-        "membership_overload_window_ns" => Nanos(&mut c.membership.overload_window),
-        "membership_overload_percent" => U32(&mut c.membership.overload_percent),
-        "membership_overload_min_subjects" => U32(&mut c.membership.overload_min_subjects),
-        "membership_check_in" => Bool(&mut c.membership.check_in),
-        "membership_check_in_batch_ns" => Nanos(&mut c.membership.check_in_batch),
-        "membership_check_in_resend_ns" => Nanos(&mut c.membership.check_in_resend),
-        "membership_startup_timeout_ns" => Nanos(&mut c.membership.startup_timeout),
-        "xcast_max_inflight" => Usize(&mut c.xcast.max_inflight),
-        "xcast_max_bytes" => Usize(&mut c.xcast.max_bytes),
-        "xcast_retry_ns" => Nanos(&mut c.xcast.retry),
-        "relm_window" => Usize(&mut c.relm.window),
-        "relm_max_bytes" => Usize(&mut c.relm.max_bytes),
-        "relm_cache_ttl_ns" => Nanos(&mut c.relm.cache_ttl),
-        "relm_cache_max" => Usize(&mut c.relm.cache_max),
-        "relm_ack_delay_ns" => Nanos(&mut c.relm.ack_delay),
-        "relm_retry_ns" => Nanos(&mut c.relm.retry),
-        "relm_gate_timeout_ns" => Nanos(&mut c.relm.gate_timeout),
-        "relm_first_uid" => U32(&mut c.relm.first_uid),
-        "detect_enabled" => Bool(&mut c.detect.enabled),
-        "detect_period_ns" => Nanos(&mut c.detect.period),
-        "detect_timeout_ns" => Nanos(&mut c.detect.timeout),
-        "detect_refute_ns" => Nanos(&mut c.detect.refute),
-        "detect_observers" => U32(&mut c.detect.observers),
-        "detect_ring_seed" => U64(&mut c.detect.ring_seed),
-        "detect_health_max" => U32(&mut c.detect.health_max),
-        "detect_health_recover" => U32(&mut c.detect.health_recover),
-        "detect_startup_grace_ns" => Nanos(&mut c.detect.startup_grace),
-        "detect_join_grace_ns" => Nanos(&mut c.detect.join_grace),
-        _ => return None,
-    })
 }
 
 /// A configuration for a tree of `span` rank positions (holes included) and radix `radix`,
@@ -149,14 +46,15 @@ pub unsafe extern "C" fn lifeline_config_free(config: *mut Config) {
     catch((), || drop(b));
 }
 
-/// Resolves the key and runs `f` on its field, with the NULL, UTF-8 and panic checks.
+/// Resolves the key and runs `f` with the configuration and the key, with the NULL, UTF-8
+/// and panic checks; a key the core's table does not know is `LIFELINE_ERR_UNKNOWN_KEY`.
 ///
 /// # Safety
 /// As for `lifeline_config_set`.
-unsafe fn with_field(
+unsafe fn with_key(
     config: *mut Config,
     key: *const c_char,
-    f: impl FnOnce(Field<'_>) -> LifelineResult,
+    f: impl FnOnce(&mut lifeline_core::Config, &str) -> Result<(), ConfigKeyError>,
 ) -> LifelineResult {
     if key.is_null() {
         return LIFELINE_ERR_NULL;
@@ -171,9 +69,10 @@ unsafe fn with_field(
         let Ok(key) = key.to_str() else {
             return LIFELINE_ERR_UNKNOWN_KEY;
         };
-        match field(&mut c.inner, key) {
-            Some(fld) => f(fld),
-            None => LIFELINE_ERR_UNKNOWN_KEY,
+        match f(&mut c.inner, key) {
+            Ok(()) => LIFELINE_OK,
+            Err(ConfigKeyError::Unknown(_)) => LIFELINE_ERR_UNKNOWN_KEY,
+            Err(_) => LIFELINE_ERR_INVALID_CONFIG,
         }
     })
 }
@@ -183,7 +82,8 @@ unsafe fn with_field(
 /// take 0 or 1), `LIFELINE_ERR_NULL` for a NULL argument; nothing changes on an error. Ranges
 /// between fields are checked by `lifeline_node_new`. Durations are nanoseconds (`_ns`).
 ///
-/// Keys (the core's `Config` fields; see its documentation for the defaults):
+/// Keys (the core's `Config` fields, `lifeline_core::CONFIG_KEYS`; see its documentation for
+/// the defaults):
 /// - `max_frame`: largest frame sent or accepted, header included (256..=268435456).
 /// - `max_list`: largest element count of a list inside a frame.
 /// - `max_transmits`, `max_events`: bounds on queued output between two drains (past them
@@ -242,7 +142,7 @@ pub unsafe extern "C" fn lifeline_config_set(
     value: u64,
 ) -> LifelineResult {
     // SAFETY: forwarded: the same contract as this function's.
-    unsafe { with_field(config, key, |f| f.set(value)) }
+    unsafe { with_key(config, key, |c, k| c.set_key(k, value)) }
 }
 
 /// Reads one field by name (the keys of `lifeline_config_set`) into `*value`. Errors as for
@@ -259,14 +159,14 @@ pub unsafe extern "C" fn lifeline_config_get(
     if value.is_null() {
         return LIFELINE_ERR_NULL;
     }
-    let read = |f: Field<'_>| {
-        let v = f.get();
+    let read = |c: &mut lifeline_core::Config, k: &str| {
+        let v = c.get_key(k)?;
         // SAFETY: `value` is non-NULL (checked above) and writable (the caller's guarantee).
         unsafe { value.write(v) };
-        LIFELINE_OK
+        Ok(())
     };
     // SAFETY: forwarded: the same contract as this function's.
-    unsafe { with_field(config, key, read) }
+    unsafe { with_key(config, key, read) }
 }
 
 /// Lists `rank` as already departed (a hole in the tree). `LIFELINE_ERR_RANK_OUT_OF_RANGE` if
@@ -295,6 +195,7 @@ pub unsafe extern "C" fn lifeline_config_add_dead(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use lifeline_core::Duration;
 
     /// Check-ins are off by default, as in the core (a program built before them keeps its
     /// view 0 = the whole span); a program turns them on with `membership_check_in`.

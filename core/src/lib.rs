@@ -146,6 +146,7 @@ macro_rules! from_parts {
 }
 
 mod config;
+mod config_keys;
 pub mod detect;
 mod error;
 mod event;
@@ -170,6 +171,7 @@ pub mod wire;
 pub mod xcast;
 
 pub use config::{Config, ConfigError, MAX_FRAME, MIN_FRAME};
+pub use config_keys::{ConfigKeyError, CONFIG_KEYS};
 pub use detect::{DetectConfig, DetectEvent, DetectStats, DetectTimer};
 pub use error::CommandError;
 pub use event::Event;

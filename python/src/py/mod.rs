@@ -175,7 +175,7 @@ fn _lifeline(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("Closed", py.get_type::<Closed>())?;
     m.add("ForkError", py.get_type::<ForkError>())?;
     m.add("StartError", py.get_type::<StartError>())?;
-    m.add("CONFIG_KEYS", crate::config::KEYS.to_vec())?;
+    m.add("CONFIG_KEYS", crate::config::KEYS.clone())?;
     m.add("FIRST_APP_TAG", lifeline_core::xcast::FIRST_APP_TAG)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
