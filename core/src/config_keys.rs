@@ -23,131 +23,149 @@ pub enum ConfigKeyError {
     },
 }
 
-/// How a key's `u64` value maps onto its field.
-enum Field<'a> {
-    U32(&'a mut u32),
-    Usize(&'a mut usize),
-    U64(&'a mut u64),
-    Bool(&'a mut bool),
-    Nanos(&'a mut Duration),
+/// The types a key's `u64` value maps onto, and how.
+trait KeyValue: Sized {
+    /// The field's value as a key reads it.
+    fn read(&self) -> u64;
+    /// The field's value from a key's, or `None` if it does not fit (booleans take 0 or 1).
+    fn from_key(v: u64) -> Option<Self>;
 }
 
-/// Every key, in table order.
-pub const CONFIG_KEYS: &[&str] = &[
-    "max_frame",
-    "max_list",
-    "max_transmits",
-    "max_events",
-    "joiner",
-    "epoch",
-    "join_batch_ns",
-    "join_max_per_view",
-    "join_timeout_ns",
-    "join_max_pending",
-    "join_retry_after_ns",
-    "join_remembered",
-    "flood_linger_ns",
-    "flood_max",
-    "membership_notice_batch_ns",
-    "membership_stable_reports",
-    "membership_flux_reports",
-    "membership_flux_hold_ns",
-    "membership_alert_batch_ns",
-    "membership_relay_batch_ns",
-    "membership_evicted_interval_ns",
-    "membership_majority_window_ns",
-    "membership_gray_timeout_ns",
-    "membership_corroborate_timeout_ns",
-    "membership_corroborate_probes",
-    "membership_overload_window_ns",
-    "membership_overload_percent",
-    "membership_overload_min_subjects",
-    "membership_check_in",
-    "membership_check_in_batch_ns",
-    "membership_check_in_resend_ns",
-    "membership_startup_timeout_ns",
-    "xcast_max_inflight",
-    "xcast_max_bytes",
-    "xcast_retry_ns",
-    "relm_window",
-    "relm_max_bytes",
-    "relm_cache_ttl_ns",
-    "relm_cache_max",
-    "relm_ack_delay_ns",
-    "relm_retry_ns",
-    "relm_gate_timeout_ns",
-    "relm_first_uid",
-    "detect_enabled",
-    "detect_period_ns",
-    "detect_timeout_ns",
-    "detect_refute_ns",
-    "detect_observers",
-    "detect_ring_seed",
-    "detect_health_max",
-    "detect_health_recover",
-    "detect_startup_grace_ns",
-    "detect_join_grace_ns",
-];
+impl KeyValue for u32 {
+    fn read(&self) -> u64 {
+        u64::from(*self)
+    }
+    fn from_key(v: u64) -> Option<Self> {
+        Self::try_from(v).ok()
+    }
+}
 
-/// The field a key names.
-fn field<'a>(c: &'a mut Config, key: &str) -> Option<Field<'a>> {
-    use Field::*;
-    Some(match key {
-        "max_frame" => U32(&mut c.max_frame),
-        "max_list" => U32(&mut c.max_list),
-        "max_transmits" => Usize(&mut c.max_transmits),
-        "max_events" => Usize(&mut c.max_events),
-        "joiner" => Bool(&mut c.joiner),
-        "epoch" => U64(&mut c.epoch),
-        "join_batch_ns" => Nanos(&mut c.join.batch),
-        "join_max_per_view" => U32(&mut c.join.max_per_view),
-        "join_timeout_ns" => Nanos(&mut c.join.timeout),
-        "join_max_pending" => U32(&mut c.join.max_pending),
-        "join_retry_after_ns" => Nanos(&mut c.join.retry_after),
-        "join_remembered" => U32(&mut c.join.remembered),
-        "flood_linger_ns" => Nanos(&mut c.flood.linger),
-        "flood_max" => Usize(&mut c.flood.max),
-        "membership_notice_batch_ns" => Nanos(&mut c.membership.notice_batch),
-        "membership_stable_reports" => U32(&mut c.membership.stable_reports),
-        "membership_flux_reports" => U32(&mut c.membership.flux_reports),
-        "membership_flux_hold_ns" => Nanos(&mut c.membership.flux_hold),
-        "membership_alert_batch_ns" => Nanos(&mut c.membership.alert_batch),
-        "membership_relay_batch_ns" => Nanos(&mut c.membership.relay_batch),
-        "membership_evicted_interval_ns" => Nanos(&mut c.membership.evicted_interval),
-        "membership_majority_window_ns" => Nanos(&mut c.membership.majority_window),
-        "membership_gray_timeout_ns" => Nanos(&mut c.membership.gray_timeout),
-        "membership_corroborate_timeout_ns" => Nanos(&mut c.membership.corroborate_timeout),
-        "membership_corroborate_probes" => U32(&mut c.membership.corroborate_probes),
-        "membership_overload_window_ns" => Nanos(&mut c.membership.overload_window),
-        "membership_overload_percent" => U32(&mut c.membership.overload_percent),
-        "membership_overload_min_subjects" => U32(&mut c.membership.overload_min_subjects),
-        "membership_check_in" => Bool(&mut c.membership.check_in),
-        "membership_check_in_batch_ns" => Nanos(&mut c.membership.check_in_batch),
-        "membership_check_in_resend_ns" => Nanos(&mut c.membership.check_in_resend),
-        "membership_startup_timeout_ns" => Nanos(&mut c.membership.startup_timeout),
-        "xcast_max_inflight" => Usize(&mut c.xcast.max_inflight),
-        "xcast_max_bytes" => Usize(&mut c.xcast.max_bytes),
-        "xcast_retry_ns" => Nanos(&mut c.xcast.retry),
-        "relm_window" => Usize(&mut c.relm.window),
-        "relm_max_bytes" => Usize(&mut c.relm.max_bytes),
-        "relm_cache_ttl_ns" => Nanos(&mut c.relm.cache_ttl),
-        "relm_cache_max" => Usize(&mut c.relm.cache_max),
-        "relm_ack_delay_ns" => Nanos(&mut c.relm.ack_delay),
-        "relm_retry_ns" => Nanos(&mut c.relm.retry),
-        "relm_gate_timeout_ns" => Nanos(&mut c.relm.gate_timeout),
-        "relm_first_uid" => U32(&mut c.relm.first_uid),
-        "detect_enabled" => Bool(&mut c.detect.enabled),
-        "detect_period_ns" => Nanos(&mut c.detect.period),
-        "detect_timeout_ns" => Nanos(&mut c.detect.timeout),
-        "detect_refute_ns" => Nanos(&mut c.detect.refute),
-        "detect_observers" => U32(&mut c.detect.observers),
-        "detect_ring_seed" => U64(&mut c.detect.ring_seed),
-        "detect_health_max" => U32(&mut c.detect.health_max),
-        "detect_health_recover" => U32(&mut c.detect.health_recover),
-        "detect_startup_grace_ns" => Nanos(&mut c.detect.startup_grace),
-        "detect_join_grace_ns" => Nanos(&mut c.detect.join_grace),
-        _ => return None,
-    })
+impl KeyValue for usize {
+    fn read(&self) -> u64 {
+        *self as u64
+    }
+    fn from_key(v: u64) -> Option<Self> {
+        Self::try_from(v).ok()
+    }
+}
+
+impl KeyValue for u64 {
+    fn read(&self) -> u64 {
+        *self
+    }
+    fn from_key(v: u64) -> Option<Self> {
+        Some(v)
+    }
+}
+
+impl KeyValue for bool {
+    fn read(&self) -> u64 {
+        u64::from(*self)
+    }
+    fn from_key(v: u64) -> Option<Self> {
+        match v {
+            0 | 1 => Some(v == 1),
+            _ => None,
+        }
+    }
+}
+
+impl KeyValue for Duration {
+    fn read(&self) -> u64 {
+        self.as_nanos()
+    }
+    fn from_key(v: u64) -> Option<Self> {
+        Some(Self::from_nanos(v))
+    }
+}
+
+/// The one table: each key once, with the field it names. It makes [`CONFIG_KEYS`] and both
+/// accessors, so the list and the fields cannot drift apart; the field's type decides how a
+/// value maps ([`KeyValue`]).
+macro_rules! keys {
+    ($($key:literal => $($path:ident).+,)*) => {
+        /// Every key, in table order.
+        pub const CONFIG_KEYS: &[&str] = &[$($key),*];
+
+        /// Stores `value` in the field `key` names: `None` for an unknown key, `Some(false)`
+        /// for a value the field cannot hold (nothing changed).
+        fn store(c: &mut Config, key: &str, value: u64) -> Option<bool> {
+            match key {
+                $($key => Some(match KeyValue::from_key(value) {
+                    Some(v) => {
+                        c.$($path).+ = v;
+                        true
+                    }
+                    None => false,
+                }),)*
+                _ => None,
+            }
+        }
+
+        /// The value of the field `key` names (`None`: unknown key).
+        fn load(c: &Config, key: &str) -> Option<u64> {
+            match key {
+                $($key => Some(c.$($path).+.read()),)*
+                _ => None,
+            }
+        }
+    };
+}
+
+keys! {
+    "max_frame" => max_frame,
+    "max_list" => max_list,
+    "max_transmits" => max_transmits,
+    "max_events" => max_events,
+    "joiner" => joiner,
+    "epoch" => epoch,
+    "join_batch_ns" => join.batch,
+    "join_max_per_view" => join.max_per_view,
+    "join_timeout_ns" => join.timeout,
+    "join_max_pending" => join.max_pending,
+    "join_retry_after_ns" => join.retry_after,
+    "join_remembered" => join.remembered,
+    "flood_linger_ns" => flood.linger,
+    "flood_max" => flood.max,
+    "membership_notice_batch_ns" => membership.notice_batch,
+    "membership_stable_reports" => membership.stable_reports,
+    "membership_flux_reports" => membership.flux_reports,
+    "membership_flux_hold_ns" => membership.flux_hold,
+    "membership_alert_batch_ns" => membership.alert_batch,
+    "membership_relay_batch_ns" => membership.relay_batch,
+    "membership_evicted_interval_ns" => membership.evicted_interval,
+    "membership_majority_window_ns" => membership.majority_window,
+    "membership_gray_timeout_ns" => membership.gray_timeout,
+    "membership_corroborate_timeout_ns" => membership.corroborate_timeout,
+    "membership_corroborate_probes" => membership.corroborate_probes,
+    "membership_overload_window_ns" => membership.overload_window,
+    "membership_overload_percent" => membership.overload_percent,
+    "membership_overload_min_subjects" => membership.overload_min_subjects,
+    "membership_check_in" => membership.check_in,
+    "membership_check_in_batch_ns" => membership.check_in_batch,
+    "membership_check_in_resend_ns" => membership.check_in_resend,
+    "membership_startup_timeout_ns" => membership.startup_timeout,
+    "xcast_max_inflight" => xcast.max_inflight,
+    "xcast_max_bytes" => xcast.max_bytes,
+    "xcast_retry_ns" => xcast.retry,
+    "relm_window" => relm.window,
+    "relm_max_bytes" => relm.max_bytes,
+    "relm_cache_ttl_ns" => relm.cache_ttl,
+    "relm_cache_max" => relm.cache_max,
+    "relm_ack_delay_ns" => relm.ack_delay,
+    "relm_retry_ns" => relm.retry,
+    "relm_gate_timeout_ns" => relm.gate_timeout,
+    "relm_first_uid" => relm.first_uid,
+    "detect_enabled" => detect.enabled,
+    "detect_period_ns" => detect.period,
+    "detect_timeout_ns" => detect.timeout,
+    "detect_refute_ns" => detect.refute,
+    "detect_observers" => detect.observers,
+    "detect_ring_seed" => detect.ring_seed,
+    "detect_health_max" => detect.health_max,
+    "detect_health_recover" => detect.health_recover,
+    "detect_startup_grace_ns" => detect.startup_grace,
+    "detect_join_grace_ns" => detect.join_grace,
 }
 
 impl Config {
@@ -155,35 +173,19 @@ impl Config {
     /// durations are nanoseconds. Refuses an unknown key or a value the field's type cannot
     /// hold, changing nothing. Ranges between fields are checked by [`Config::validate`].
     pub fn set_key(&mut self, key: &str, value: u64) -> Result<(), ConfigKeyError> {
-        let range = || ConfigKeyError::Range {
-            key: key.to_string(),
-            value,
-        };
-        match field(self, key).ok_or_else(|| ConfigKeyError::Unknown(key.to_string()))? {
-            Field::U32(v) => *v = u32::try_from(value).map_err(|_| range())?,
-            Field::Usize(v) => *v = usize::try_from(value).map_err(|_| range())?,
-            Field::U64(v) => *v = value,
-            Field::Bool(v) => match value {
-                0 | 1 => *v = value == 1,
-                _ => return Err(range()),
-            },
-            Field::Nanos(v) => *v = Duration::from_nanos(value),
+        match store(self, key, value) {
+            Some(true) => Ok(()),
+            Some(false) => Err(ConfigKeyError::Range {
+                key: key.to_string(),
+                value,
+            }),
+            None => Err(ConfigKeyError::Unknown(key.to_string())),
         }
-        Ok(())
     }
 
     /// The value of the field `key` names (as [`Config::set_key`] takes it).
     pub fn get_key(&self, key: &str) -> Result<u64, ConfigKeyError> {
-        let mut c = self.clone();
-        Ok(
-            match field(&mut c, key).ok_or_else(|| ConfigKeyError::Unknown(key.to_string()))? {
-                Field::U32(v) => u64::from(*v),
-                Field::Usize(v) => *v as u64,
-                Field::U64(v) => *v,
-                Field::Bool(v) => u64::from(*v),
-                Field::Nanos(v) => v.as_nanos(),
-            },
-        )
+        load(self, key).ok_or_else(|| ConfigKeyError::Unknown(key.to_string()))
     }
 }
 

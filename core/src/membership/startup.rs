@@ -83,8 +83,8 @@ pub(super) struct Startup {
     deadline_timer: Option<TimerToken>,
     /// When this rank started.
     started: Instant,
-    /// Since when this rank has been the coordinator.
-    coordinating_since: Option<Instant>,
+    /// This rank is the coordinator (its bound is armed from when it became one).
+    coordinating: bool,
     /// Where this rank's own check-in went last.
     sent_to: Option<Rank>,
     /// Start-up is over here (`Ready` or `StartupIncomplete` given).
@@ -138,7 +138,7 @@ impl Membership {
             resend_timer: None,
             deadline_timer: Some(token),
             started: ctx.now,
-            coordinating_since: None,
+            coordinating: false,
             sent_to: None,
             done: false,
             stats: StartupStats::default(),
@@ -458,15 +458,15 @@ impl Membership {
             return;
         }
         if coord == Some(me) {
-            if s.coordinating_since.is_none() {
-                s.coordinating_since = Some(ctx.now);
+            if !s.coordinating {
+                s.coordinating = true;
                 let resend = ctx.cfg.membership.check_in_resend;
                 let due =
                     (s.started + ctx.cfg.membership.startup_timeout).max(ctx.now + resend + resend);
                 s.deadline_timer = Some(ctx.timers.set(MembershipTimer::StartupDeadline, due));
             }
         } else {
-            s.coordinating_since = None;
+            s.coordinating = false;
             s.heard.clear();
         }
         let target = Some(Self::check_in_target(ctx).unwrap_or(me));
