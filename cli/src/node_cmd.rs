@@ -455,6 +455,24 @@ fn core_stats_json(s: &Stats) -> Value {
     })
 }
 
+/// The heartbeat detector's counters: how often this rank suspected, was refuted, and found
+/// itself in trouble (its local health score raised: an overloaded host says so here).
+fn detect_stats_json(s: &lifeline_core::detect::DetectStats) -> Value {
+    json!({
+        "heartbeats_out": s.heartbeats_out,
+        "heartbeats_in": s.heartbeats_in,
+        "suspicions": s.suspicions,
+        "refuted": s.refuted,
+        "unresponsive": s.unresponsive,
+        "self_freeze_skips": s.self_freeze_skips,
+        "self_refutations": s.self_refutations,
+        "health_raised": s.health_raised,
+        "health_lowered": s.health_lowered,
+        "health_held": s.health_held,
+        "startup_holds": s.startup_holds,
+    })
+}
+
 fn join_stats_json(s: &lifeline_core::join::JoinStats) -> Value {
     json!({
         "requests_in": s.join_requests_in,
@@ -1088,6 +1106,7 @@ async fn command(h: &Handle, extra: Option<&ExtraStats>, p: &Printer, line: &str
             let joins = h.inspect(Node::join_stats).await.unwrap_or_default();
             let startup = h.inspect(Node::startup_stats).await.unwrap_or_default();
             let mut v = json!({"transport": transport, "core": core_stats_json(&core),
+                               "detect": detect_stats_json(&core.detect),
                                "join": join_stats_json(&joins),
                                "startup": startup_stats_json(&startup),
                                "stdout": {"queue_waits": p.waits()}});

@@ -65,11 +65,9 @@ impl Membership {
                 ..p
             };
         }
-        // A relay holds evidence briefly (it was batched where it began): each hop adds
-        // `relay_batch`, not `alert_batch`.
-        let mine = p.hops == 0 && observer == ctx.me();
-        let m = &ctx.cfg.membership;
-        let at = ctx.now + if mine { m.alert_batch } else { m.relay_batch };
+        // Every hop holds evidence for `alert_batch` (zero by default: sent in this turn,
+        // merged with whatever else this turn produced).
+        let at = ctx.now + ctx.cfg.membership.alert_batch;
         if self.alert_timer.is_none_or(|(_, due)| at < due) {
             let key = MembershipTimer::Alerts;
             self.alert_timer = Some((ctx.timers.set(key, at), at));
