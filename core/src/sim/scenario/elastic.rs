@@ -626,6 +626,27 @@ mod tests {
         }
     }
 
+    /// Seed 1122 (`sim elastic --ranks 32 --radix 16 --seed 1122 --joins 8 --contacts 1
+    /// --skew-ms 609 --contact-crashes 1 --crash-coordinator --starved 3 --launch-skew-ms
+    /// 2301`): the coordinator crashes during a skewed launch, and the new root's recovery
+    /// waits 1.5 s for members not started yet, its notices unapplied meanwhile. A joiner's
+    /// first try reached it through a contact that then crashed; the retry, through another
+    /// contact, arrived after the first try's admission was issued and before it was applied,
+    /// and was admitted again: one nonce got ranks 38 and 39, and 39 (never started) was
+    /// removed, a wrongful eviction. A coordinator now admits only once its view is settled.
+    #[test]
+    fn a_retry_across_a_coordinator_failover_is_admitted_once() {
+        let mut p = ElasticParams::new(32, 16, 1122, 8);
+        p.contacts = 1;
+        p.skew_ms = 609;
+        p.contact_crashes = 1;
+        p.crash_coordinator = true;
+        p.starved = 3;
+        p.launch_skew_ms = 2_301;
+        let r = check(&p);
+        assert_eq!((r.joins_admitted, r.span), (8, 40), "{r:?}");
+    }
+
     #[test]
     fn starved_members_are_not_removed() {
         for seed in 0..4 {
