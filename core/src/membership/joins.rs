@@ -61,6 +61,11 @@ impl Joins {
         self.waiting.len() + self.queue.len() + self.replies.len()
     }
 
+    /// Coordinator: joins queued or a batch armed (a shrink waits).
+    pub(super) fn batch_open(&self) -> bool {
+        !self.queue.is_empty() || self.batch_timer.is_some()
+    }
+
     pub(super) fn poll_reply(&mut self) -> Option<(JoinConn, JoinReply)> {
         self.replies.pop_front()
     }
@@ -292,6 +297,18 @@ impl Membership {
             self.j().queued.clear();
             return;
         }
+        if self.shrink_open() {
+            // Joins wait while a shrink is open (`membership.md` §4.3).
+            self.s().stats.joins_waited += 1;
+            let at = ctx.now
+                + ctx
+                    .cfg
+                    .join
+                    .batch
+                    .max(crate::time::Duration::from_millis(1));
+            self.j().batch_timer = Some(ctx.timers.set(MembershipTimer::JoinBatch, at));
+            return;
+        }
         let limits = ctx.cfg.limits();
         let room = limits.payload_room(64);
         let cap = ctx.cfg.join.max_per_view.min(ctx.cfg.max_list) as usize;
@@ -325,6 +342,7 @@ impl Membership {
         self.epoch += 1;
         self.j().stats.join_views += 1;
         self.j().stats.joins_admitted += n;
+        self.note_admission_broadcast();
         let m = AdmitNotice {
             epoch: self.epoch,
             joiners,
