@@ -336,7 +336,7 @@ pub fn run_shrink(p: &ShrinkParams, hooks: Hooks) -> Result<ShrinkReport, SimFai
         if a != b {
             plan.push((t, Plan::Relm(a, b)));
         }
-        t = t + Duration::from_millis(10 + rng.below(20));
+        t += Duration::from_millis(10 + rng.below(20));
     }
     plan.sort_by_key(|(t, _)| *t);
     for &v in &victims {
