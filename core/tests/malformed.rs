@@ -49,8 +49,8 @@ use lifeline_core::wire::{
     SyncMsg, UidRange, HEADER_LEN, VERSION,
 };
 use lifeline_core::wire::{
-    AlertEntry, AlertMsg, CheckInMsg, CorroborateMsg, CorroborateOp, EvictedMsg, MembershipMsg,
-    RelmMsg, RemovedMsg, UnreachableMsg, XcastMsg,
+    AlertEntry, AlertMsg, CampaignId, CheckInMsg, CorroborateMsg, CorroborateOp, EvictedMsg,
+    MembershipMsg, RelmMsg, RemovedMsg, ShrinkRequestMsg, UnreachableMsg, XcastMsg,
 };
 use lifeline_core::{
     xcast, CommandError, Config, Duration, Event, FloodEvent, Instant, LinkCause, MembershipEvent,
@@ -591,6 +591,26 @@ fn samples() -> Vec<Sample> {
             Message::from(CheckInMsg {
                 span: SPAN,
                 ranks: vec![Rank(2), Rank(SPAN + 4)],
+            }),
+        ),
+        fixed(
+            "shrink-request/to-non-coordinator",
+            Message::from(ShrinkRequestMsg {
+                id: CampaignId {
+                    requester: Rank(3),
+                    seq: 1,
+                },
+                targets: vec![Rank(7), Rank(8)],
+            }),
+        ),
+        fixed(
+            "shrink-request/outside-span",
+            Message::from(ShrinkRequestMsg {
+                id: CampaignId {
+                    requester: Rank(SPAN + 1),
+                    seq: u32::MAX,
+                },
+                targets: vec![Rank(SPAN), Rank(u32::MAX)],
             }),
         ),
         fixed(

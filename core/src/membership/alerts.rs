@@ -25,6 +25,15 @@ impl Membership {
         if !ctx.tree.is_alive(subject) || ctx.tree.view().is_none() {
             return;
         }
+        if self.is_leaving() {
+            self.s().stats.leaving_suppressed += 1;
+            return;
+        }
+        if down && self.is_departing(subject) {
+            // Already departed: silence is its departure, not a failure.
+            self.s().stats.departures_observed += 1;
+            return;
+        }
         let me = ctx.me();
         let sends = match self.own.get(&subject) {
             Some(&(i, d, n)) if (i, d) == (incarnation, down) => n.saturating_add(1),
@@ -257,6 +266,11 @@ impl Membership {
 
     /// Coordinator: records one observer's evidence about one subject.
     fn tally(&mut self, ctx: &mut Ctx<'_>, observer: Rank, subject: Rank, p: Pending) {
+        if p.down && self.is_departing(subject) {
+            // The already-departed guard: a departing rank's silence decides nothing.
+            self.s().stats.departures_observed += 1;
+            return;
+        }
         if !ctx.tree.is_alive(subject) || !ctx.tree.is_alive(observer) {
             ctx.stats.membership.alerts_stale += 1;
             return;

@@ -74,6 +74,16 @@ pub struct MembershipConfig {
     /// re-send intervals after it became coordinator) are removed, cause "never joined", and
     /// every member gets `StartupIncomplete`.
     pub startup_timeout: Duration,
+    /// Coordinator: how long shrink requests wait to share one order (one view change).
+    pub shrink_batch: Duration,
+    /// The shrink campaign bound: a requester reports `CampaignFailed` (timed out) for a
+    /// campaign not completed this long after it asked; a target leaves at the latest this
+    /// long after it entered leaving mode (the fallback when its lifeline is never closed),
+    /// and acknowledges the order undrained after a quarter of it. Positive.
+    pub shrink_timeout: Duration,
+    /// Bound on shrink campaigns one requester has open, and on the coordinator's queue of
+    /// requests (further requests are refused, or dropped and counted). At least 1.
+    pub shrink_max_pending: u32,
 }
 
 impl Default for MembershipConfig {
@@ -97,6 +107,9 @@ impl Default for MembershipConfig {
             check_in_batch: Duration::from_millis(50),
             check_in_resend: Duration::from_millis(500),
             startup_timeout: Duration::from_secs(10),
+            shrink_batch: Duration::from_millis(2),
+            shrink_timeout: Duration::from_secs(10),
+            shrink_max_pending: 64,
         }
     }
 }
@@ -145,6 +158,16 @@ impl MembershipConfig {
         {
             return Err(ConfigError::Invalid(
                 "membership.check_in_resend and membership.startup_timeout must be positive with check_in",
+            ));
+        }
+        if self.shrink_timeout == Duration::ZERO {
+            return Err(ConfigError::Invalid(
+                "membership.shrink_timeout must be positive: a campaign never waits unbounded",
+            ));
+        }
+        if self.shrink_max_pending == 0 {
+            return Err(ConfigError::Invalid(
+                "membership.shrink_max_pending must be at least 1",
             ));
         }
         Ok(())

@@ -63,6 +63,11 @@ impl Joins {
         self.waiting.len() + self.queue.len() + self.replies.len()
     }
 
+    /// Coordinator: joins queued or a batch armed (a shrink waits).
+    pub(super) fn batch_open(&self) -> bool {
+        !self.queue.is_empty() || self.batch_timer.is_some()
+    }
+
     pub(super) fn poll_reply(&mut self) -> Option<(JoinConn, JoinReply)> {
         self.replies.pop_front()
     }
@@ -309,6 +314,18 @@ impl Membership {
             self.j().queued.clear();
             return;
         }
+        if self.shrink_open() {
+            // Joins wait while a shrink is open (`membership.md` §4.3).
+            self.s().stats.joins_waited += 1;
+            let at = ctx.now
+                + ctx
+                    .cfg
+                    .join
+                    .batch
+                    .max(crate::time::Duration::from_millis(1));
+            self.j().batch_timer = Some(ctx.timers.set(MembershipTimer::JoinBatch, at));
+            return;
+        }
         if !self.view_settled(ctx) {
             // A view change is in flight here: a notice this coordinator issued is not applied
             // yet (a new root's notices wait until its recovery has gathered and applied every
@@ -317,7 +334,12 @@ impl Membership {
             // Admitting now could give a second rank to a nonce already admitted; the queue
             // waits for the view to settle.
             self.j().stats.join_batches_held += 1;
-            let at = ctx.now + ctx.cfg.join.batch;
+            let at = ctx.now
+                + ctx
+                    .cfg
+                    .join
+                    .batch
+                    .max(crate::time::Duration::from_millis(1));
             self.j().batch_timer = Some(ctx.timers.set(MembershipTimer::JoinBatch, at));
             return;
         }
@@ -361,6 +383,7 @@ impl Membership {
         self.epoch += 1;
         self.j().stats.join_views += 1;
         self.j().stats.joins_admitted += n;
+        self.note_admission_broadcast();
         let m = AdmitNotice {
             epoch: self.epoch,
             joiners,

@@ -92,6 +92,13 @@ pub(super) struct Startup {
     pub(super) stats: StartupStats,
 }
 
+impl Startup {
+    /// Coordinator: check-ins heard and not yet announced, or a batch armed (a shrink waits).
+    pub(super) fn batch_open(&self) -> bool {
+        !self.heard.is_empty() || self.batch_timer.is_some()
+    }
+}
+
 impl Membership {
     /// Whether `r` is an expected rank that has not checked in (nor been removed) here.
     pub(super) fn is_pending(&self, r: Rank) -> bool {
@@ -342,6 +349,7 @@ impl Membership {
             return;
         }
         s.stats.check_in_views += 1;
+        self.note_admission_broadcast();
         self.epoch += 1;
         let m = CheckInNotice {
             epoch: self.epoch,

@@ -84,6 +84,8 @@ pub struct Node {
     effects: Vec<Effect>,
     /// A span an admission being delivered grows to, applied once its op is forwarded.
     pending_grow: u32,
+    /// The op being delivered put this rank in leaving mode (`Effect::Leaving`).
+    leaving_hold: bool,
 }
 
 impl Node {
@@ -134,6 +136,7 @@ impl Node {
             stats: Stats::default(),
             effects: Vec::new(),
             pending_grow: 0,
+            leaving_hold: false,
         };
         node.start_machines();
         Ok(node)
@@ -312,6 +315,13 @@ impl Node {
     /// a joiner or with check-ins off.
     pub fn startup_stats(&self) -> crate::membership::StartupStats {
         self.m.membership.startup_stats()
+    }
+
+    /// Shrink-campaign counters (campaigns asked for, completed, failed; orders and departure
+    /// views as coordinator; departures observed; leaving mode). Kept with the shrink state,
+    /// which a rank makes on first use: all zero before.
+    pub fn shrink_stats(&self) -> crate::membership::ShrinkStats {
+        self.m.membership.shrink_stats()
     }
 
     /// This rank's corroboration and overload-hold counters (refused dials reported, received

@@ -89,12 +89,28 @@ pub const TAG_JOIN_NOTICE: u16 = 3;
 /// Tag of the coordinator's check-in notice at start-up (internal, process-first, in op order:
 /// the payload is a [`crate::membership::CheckInNotice`]).
 pub const TAG_CHECK_IN_NOTICE: u16 = 4;
+/// Tag of the coordinator's shrink order (internal, **forward-first**: it reaches each target
+/// through its own lifeline before anyone rewires; the payload is a
+/// [`crate::membership::ShrinkOrder`]).
+pub const TAG_SHRINK_ORDER: u16 = 5;
+/// Tag of the coordinator's departure notice (internal, process-first: the payload is a
+/// [`crate::membership::LeftNotice`]).
+pub const TAG_LEFT_NOTICE: u16 = 6;
 /// Tags from here up are application tags (forward-first).
 pub const FIRST_APP_TAG: u16 = 16;
 
 /// Whether ops with `tag` are processed before being forwarded.
 pub fn is_process_first(tag: u16) -> bool {
-    tag < FIRST_APP_TAG
+    tag < FIRST_APP_TAG && tag != TAG_SHRINK_ORDER
+}
+
+/// Internal tags whose completion at the root is handed back to the machine that broadcast
+/// them (`Effect::XcastDone`).
+fn reports_done(tag: u16) -> bool {
+    matches!(
+        tag,
+        TAG_JOIN_NOTICE | TAG_CHECK_IN_NOTICE | TAG_SHRINK_ORDER | TAG_LEFT_NOTICE
+    )
 }
 
 /// One op a rank has received and not yet seen complete everywhere.
@@ -182,6 +198,10 @@ pub(crate) struct Xcast {
     recovery: Option<recovery::Recovery>,
     /// Root notices raised during recovery, numbered when it ends.
     deferred_notices: Vec<RelayMsg>,
+    /// An op processed here whose acknowledgement waits (a leaving rank draining its RELM
+    /// sends): nothing at or past it is done here until it is released (0: none; op ids
+    /// start at 1).
+    hold: u64,
 }
 
 impl Xcast {
@@ -737,6 +757,24 @@ impl Xcast {
         self.settle(ctx);
     }
 
+    /// Holds this rank's acknowledgement of op `id` (and so of every later op) until
+    /// [`Self::release_hold`].
+    pub(crate) fn hold(&mut self, id: u64) {
+        self.hold = id;
+    }
+
+    /// Whether an acknowledgement is held.
+    pub(crate) fn holding(&self) -> bool {
+        self.hold != 0
+    }
+
+    /// Releases the held acknowledgement and finishes what it held back.
+    pub(crate) fn release_hold(&mut self, ctx: &mut Ctx<'_>) {
+        if std::mem::take(&mut self.hold) != 0 {
+            self.settle(ctx);
+        }
+    }
+
     /// Finishes every op that is ready, in id order; prunes ops the global watermark passed.
     pub(super) fn settle(&mut self, ctx: &mut Ctx<'_>) {
         if self.unsynced || self.root_recovering(ctx) {
@@ -758,7 +796,7 @@ impl Xcast {
             if !op.forwarded && has_children {
                 break;
             }
-            if !op.expected.is_empty() {
+            if !op.expected.is_empty() || self.hold == id {
                 break;
             }
             self.done = id;
@@ -787,6 +825,12 @@ impl Xcast {
         let c = self.completed_seq.or_insert(origin, 0);
         *c = (*c).max(seq);
         let tag = self.ops.get(&id).map_or(TAG_FAILURE_NOTICE, |o| o.tag);
+        if reports_done(tag) {
+            if let Some(op) = self.ops.get(&id) {
+                let payload = op.payload.clone();
+                ctx.effect(crate::machine::Effect::XcastDone { tag, payload });
+            }
+        }
         if tag >= FIRST_APP_TAG || tag == TAG_WIREUP {
             ctx.event(XcastEvent::RootCompleted {
                 op: id,
