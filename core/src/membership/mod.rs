@@ -72,7 +72,7 @@ mod wire;
 pub use cause::RemovalCause;
 pub use config::MembershipConfig;
 pub use event::MembershipEvent;
-pub use startup::StartupStats;
+pub use startup::{StartupStats, StartupView};
 pub use stats::{CorroborationStats, MembershipStats};
 pub use timer::MembershipTimer;
 pub use view::MembershipView;
@@ -784,10 +784,14 @@ impl Machine for Membership {
         self.joins.as_ref().map_or(0, |j| j.held())
     }
 
-    /// A joiner adopts its children at once (they may not know it yet).
+    /// A joiner adopts its children at once (they may not know it yet), and takes start-up
+    /// as its admission had it, if it still ran.
     fn on_start(&mut self, ctx: &mut Ctx<'_>) {
         if self.joiner {
             self.adopt_children(ctx);
+            if let Some(v) = ctx.cfg.startup.clone() {
+                self.startup_join(ctx, v);
+            }
         } else if ctx.cfg.membership.check_in {
             self.startup_begin(ctx);
         }
