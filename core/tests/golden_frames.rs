@@ -63,6 +63,7 @@ fn frames() -> Vec<(&'static str, Bytes)> {
             Message::Xcast(XcastMsg::Relay(RelayMsg {
                 origin: Rank(11),
                 seq: 42,
+                numbered: 40,
                 tag: 16,
                 payload: p(),
             })),
@@ -127,7 +128,11 @@ fn frames() -> Vec<(&'static str, Bytes)> {
         ),
         (
             "recover_done",
-            Message::Xcast(XcastMsg::RecoverDone(RecoverDoneMsg { gen: 5 })),
+            Message::Xcast(XcastMsg::RecoverDone(RecoverDoneMsg {
+                gen: 5,
+                seen_gen: 6,
+                global_done: 60,
+            })),
         ),
         (
             "relm_data",

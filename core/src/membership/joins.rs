@@ -126,6 +126,7 @@ impl Membership {
             epoch,
             view_epoch: self.agreed.epoch.max(epoch),
             snapshot,
+            startup: self.startup_view(),
         };
         self.answer(conn, id, JoinVerdict::Accepted(a));
     }
@@ -469,6 +470,7 @@ impl Membership {
                 epoch,
                 view_epoch: self.agreed.epoch.max(epoch),
                 snapshot: snapshot.clone(),
+                startup: self.startup_view(),
             };
             self.answer(w.conn, id, JoinVerdict::Accepted(a));
         }

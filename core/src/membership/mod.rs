@@ -76,7 +76,7 @@ pub use cause::RemovalCause;
 pub use config::MembershipConfig;
 pub use event::{CampaignFailure, MembershipEvent};
 pub use shrink::ShrinkError;
-pub use startup::StartupStats;
+pub use startup::{StartupStats, StartupView};
 pub use stats::{CorroborationStats, MembershipStats, ShrinkStats};
 pub use timer::MembershipTimer;
 pub use view::MembershipView;
@@ -801,10 +801,14 @@ impl Machine for Membership {
         self.joins.as_ref().map_or(0, |j| j.held()) + self.shrink.as_ref().map_or(0, |s| s.held())
     }
 
-    /// A joiner adopts its children at once (they may not know it yet).
+    /// A joiner adopts its children at once (they may not know it yet), and takes start-up
+    /// as its admission had it, if it still ran.
     fn on_start(&mut self, ctx: &mut Ctx<'_>) {
         if self.joiner {
             self.adopt_children(ctx);
+            if let Some(v) = ctx.cfg.startup.clone() {
+                self.startup_join(ctx, v);
+            }
         } else if ctx.cfg.membership.check_in {
             self.startup_begin(ctx);
         }

@@ -311,8 +311,8 @@ impl Node {
     }
 
     /// Start-up counters (`membership.check_in`): check-ins sent and received, the
-    /// coordinator's check-in notices, ranks removed because they never checked in. Zero for
-    /// a joiner or with check-ins off.
+    /// coordinator's check-in notices, ranks removed because they never checked in. Zero
+    /// without start-up state: check-ins off, or a joiner admitted after start-up.
     pub fn startup_stats(&self) -> crate::membership::StartupStats {
         self.m.membership.startup_stats()
     }

@@ -25,7 +25,10 @@
 //!   (the parent's replays come in op order): it then re-drives ops it had finished through its
 //!   new subtree without delivering them again locally.
 //! - **Late joiners** (ranks added by a grow) adopt everything up to their parent's `done` as
-//!   complete, then receive the rest as replays.
+//!   complete, then receive the rest as replays. A joiner in the root slot (a grow can move the
+//!   root to it) has no parent: it recovers as a new root does, after learning the global
+//!   watermark and the latest recovery round from its children (see `recovery.rs`), and adopts
+//!   everything up to that watermark as complete.
 //! - **Completion.** The root's contiguous `done` is the global watermark; it travels down on
 //!   forwards and polls. Completion of an op is an event at the root and a routed
 //!   [`CompleteMsg`] to the origin, which the origin de-duplicates, so it observes completion of
@@ -169,7 +172,9 @@ pub(crate) struct Delivery {
 /// Per-rank xcast state.
 #[derive(Debug, Default)]
 pub(crate) struct Xcast {
-    /// Added by a grow: adopts the parent's watermark on first contact.
+    /// Added by a grow and without a broadcast history yet: adopts the parent's watermark on
+    /// first contact (or, in the root slot, its children's, see `recovery.rs`). Delivers
+    /// nothing meanwhile.
     joiner: bool,
     /// Watermarks are trustworthy (false while a promoted rank or a joiner waits for its parent).
     unsynced: bool,
@@ -257,16 +262,27 @@ impl Xcast {
             },
         );
         self.arm_retry(ctx);
+        let numbered = self.numbered();
         self.relay(
             ctx,
             RelayMsg {
                 origin: ctx.me(),
                 seq,
+                numbered,
                 tag,
                 payload,
             },
         );
         Ok(seq)
+    }
+
+    /// Every broadcast of this origin up to the returned seq was numbered: it heard it complete
+    /// (no longer pending) or delivered it (its op id known here).
+    fn numbered(&self) -> u64 {
+        self.pending
+            .iter()
+            .find(|(_, p)| p.op.is_none())
+            .map_or(self.my_seq, |(&seq, _)| seq - 1)
     }
 
     /// Root only: broadcasts an internal notice. Notices are idempotent, so they carry seq 0
@@ -277,6 +293,7 @@ impl Xcast {
         let m = RelayMsg {
             origin: ctx.me(),
             seq: 0,
+            numbered: 0,
             tag,
             payload,
         };
@@ -327,6 +344,7 @@ impl Xcast {
     /// Re-sends every broadcast the root has not numbered yet (duplicates are dropped there).
     pub(super) fn resend_relays(&mut self, ctx: &mut Ctx<'_>) {
         let me = ctx.me();
+        let numbered = self.numbered();
         let work: Vec<RelayMsg> = self
             .pending
             .iter()
@@ -334,6 +352,7 @@ impl Xcast {
             .map(|(&seq, p)| RelayMsg {
                 origin: me,
                 seq,
+                numbered,
                 tag: p.tag,
                 payload: p.payload.clone(),
             })
@@ -367,6 +386,9 @@ impl Xcast {
             }
             return;
         }
+        // The origin's earlier broadcasts up to `numbered` were numbered, whether or not this
+        // root saw them (a joiner does not: they completed before it joined).
+        let last = last.max(m.numbered);
         if m.seq != last + 1
             || self.max_seen.saturating_sub(self.done) >= ctx.cfg.xcast.max_inflight as u64
             || self.root_recovering(ctx)
@@ -456,10 +478,8 @@ impl Xcast {
         if global_done > self.global_done {
             self.global_done = global_done;
         }
-        if self.joiner && self.delivered == 0 && self.unsynced {
-            // A late joiner: everything up to the parent's watermark completed without it.
-            self.delivered = parent_done;
-            ctx.stats.xcast.adopted_as_done += parent_done;
+        if self.joiner && self.unsynced {
+            self.adopt_watermark(ctx, parent_done);
         }
         if parent_done > self.done {
             self.done = parent_done;
@@ -467,7 +487,6 @@ impl Xcast {
         self.max_seen = self.max_seen.max(self.done);
         if self.unsynced {
             self.unsynced = false;
-            self.joiner = false;
             let ids: Vec<u64> = self.ops.keys().copied().collect();
             for id in ids {
                 let fwd = self
@@ -480,6 +499,19 @@ impl Xcast {
             }
         }
         self.settle(ctx);
+    }
+
+    /// A late joiner's first watermark (its parent's `done`, or in the root slot its children's
+    /// global watermark): everything up to it completed without this rank, which now has a
+    /// history.
+    pub(super) fn adopt_watermark(&mut self, ctx: &mut Ctx<'_>, done: u64) {
+        if self.delivered == 0 {
+            self.delivered = done;
+            ctx.stats.xcast.adopted_as_done += done;
+        }
+        self.done = self.done.max(done);
+        self.max_seen = self.max_seen.max(self.done);
+        self.joiner = false;
     }
 
     /// Whether op id `id` lies in the window any legitimate root could have numbered: the
@@ -597,8 +629,10 @@ impl Xcast {
             global_done: self.global_done,
         };
         self.recovery_hello(ctx, child);
-        if self.unsynced {
-            return; // the child hears from us once our own parent has synced us
+        if self.unsynced || self.joiner {
+            // The child hears from us once our own parent has synced us (at the root: once we
+            // learned the watermark from our children): a joiner child would adopt ours.
+            return;
         }
         ctx.send(child, sync);
         let owed: Vec<u64> = self
@@ -713,7 +747,7 @@ impl Xcast {
     /// The next op to process locally, in op-id order (the node handles it, then calls
     /// [`Self::processed`]).
     pub(crate) fn next_delivery(&mut self, ctx: &mut Ctx<'_>) -> Option<Delivery> {
-        if self.joiner && self.unsynced {
+        if self.joiner {
             return None;
         }
         loop {
@@ -860,11 +894,15 @@ impl Xcast {
             match view.parent() {
                 Some(p) => ctx.send(p, m),
                 None => {
-                    if self
+                    // Complete by this root's record, or because the op id the origin
+                    // delivered it under is below the watermark (a root that joined after the
+                    // op completed has no record of it).
+                    let complete = self
                         .completed_seq
                         .get(&m.origin)
                         .is_some_and(|&c| c >= m.seq)
-                    {
+                        || (m.op != 0 && m.op <= self.global_done);
+                    if complete {
                         self.report_completion(ctx, m.origin, m.seq, m.op);
                     }
                 }
@@ -904,6 +942,15 @@ impl crate::machine::Machine for Xcast {
 
     fn new(cfg: &crate::Config, _me: Rank) -> Self {
         Self::new(cfg.joiner)
+    }
+
+    /// A joiner that starts in the root slot (the grow that admitted it moved the root there)
+    /// has no parent to sync it: it recovers as a new root, learning the watermark first.
+    fn on_start(&mut self, ctx: &mut Ctx<'_>) {
+        if self.joiner && ctx.tree.view().is_some_and(|v| v.is_root()) {
+            self.unsynced = false;
+            self.begin_root_recovery(ctx);
+        }
     }
 
     fn on_view_change(&mut self, ctx: &mut Ctx<'_>, d: &ViewDelta) {

@@ -647,6 +647,24 @@ mod tests {
         assert_eq!((r.joins_admitted, r.span), (8, 40), "{r:?}");
     }
 
+    /// Seed 1139: 0 crashes during start-up, 16 takes the root and crashes, 80 takes it; the
+    /// grow admitting the 22 joiners moves it to joiner 96 while seven launched ranks have yet
+    /// to check in. 96 must carry start-up on (it used to drop their check-ins) and recover
+    /// the broadcast state as a new root (every broadcast used to stall under it: the final
+    /// xcast reached none of the 109 nodes).
+    #[test]
+    fn a_joiner_the_grow_puts_in_the_root_slot_carries_start_up_and_broadcasts() {
+        let mut p = ElasticParams::new(90, 16, 1139, 22);
+        p.contacts = 0;
+        p.skew_ms = 306;
+        p.contact_crashes = 2;
+        p.crash_coordinator = true;
+        p.joiner_crashes = 0;
+        p.launch_skew_ms = 2_466;
+        let r = check(&p);
+        assert_eq!((r.joins_admitted, r.span), (22, 112));
+    }
+
     #[test]
     fn starved_members_are_not_removed() {
         for seed in 0..4 {
