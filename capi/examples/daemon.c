@@ -10,8 +10,9 @@
  *
  * The peers file is `lifeline node`'s (`rank ip:port` per line, IPv4 here). Without --key-file
  * the cluster secret is LIFELINE_CLUSTER_KEY. stdin: `xcast TAG TEXT`, `relm DST TAG TEXT`,
- * `quit`. stdout: one JSON object per line, with `lifeline node`'s event names and fields.
- * Exit status 3 when the cluster evicted this rank.
+ * `shrink R[,R...]`, `quit`. stdout: one JSON object per line, with `lifeline node`'s event
+ * names and fields. Exit status 3 when the cluster evicted this rank, 0 when it left (a shrink
+ * campaign named it: `left`).
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -69,7 +70,7 @@ static struct conn *conns;                    /* every live connection */
 static struct conn *link_of[MAX_RANKS][SLOTS]; /* installed connections */
 static struct buf pending[MAX_RANKS][SLOTS];   /* frames waiting for a connection */
 static bool refused[MAX_RANKS];
-static bool detect = true, exit_on_eof, quitting, evicted, view_changed;
+static bool detect = true, exit_on_eof, quitting, evicted, left, view_changed;
 static uint64_t link_timeout_ms = 3000, view_lost_at = UINT64_MAX;
 static uint8_t *tbuf;
 static size_t tcap;
@@ -415,6 +416,34 @@ static void print_event(const lifeline_event *e) {
         out_begin("evicted");
         printf(",\"epoch\":%llu", (unsigned long long)e->epoch);
         break;
+    case LIFELINE_EVENT_DEPARTED:
+        out_begin("departed");
+        printf(",\"epoch\":%llu,\"ranks\":[", (unsigned long long)e->epoch);
+        for (size_t i = 0; i < e->ranks_len; i++) printf("%s%u", i ? "," : "", e->ranks[i]);
+        printf("],\"campaigns\":[");
+        for (size_t i = 0; i < e->campaigns_len; i++)
+            printf("%s\"%u.%u\"", i ? "," : "", (unsigned)(e->campaigns[i] >> 32),
+                   (unsigned)(e->campaigns[i] & 0xffffffffu));
+        printf("],\"members\":%llu", (unsigned long long)e->count);
+        break;
+    case LIFELINE_EVENT_LEFT:
+        out_begin("left");
+        printf(",\"epoch\":%llu", (unsigned long long)e->epoch);
+        break;
+    case LIFELINE_EVENT_CAMPAIGN_COMPLETED:
+        out_begin("campaign_completed");
+        printf(",\"id\":\"%u.%u\",\"removed\":[", (unsigned)(e->seq >> 32), (unsigned)(e->seq & 0xffffffffu));
+        for (size_t i = 0; i < e->ranks_len; i++) printf("%s%u", i ? "," : "", e->ranks[i]);
+        printf("],\"epoch\":%llu", (unsigned long long)e->epoch);
+        break;
+    case LIFELINE_EVENT_CAMPAIGN_FAILED:
+        out_begin("campaign_failed");
+        printf(",\"id\":\"%u.%u\",\"reason\":\"%s\"", (unsigned)(e->seq >> 32),
+               (unsigned)(e->seq & 0xffffffffu),
+               e->reason == LIFELINE_CAMPAIGN_TIMED_OUT ? "timed_out"
+               : e->reason == LIFELINE_CAMPAIGN_REQUESTER_REMOVED ? "requester_removed"
+                                                                 : "unknown");
+        break;
     default:
         out_begin("event");
         printf(",\"kind\":%u,\"subject\":%u", e->kind, e->rank);
@@ -443,6 +472,9 @@ static void drain(void) {
         while (lifeline_node_poll_event(node, &e) == LIFELINE_OK) {
             print_event(e);
             if (e->kind == LIFELINE_EVENT_EVICTED) evicted = true;
+            if (e->kind == LIFELINE_EVENT_LEFT) left = true;
+            /* Departed ranks are dead in the view: re-evaluating the links closes theirs. */
+            if (e->kind == LIFELINE_EVENT_DEPARTED) view_changed = true;
             if (e->kind == LIFELINE_EVENT_VIEW_CHANGED) {
                 view_changed = true;
                 if ((e->flags & LIFELINE_VIEW_DEAD) && view_lost_at == UINT64_MAX)
@@ -656,6 +688,37 @@ static bool command(char *l) {
     char *verb = strtok(l, " ");
     if (!verb) return true;
     if (!strcmp(verb, "quit")) return false;
+    if (!strcmp(verb, "shrink")) {
+        uint32_t targets[256];
+        size_t n = 0;
+        bool bad = false;
+        for (char *t = strtok(NULL, ", "); t && !bad; t = strtok(NULL, ", ")) {
+            char *end = NULL;
+            unsigned long r = strtoul(t, &end, 10);
+            bad = *end || r > UINT32_MAX || n == sizeof targets / sizeof *targets;
+            if (!bad) targets[n++] = (uint32_t)r;
+        }
+        if (bad || n == 0) {
+            out_begin("error");
+            printf(",\"message\":\"usage: shrink R[,R...]\"");
+            out_end();
+            return true;
+        }
+        uint64_t id = 0;
+        int r = lifeline_node_shrink(node, now_ns(), targets, n, &id);
+        if (r != LIFELINE_OK) {
+            out_begin("error");
+            printf(",\"message\":\"%s\"", lifeline_strerror(r));
+        } else {
+            out_begin("campaign_started");
+            printf(",\"id\":\"%u.%u\",\"targets\":[", (unsigned)(id >> 32), (unsigned)(id & 0xffffffffu));
+            for (size_t i = 0; i < n; i++) printf("%s%u", i ? "," : "", targets[i]);
+            printf("]");
+        }
+        out_end();
+        drain();
+        return true;
+    }
     if (!strcmp(verb, "xcast") || !strcmp(verb, "relm")) {
         bool relm = verb[0] == 'r';
         char *dst_s = relm ? strtok(NULL, " ") : NULL;
@@ -873,7 +936,7 @@ int main(int argc, char **argv) {
             if (p == NULL) on_listener(lfd);
             else if (p == &stdin_tag) { if (!on_stdin()) quitting = true; }
             else on_conn(p, evs[i].events);
-            if (evicted) break;
+            if (evicted || left) break;
         }
         now = now_ns();
         if (lifeline_node_poll_timeout(node) <= now) {
@@ -897,6 +960,7 @@ int main(int argc, char **argv) {
             evicted = true;
         }
         if (evicted) { status = 3; break; }
+        if (left) break; /* a shrink target drained and was excluded: a clean exit */
         (void)have_stdin;
     }
     for (struct conn *c = conns; c; c = c->next) conn_close(c);

@@ -151,6 +151,33 @@
 // on with who is there.
 #define LIFELINE_EVENT_STARTUP_INCOMPLETE 19
 
+// A shrink campaign's targets departed, at every member in the same op order (one view change
+// for every campaign it completes): `ranks[0..ranks_len]` (ascending) are removed as of
+// `epoch`, the same list at every survivor; `causes[i]` is `LIFELINE_CAUSE_LEFT` for each;
+// `campaigns[0..campaigns_len]` are the ids of the campaigns this view completes (see
+// `lifeline_node_shrink`); `count` = members of the new view. Not a failure: no
+// `LIFELINE_EVENT_FAILURE_CONFIRMED` names them. Close the connections to them (that is what
+// ends each target's lifeline). A target that crashed while leaving may have been removed
+// earlier, so `ranks` can be shorter than the campaigns' targets.
+#define LIFELINE_EVENT_DEPARTED 20
+
+// This rank was a shrink target and left: it drained, was excluded (or lost its lifeline, or
+// its departure timer ran out); `epoch` = the epoch it knew. It takes no more commands (they
+// return `LIFELINE_ERR_DEAD`) and processes no more frames: close its connections and exit
+// cleanly. Never followed by recovery.
+#define LIFELINE_EVENT_LEFT 21
+
+// At the requester, exactly once per campaign: campaign `seq` (its id; `rank` = this rank, the
+// requester) is complete: its targets `ranks[0..ranks_len]` (ascending) are all out of the
+// view, the live ones by the view change of `epoch`. `causes` is NULL.
+#define LIFELINE_EVENT_CAMPAIGN_COMPLETED 22
+
+// At the requester, at most once and instead of `LIFELINE_EVENT_CAMPAIGN_COMPLETED`: campaign
+// `seq` (its id; `rank` = the requester) could not complete; `reason` is a
+// `LIFELINE_CAMPAIGN_*`. The coordinator may still complete it later; nothing more is
+// reported here.
+#define LIFELINE_EVENT_CAMPAIGN_FAILED 23
+
 // `LIFELINE_EVENT_VIEW_CHANGED` flag: the slot moved up (shallower).
 #define LIFELINE_VIEW_PROMOTED 1
 
@@ -178,6 +205,10 @@
 // removed on evidence before it checked in gets this cause too); a process that starts later
 // is fenced and may join as a new rank.
 #define LIFELINE_CAUSE_NEVER_JOINED 4
+
+// Removal cause: a shrink campaign removed it on purpose (`LIFELINE_EVENT_DEPARTED`): it
+// drained and left, or crashed while leaving. Not a failure.
+#define LIFELINE_CAUSE_LEFT 5
 
 // Bytes of a HELLO.
 #define LIFELINE_TCP_HELLO_LEN 46
@@ -322,6 +353,15 @@
 // Link-down cause: the peer closed the link or broke the protocol on it. Soft.
 #define LIFELINE_LINK_CLOSED 4
 
+// `LIFELINE_EVENT_CAMPAIGN_FAILED` reason: `membership_shrink_timeout_ns` passed without the
+// campaign's completion (the coordinator was lost and its successor did not finish it in
+// time, or the order could not complete).
+#define LIFELINE_CAMPAIGN_TIMED_OUT 1
+
+// `LIFELINE_EVENT_CAMPAIGN_FAILED` reason: this rank (the requester) was removed, or left,
+// before the campaign completed.
+#define LIFELINE_CAMPAIGN_REQUESTER_REMOVED 2
+
 // The result of a call. `LIFELINE_OK` (0) is success, `LIFELINE_DONE` (1) means "no more
 // output" (or "need more bytes" for `lifeline_node_frame_len`), and every negative value is an
 // error. Outputs go through out-parameters and are written only as each function documents.
@@ -373,6 +413,25 @@ typedef enum lifeline_result {
   // `lifeline_tcp_*`: not a Lifeline TCP handshake, or one naming an unexpected rank (another
   // target, this rank, another acceptor). Close the connection.
   LIFELINE_ERR_HANDSHAKE = -17,
+  // This rank is leaving: a shrink campaign named it. It takes no new application commands
+  // (nor shrinks), keeps relaying for others, and leaves (`LIFELINE_EVENT_LEFT`) once drained
+  // and excluded. Nothing changed.
+  LIFELINE_ERR_LEAVING = -18,
+  // `lifeline_node_shrink`: no targets (`n` is 0). Nothing changed.
+  LIFELINE_ERR_NO_TARGETS = -19,
+  // `lifeline_node_shrink`: a rank appears twice in the targets. Nothing changed.
+  LIFELINE_ERR_DUPLICATE_TARGET = -20,
+  // `lifeline_node_shrink`: more targets than the config key `max_list`. Nothing changed.
+  LIFELINE_ERR_TOO_MANY_TARGETS = -21,
+  // `lifeline_node_shrink`: this rank named itself (it could not be told of the completion).
+  // Nothing changed.
+  LIFELINE_ERR_TARGET_SELF = -22,
+  // `lifeline_node_shrink`: a target is the coordinator (the root of the view), which
+  // sequences the campaign. Nothing changed.
+  LIFELINE_ERR_TARGET_COORDINATOR = -23,
+  // `lifeline_node_shrink`: `membership_shrink_max_pending` campaigns of this rank are open:
+  // retry after `LIFELINE_EVENT_CAMPAIGN_COMPLETED` or `_FAILED`. Nothing changed.
+  LIFELINE_ERR_SHRINK_BUSY = -24,
   // A refusal this version of the C API has no specific code for. Nothing changed.
   LIFELINE_ERR_OTHER = -99,
   // A bug: the library panicked. The node is poisoned: every later call on it returns this
@@ -558,7 +617,8 @@ typedef struct lifeline_event {
   uint32_t parent;
   // An xcast op id.
   uint64_t op;
-  // A sequence number, flood id or incarnation.
+  // A sequence number, flood id, incarnation, or campaign id
+  // (`LIFELINE_EVENT_CAMPAIGN_COMPLETED`, `_FAILED`).
   uint64_t seq;
   // A failure epoch.
   uint64_t epoch;
@@ -570,18 +630,27 @@ typedef struct lifeline_event {
   size_t payload_len;
   // Ranks (NULL when `ranks_len` is 0): `LIFELINE_EVENT_FAILURE_CONFIRMED` the removed,
   // `LIFELINE_EVENT_CHECKED_IN` the checked in, `LIFELINE_EVENT_STARTUP_INCOMPLETE` the
-  // missing.
+  // missing, `LIFELINE_EVENT_DEPARTED` the departed, `LIFELINE_EVENT_CAMPAIGN_COMPLETED` the
+  // campaign's targets.
   const uint32_t *ranks;
   // Number of `ranks` (and of `causes` when it is not NULL).
   size_t ranks_len;
   // One `LIFELINE_CAUSE_*` per rank (`LIFELINE_EVENT_FAILURE_CONFIRMED`,
-  // `LIFELINE_EVENT_STARTUP_INCOMPLETE`); NULL when `ranks_len` is 0 and for
-  // `LIFELINE_EVENT_CHECKED_IN`.
+  // `LIFELINE_EVENT_STARTUP_INCOMPLETE`, `LIFELINE_EVENT_DEPARTED`); NULL when `ranks_len`
+  // is 0 and for `LIFELINE_EVENT_CHECKED_IN` and `LIFELINE_EVENT_CAMPAIGN_COMPLETED`.
   const uint8_t *causes;
   // `LIFELINE_EVENT_JOINED`: the admitted joiners (NULL when `joiners_len` is 0).
   const struct lifeline_admitted *joiners;
   // Number of `joiners`.
   size_t joiners_len;
+  // `LIFELINE_EVENT_DEPARTED`: the ids of the campaigns the view completes (NULL when
+  // `campaigns_len` is 0); owned by the node like the rest of the event.
+  const uint64_t *campaigns;
+  // Number of `campaigns`.
+  size_t campaigns_len;
+  // `LIFELINE_EVENT_CAMPAIGN_FAILED`: why (a `LIFELINE_CAMPAIGN_*`; 0 for a reason this
+  // version does not know).
+  uint32_t reason;
 } lifeline_event;
 
 // The node's monotonic counters (the core's `Stats`, flattened: machine sections are
@@ -819,6 +888,37 @@ typedef struct lifeline_stats {
   // (start-up) Ranks this coordinator removed at `membership_startup_timeout_ns` because
   // they never checked in (`LIFELINE_CAUSE_NEVER_JOINED`).
   uint64_t startup_never_joined_removed;
+  // (shrink) Shrink campaigns this rank asked for (`lifeline_node_shrink`).
+  uint64_t shrink_campaigns_requested;
+  // (shrink) Campaigns this rank asked for that completed
+  // (`LIFELINE_EVENT_CAMPAIGN_COMPLETED`).
+  uint64_t shrink_campaigns_completed;
+  // (shrink) Campaigns this rank asked for that failed (`LIFELINE_EVENT_CAMPAIGN_FAILED`).
+  uint64_t shrink_campaigns_failed;
+  // (shrink) Coordinator: shrink orders broadcast (each may carry several campaigns).
+  uint64_t shrink_orders;
+  // (shrink) Coordinator: departure notices broadcast (one view change each).
+  uint64_t shrink_left_views;
+  // (shrink) Coordinator: a shrink batch held back by an open join or check-in batch, or a
+  // shrink still open (counted per hold).
+  uint64_t shrink_batches_waited;
+  // (shrink) Coordinator: a join batch held back by an open shrink (counted per hold).
+  uint64_t shrink_joins_waited;
+  // (shrink) Shrink requests dropped: the coordinator's queue was full, or this rank is not the
+  // coordinator.
+  uint64_t shrink_requests_dropped;
+  // (shrink) A departing rank's link lost, dial refused or silence reported: a departure, not a
+  // failure (no alert, no decision), counted apart from failures.
+  uint64_t shrink_departures_observed;
+  // (shrink) Ranks removed here by a departure notice (`LIFELINE_CAUSE_LEFT`).
+  uint64_t shrink_departed;
+  // (shrink) Own alerts and refutations suppressed while leaving.
+  uint64_t shrink_leaving_suppressed;
+  // (shrink) This rank entered leaving mode (a shrink order named it).
+  uint64_t shrink_leaving_entered;
+  // (shrink) A leaving rank acknowledged the order before its reliable sends drained (the drain
+  // bound passed).
+  uint64_t shrink_drain_timeouts;
 } lifeline_stats;
 
 #ifdef __cplusplus
@@ -919,6 +1019,12 @@ void lifeline_config_free(struct lifeline_config *config);
 //   this often until a notice lists it), `membership_startup_timeout_ns` (the coordinator
 //   removes the ranks still missing this long after its start); with check-ins on the re-send
 //   interval and the timeout must be positive.
+// - `membership_shrink_batch_ns` (the coordinator holds shrink requests this long so campaigns
+//   asked for together share one order and one view change), `membership_shrink_timeout_ns`
+//   (the campaign bound: the requester reports `LIFELINE_EVENT_CAMPAIGN_FAILED` past it, and a
+//   leaving rank's departure timer; must be positive), `membership_shrink_max_pending` (most
+//   campaigns one rank has open, and the coordinator's queue; past it
+//   `LIFELINE_ERR_SHRINK_BUSY`; at least 1): shrink campaigns (`lifeline_node_shrink`).
 // - `xcast_max_inflight`, `xcast_max_bytes`: broadcasts awaiting completion (back-pressure);
 //   `xcast_retry_ns`: the origin's re-send interval.
 // - `relm_window` (per destination), `relm_max_bytes` (in all): unacknowledged reliable
@@ -1475,6 +1581,34 @@ enum lifeline_result lifeline_node_stats(const struct lifeline_node *node, struc
 // A static, NUL-terminated English description of `result` (a `lifeline_result` value; any
 // other value gets "unknown lifeline_result"). Never NULL; thread-safe; never free it.
 const char *lifeline_strerror(int32_t result);
+
+// Starts a shrink campaign removing `targets[0..n]` on purpose. On `LIFELINE_OK`, `*campaign`
+// is its id (see below) and the campaign runs: the request goes to the coordinator, which
+// orders it through the tree; each target enters leaving mode (its commands return
+// `LIFELINE_ERR_LEAVING`), drains its reliable sends, and leaves (`LIFELINE_EVENT_LEFT`: exit
+// cleanly); every member removes the targets in one view change (`LIFELINE_EVENT_DEPARTED`,
+// the same list everywhere, not a failure), and this rank gets exactly one
+// `LIFELINE_EVENT_CAMPAIGN_COMPLETED`, or one `LIFELINE_EVENT_CAMPAIGN_FAILED` after
+// `membership_shrink_timeout_ns`. Targets already dead (or holes) inside the span are allowed:
+// they count as departed.
+//
+// A campaign id is `(uint64_t)requester << 32 | seq`: this rank, and its own sequence number
+// (1 for its first campaign); the same number names it at every rank.
+//
+// Refusals change nothing and leave `*campaign` unwritten. The arguments are checked first:
+// `LIFELINE_ERR_NULL` (`campaign` NULL, or `targets` NULL with `n` > 0),
+// `LIFELINE_ERR_TOO_MANY_TARGETS` (`n` over the config key `max_list`: checked before
+// `targets` is read), `LIFELINE_ERR_DUPLICATE_TARGET` (a rank listed twice); then the core's:
+// `LIFELINE_ERR_DEAD` (not a member), `LIFELINE_ERR_LEAVING` (this rank is itself a target),
+// `LIFELINE_ERR_NO_TARGETS` (`n` is 0), `LIFELINE_ERR_RANK_OUT_OF_RANGE` (a target at or above
+// the span), `LIFELINE_ERR_TARGET_SELF`, `LIFELINE_ERR_TARGET_COORDINATOR`,
+// `LIFELINE_ERR_SHRINK_BUSY` (`membership_shrink_max_pending` campaigns of this rank open).
+//
+// # Safety
+// `node` is NULL or a live node used by one thread at a time; `targets` is NULL or points to
+// `n` readable `uint32_t` (it is not read when `n` is over `max_list`); `campaign` is NULL or
+// writable.
+enum lifeline_result lifeline_node_shrink(struct lifeline_node *node, uint64_t now_ns, const uint32_t *targets, size_t n, uint64_t *campaign);
 
 #ifdef __cplusplus
 }  // extern "C"

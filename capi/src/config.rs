@@ -118,6 +118,12 @@ unsafe fn with_key(
 ///   this often until a notice lists it), `membership_startup_timeout_ns` (the coordinator
 ///   removes the ranks still missing this long after its start); with check-ins on the re-send
 ///   interval and the timeout must be positive.
+/// - `membership_shrink_batch_ns` (the coordinator holds shrink requests this long so campaigns
+///   asked for together share one order and one view change), `membership_shrink_timeout_ns`
+///   (the campaign bound: the requester reports `LIFELINE_EVENT_CAMPAIGN_FAILED` past it, and a
+///   leaving rank's departure timer; must be positive), `membership_shrink_max_pending` (most
+///   campaigns one rank has open, and the coordinator's queue; past it
+///   `LIFELINE_ERR_SHRINK_BUSY`; at least 1): shrink campaigns (`lifeline_node_shrink`).
 /// - `xcast_max_inflight`, `xcast_max_bytes`: broadcasts awaiting completion (back-pressure);
 ///   `xcast_retry_ns`: the origin's re-send interval.
 /// - `relm_window` (per destination), `relm_max_bytes` (in all): unacknowledged reliable
@@ -262,6 +268,9 @@ mod tests {
                 (c"membership_check_in_batch_ns", 29_000_000),
                 (c"membership_check_in_resend_ns", 31_000_000),
                 (c"membership_startup_timeout_ns", 37_000_000),
+                (c"membership_shrink_batch_ns", 41_000_000),
+                (c"membership_shrink_timeout_ns", 43_000_000),
+                (c"membership_shrink_max_pending", 47),
             ] {
                 assert_eq!(
                     lifeline_config_set(c, key.as_ptr(), v),
@@ -289,6 +298,9 @@ mod tests {
             assert_eq!(inner.membership.check_in_batch, Duration::from_millis(29));
             assert_eq!(inner.membership.check_in_resend, Duration::from_millis(31));
             assert_eq!(inner.membership.startup_timeout, Duration::from_millis(37));
+            assert_eq!(inner.membership.shrink_batch, Duration::from_millis(41));
+            assert_eq!(inner.membership.shrink_timeout, Duration::from_millis(43));
+            assert_eq!(inner.membership.shrink_max_pending, 47);
             assert!(inner.detect.enabled);
             assert_eq!(inner.detect.period, Duration::from_nanos(7_000));
             assert_eq!(inner.relm.window, 5);

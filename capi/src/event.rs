@@ -80,6 +80,29 @@ pub const LIFELINE_EVENT_READY: u32 = 18;
 /// (cause `LIFELINE_CAUSE_NEVER_JOINED`, polled first). The application decides whether to go
 /// on with who is there.
 pub const LIFELINE_EVENT_STARTUP_INCOMPLETE: u32 = 19;
+/// A shrink campaign's targets departed, at every member in the same op order (one view change
+/// for every campaign it completes): `ranks[0..ranks_len]` (ascending) are removed as of
+/// `epoch`, the same list at every survivor; `causes[i]` is `LIFELINE_CAUSE_LEFT` for each;
+/// `campaigns[0..campaigns_len]` are the ids of the campaigns this view completes (see
+/// `lifeline_node_shrink`); `count` = members of the new view. Not a failure: no
+/// `LIFELINE_EVENT_FAILURE_CONFIRMED` names them. Close the connections to them (that is what
+/// ends each target's lifeline). A target that crashed while leaving may have been removed
+/// earlier, so `ranks` can be shorter than the campaigns' targets.
+pub const LIFELINE_EVENT_DEPARTED: u32 = 20;
+/// This rank was a shrink target and left: it drained, was excluded (or lost its lifeline, or
+/// its departure timer ran out); `epoch` = the epoch it knew. It takes no more commands (they
+/// return `LIFELINE_ERR_DEAD`) and processes no more frames: close its connections and exit
+/// cleanly. Never followed by recovery.
+pub const LIFELINE_EVENT_LEFT: u32 = 21;
+/// At the requester, exactly once per campaign: campaign `seq` (its id; `rank` = this rank, the
+/// requester) is complete: its targets `ranks[0..ranks_len]` (ascending) are all out of the
+/// view, the live ones by the view change of `epoch`. `causes` is NULL.
+pub const LIFELINE_EVENT_CAMPAIGN_COMPLETED: u32 = 22;
+/// At the requester, at most once and instead of `LIFELINE_EVENT_CAMPAIGN_COMPLETED`: campaign
+/// `seq` (its id; `rank` = the requester) could not complete; `reason` is a
+/// `LIFELINE_CAMPAIGN_*`. The coordinator may still complete it later; nothing more is
+/// reported here.
+pub const LIFELINE_EVENT_CAMPAIGN_FAILED: u32 = 23;
 
 /// `LIFELINE_EVENT_VIEW_CHANGED` flag: the slot moved up (shallower).
 pub const LIFELINE_VIEW_PROMOTED: u16 = 1;
@@ -102,6 +125,9 @@ pub const LIFELINE_CAUSE_DECLARED: u8 = 3;
 /// removed on evidence before it checked in gets this cause too); a process that starts later
 /// is fenced and may join as a new rank.
 pub const LIFELINE_CAUSE_NEVER_JOINED: u8 = 4;
+/// Removal cause: a shrink campaign removed it on purpose (`LIFELINE_EVENT_DEPARTED`): it
+/// drained and left, or crashed while leaving. Not a failure.
+pub const LIFELINE_CAUSE_LEFT: u8 = 5;
 
 /// One joiner admitted by a view (`lifeline_event.joiners`, `LIFELINE_EVENT_JOINED`), owned by
 /// the node like the event it is part of.
@@ -145,7 +171,8 @@ pub struct Event {
     pub parent: u32,
     /// An xcast op id.
     pub op: u64,
-    /// A sequence number, flood id or incarnation.
+    /// A sequence number, flood id, incarnation, or campaign id
+    /// (`LIFELINE_EVENT_CAMPAIGN_COMPLETED`, `_FAILED`).
     pub seq: u64,
     /// A failure epoch.
     pub epoch: u64,
@@ -157,18 +184,27 @@ pub struct Event {
     pub payload_len: usize,
     /// Ranks (NULL when `ranks_len` is 0): `LIFELINE_EVENT_FAILURE_CONFIRMED` the removed,
     /// `LIFELINE_EVENT_CHECKED_IN` the checked in, `LIFELINE_EVENT_STARTUP_INCOMPLETE` the
-    /// missing.
+    /// missing, `LIFELINE_EVENT_DEPARTED` the departed, `LIFELINE_EVENT_CAMPAIGN_COMPLETED` the
+    /// campaign's targets.
     pub ranks: *const u32,
     /// Number of `ranks` (and of `causes` when it is not NULL).
     pub ranks_len: usize,
     /// One `LIFELINE_CAUSE_*` per rank (`LIFELINE_EVENT_FAILURE_CONFIRMED`,
-    /// `LIFELINE_EVENT_STARTUP_INCOMPLETE`); NULL when `ranks_len` is 0 and for
-    /// `LIFELINE_EVENT_CHECKED_IN`.
+    /// `LIFELINE_EVENT_STARTUP_INCOMPLETE`, `LIFELINE_EVENT_DEPARTED`); NULL when `ranks_len`
+    /// is 0 and for `LIFELINE_EVENT_CHECKED_IN` and `LIFELINE_EVENT_CAMPAIGN_COMPLETED`.
     pub causes: *const u8,
     /// `LIFELINE_EVENT_JOINED`: the admitted joiners (NULL when `joiners_len` is 0).
     pub joiners: *const Admitted,
     /// Number of `joiners`.
     pub joiners_len: usize,
+    /// `LIFELINE_EVENT_DEPARTED`: the ids of the campaigns the view completes (NULL when
+    /// `campaigns_len` is 0); owned by the node like the rest of the event.
+    pub campaigns: *const u64,
+    /// Number of `campaigns`.
+    pub campaigns_len: usize,
+    /// `LIFELINE_EVENT_CAMPAIGN_FAILED`: why (a `LIFELINE_CAMPAIGN_*`; 0 for a reason this
+    /// version does not know).
+    pub reason: u32,
 }
 
 impl Event {
@@ -192,6 +228,9 @@ impl Event {
             causes: std::ptr::null(),
             joiners: std::ptr::null(),
             joiners_len: 0,
+            campaigns: std::ptr::null(),
+            campaigns_len: 0,
+            reason: 0,
         }
     }
 }
@@ -207,6 +246,7 @@ pub(crate) struct EventSlot {
     /// The joiners as the core gave them (owning the address bytes `joiners` points into).
     admitted: Vec<lifeline_core::join::Admitted>,
     joiners: Vec<Admitted>,
+    campaigns: Vec<u64>,
 }
 
 impl EventSlot {
@@ -218,6 +258,7 @@ impl EventSlot {
             causes: Vec::new(),
             admitted: Vec::new(),
             joiners: Vec::new(),
+            campaigns: Vec::new(),
         }
     }
 
@@ -229,6 +270,7 @@ impl EventSlot {
         self.causes.clear();
         self.joiners.clear();
         self.admitted.clear();
+        self.campaigns.clear();
         match e {
             CoreEvent::Xcast(x) => match x {
                 XcastEvent::Delivered {
@@ -321,6 +363,36 @@ impl EventSlot {
                         addr_len: a.addr.len(),
                     }));
                 }
+                MembershipEvent::Departed {
+                    epoch,
+                    ranks,
+                    campaigns,
+                    members,
+                } => {
+                    ev.kind = LIFELINE_EVENT_DEPARTED;
+                    (ev.epoch, ev.count) = (epoch, u64::from(members));
+                    for r in ranks.iter() {
+                        self.ranks.push(r.0);
+                        self.causes.push(LIFELINE_CAUSE_LEFT);
+                    }
+                    self.campaigns
+                        .extend(campaigns.into_iter().map(crate::shrink::campaign_id));
+                }
+                MembershipEvent::Left { epoch } => {
+                    ev.kind = LIFELINE_EVENT_LEFT;
+                    ev.epoch = epoch;
+                }
+                MembershipEvent::CampaignCompleted { id, removed, epoch } => {
+                    ev.kind = LIFELINE_EVENT_CAMPAIGN_COMPLETED;
+                    (ev.rank, ev.seq, ev.epoch) =
+                        (id.requester.0, crate::shrink::campaign_id(id), epoch);
+                    self.ranks.extend(removed.iter().map(|r| r.0));
+                }
+                MembershipEvent::CampaignFailed { id, reason } => {
+                    ev.kind = LIFELINE_EVENT_CAMPAIGN_FAILED;
+                    (ev.rank, ev.seq) = (id.requester.0, crate::shrink::campaign_id(id));
+                    ev.reason = crate::shrink::failure_reason(reason);
+                }
                 _ => {}
             },
             CoreEvent::Relm(r) => match r {
@@ -409,6 +481,10 @@ impl EventSlot {
             ev.joiners = self.joiners.as_ptr();
             ev.joiners_len = self.joiners.len();
         }
+        if !self.campaigns.is_empty() {
+            ev.campaigns = self.campaigns.as_ptr();
+            ev.campaigns_len = self.campaigns.len();
+        }
         self.ev = ev;
     }
 }
@@ -416,6 +492,10 @@ impl EventSlot {
 fn rank_none() -> lifeline_core::tree::Rank {
     lifeline_core::tree::Rank(LIFELINE_NO_RANK)
 }
+
+#[cfg(test)]
+#[path = "event_shrink_tests.rs"]
+mod shrink_tests;
 
 #[cfg(test)]
 mod tests {
@@ -560,6 +640,7 @@ mod tests {
             (RemovalCause::Unreachable, LIFELINE_CAUSE_UNREACHABLE),
             (RemovalCause::Declared, LIFELINE_CAUSE_DECLARED),
             (RemovalCause::NeverJoined, LIFELINE_CAUSE_NEVER_JOINED),
+            (RemovalCause::Left, LIFELINE_CAUSE_LEFT),
         ] {
             assert_eq!(c.byte(), b);
         }

@@ -23,6 +23,12 @@
 //!   `LIFELINE_EVENT_STARTUP_INCOMPLETE` naming the ranks that never checked in within
 //!   `membership_startup_timeout_ns` (removed with `LIFELINE_CAUSE_NEVER_JOINED`); counters
 //!   `startup_*` in [`Stats`] (see [`event`], [`config::lifeline_config_set`]).
+//! - **Shrink campaigns.** `lifeline_node_shrink` removes ranks on purpose as one collective
+//!   event: the targets enter leaving mode (`LIFELINE_ERR_LEAVING`) and leave
+//!   (`LIFELINE_EVENT_LEFT`), every member removes them in one view change
+//!   (`LIFELINE_EVENT_DEPARTED`, cause `LIFELINE_CAUSE_LEFT`), and the requester gets one
+//!   `LIFELINE_EVENT_CAMPAIGN_COMPLETED` or `_FAILED`; counters `shrink_*` in [`Stats`],
+//!   config keys `membership_shrink_*` (see [`shrink`]).
 //! - **Threads.** A node is `Send`, not `Sync`: one thread at a time per node; different nodes
 //!   are independent. `lifeline_version`, `lifeline_abi_version` and `lifeline_strerror` are
 //!   thread-safe.
@@ -42,6 +48,7 @@ pub mod links;
 pub mod node;
 pub mod query;
 pub mod result;
+pub mod shrink;
 pub mod stats;
 
 #[cfg(test)]

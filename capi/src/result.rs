@@ -3,6 +3,7 @@
 
 use std::ffi::c_char;
 
+use lifeline_core::membership::ShrinkError;
 use lifeline_core::relm::RelmError;
 use lifeline_core::tree::TreeError;
 use lifeline_core::{CommandError, ConfigError, XcastError};
@@ -62,6 +63,25 @@ pub enum LifelineResult {
     /// `lifeline_tcp_*`: not a Lifeline TCP handshake, or one naming an unexpected rank (another
     /// target, this rank, another acceptor). Close the connection.
     LIFELINE_ERR_HANDSHAKE = -17,
+    /// This rank is leaving: a shrink campaign named it. It takes no new application commands
+    /// (nor shrinks), keeps relaying for others, and leaves (`LIFELINE_EVENT_LEFT`) once drained
+    /// and excluded. Nothing changed.
+    LIFELINE_ERR_LEAVING = -18,
+    /// `lifeline_node_shrink`: no targets (`n` is 0). Nothing changed.
+    LIFELINE_ERR_NO_TARGETS = -19,
+    /// `lifeline_node_shrink`: a rank appears twice in the targets. Nothing changed.
+    LIFELINE_ERR_DUPLICATE_TARGET = -20,
+    /// `lifeline_node_shrink`: more targets than the config key `max_list`. Nothing changed.
+    LIFELINE_ERR_TOO_MANY_TARGETS = -21,
+    /// `lifeline_node_shrink`: this rank named itself (it could not be told of the completion).
+    /// Nothing changed.
+    LIFELINE_ERR_TARGET_SELF = -22,
+    /// `lifeline_node_shrink`: a target is the coordinator (the root of the view), which
+    /// sequences the campaign. Nothing changed.
+    LIFELINE_ERR_TARGET_COORDINATOR = -23,
+    /// `lifeline_node_shrink`: `membership_shrink_max_pending` campaigns of this rank are open:
+    /// retry after `LIFELINE_EVENT_CAMPAIGN_COMPLETED` or `_FAILED`. Nothing changed.
+    LIFELINE_ERR_SHRINK_BUSY = -24,
     /// A refusal this version of the C API has no specific code for. Nothing changed.
     LIFELINE_ERR_OTHER = -99,
     /// A bug: the library panicked. The node is poisoned: every later call on it returns this
@@ -118,6 +138,34 @@ impl LifelineResult {
                 c"the peer failed to prove the cluster key",
             ),
             (LIFELINE_ERR_HANDSHAKE, c"not a valid lifeline handshake"),
+            (
+                LIFELINE_ERR_LEAVING,
+                c"this rank is leaving and takes no new commands",
+            ),
+            (
+                LIFELINE_ERR_NO_TARGETS,
+                c"a shrink needs at least one target",
+            ),
+            (
+                LIFELINE_ERR_DUPLICATE_TARGET,
+                c"a shrink target is listed twice",
+            ),
+            (
+                LIFELINE_ERR_TOO_MANY_TARGETS,
+                c"more shrink targets than max_list",
+            ),
+            (
+                LIFELINE_ERR_TARGET_SELF,
+                c"a rank cannot shrink itself away",
+            ),
+            (
+                LIFELINE_ERR_TARGET_COORDINATOR,
+                c"a shrink target is the coordinator",
+            ),
+            (
+                LIFELINE_ERR_SHRINK_BUSY,
+                c"too many shrink campaigns open: retry after one ends",
+            ),
             (LIFELINE_ERR_OTHER, c"refused (no specific code)"),
             (LIFELINE_ERR_PANIC, c"internal panic: the node is poisoned"),
         ];
@@ -132,6 +180,7 @@ impl From<&CommandError> for LifelineResult {
     fn from(e: &CommandError) -> Self {
         match e {
             CommandError::Dead => LIFELINE_ERR_DEAD,
+            CommandError::Leaving => LIFELINE_ERR_LEAVING,
             CommandError::TooLarge { .. } => LIFELINE_ERR_TOO_LARGE,
             CommandError::Tree(TreeError::RankOutOfRange { .. }) => LIFELINE_ERR_RANK_OUT_OF_RANGE,
             CommandError::Tree(TreeError::SpanShrink { .. }) => LIFELINE_ERR_SPAN_SHRINK,
@@ -141,6 +190,23 @@ impl From<&CommandError> for LifelineResult {
             CommandError::Xcast(XcastError::Backpressure { .. }) => LIFELINE_ERR_XCAST_BACKPRESSURE,
             CommandError::Xcast(XcastError::ReservedTag(_)) => LIFELINE_ERR_RESERVED_TAG,
             CommandError::Relm(RelmError::Backpressure { .. }) => LIFELINE_ERR_RELM_BACKPRESSURE,
+            _ => LIFELINE_ERR_OTHER,
+        }
+    }
+}
+
+impl From<&ShrinkError> for LifelineResult {
+    /// One code per `ShrinkError` variant; future variants are `LIFELINE_ERR_OTHER`.
+    fn from(e: &ShrinkError) -> Self {
+        match e {
+            ShrinkError::Dead => LIFELINE_ERR_DEAD,
+            ShrinkError::Leaving => LIFELINE_ERR_LEAVING,
+            ShrinkError::Empty => LIFELINE_ERR_NO_TARGETS,
+            ShrinkError::TooMany { .. } => LIFELINE_ERR_TOO_MANY_TARGETS,
+            ShrinkError::OutOfSpan(_) => LIFELINE_ERR_RANK_OUT_OF_RANGE,
+            ShrinkError::IncludesSelf => LIFELINE_ERR_TARGET_SELF,
+            ShrinkError::Coordinator(_) => LIFELINE_ERR_TARGET_COORDINATOR,
+            ShrinkError::Busy(_) => LIFELINE_ERR_SHRINK_BUSY,
             _ => LIFELINE_ERR_OTHER,
         }
     }
@@ -175,6 +241,7 @@ mod tests {
     fn command_errors_map_one_to_one() {
         let cases = [
             (CommandError::Dead, LIFELINE_ERR_DEAD),
+            (CommandError::Leaving, LIFELINE_ERR_LEAVING),
             (
                 CommandError::TooLarge { len: 1, max: 2 },
                 LIFELINE_ERR_TOO_LARGE,
@@ -215,6 +282,34 @@ mod tests {
     }
 
     #[test]
+    fn shrink_errors_map_one_to_one() {
+        let cases = [
+            (ShrinkError::Dead, LIFELINE_ERR_DEAD),
+            (ShrinkError::Leaving, LIFELINE_ERR_LEAVING),
+            (ShrinkError::Empty, LIFELINE_ERR_NO_TARGETS),
+            (
+                ShrinkError::TooMany { len: 9, max: 8 },
+                LIFELINE_ERR_TOO_MANY_TARGETS,
+            ),
+            (
+                ShrinkError::OutOfSpan(Rank(70)),
+                LIFELINE_ERR_RANK_OUT_OF_RANGE,
+            ),
+            (ShrinkError::IncludesSelf, LIFELINE_ERR_TARGET_SELF),
+            (
+                ShrinkError::Coordinator(Rank(0)),
+                LIFELINE_ERR_TARGET_COORDINATOR,
+            ),
+            (ShrinkError::Busy(64), LIFELINE_ERR_SHRINK_BUSY),
+        ];
+        let mut seen = std::collections::BTreeSet::new();
+        for (e, r) in cases {
+            assert_eq!(LifelineResult::from(&e), r, "{e:?}");
+            assert!(seen.insert(r as i32), "{e:?} shares its code");
+        }
+    }
+
+    #[test]
     fn every_code_has_its_own_description() {
         let mut seen = std::collections::BTreeSet::new();
         for code in -100..=1 {
@@ -223,6 +318,6 @@ mod tests {
                 assert!(seen.insert(s.to_owned()), "duplicate text for {code}");
             }
         }
-        assert_eq!(seen.len(), 21);
+        assert_eq!(seen.len(), 28);
     }
 }

@@ -239,16 +239,62 @@ pub struct Stats {
     /// (start-up) Ranks this coordinator removed at `membership_startup_timeout_ns` because
     /// they never checked in (`LIFELINE_CAUSE_NEVER_JOINED`).
     pub startup_never_joined_removed: u64,
+    /// (shrink) Shrink campaigns this rank asked for (`lifeline_node_shrink`).
+    pub shrink_campaigns_requested: u64,
+    /// (shrink) Campaigns this rank asked for that completed
+    /// (`LIFELINE_EVENT_CAMPAIGN_COMPLETED`).
+    pub shrink_campaigns_completed: u64,
+    /// (shrink) Campaigns this rank asked for that failed (`LIFELINE_EVENT_CAMPAIGN_FAILED`).
+    pub shrink_campaigns_failed: u64,
+    /// (shrink) Coordinator: shrink orders broadcast (each may carry several campaigns).
+    pub shrink_orders: u64,
+    /// (shrink) Coordinator: departure notices broadcast (one view change each).
+    pub shrink_left_views: u64,
+    /// (shrink) Coordinator: a shrink batch held back by an open join or check-in batch, or a
+    /// shrink still open (counted per hold).
+    pub shrink_batches_waited: u64,
+    /// (shrink) Coordinator: a join batch held back by an open shrink (counted per hold).
+    pub shrink_joins_waited: u64,
+    /// (shrink) Shrink requests dropped: the coordinator's queue was full, or this rank is not the
+    /// coordinator.
+    pub shrink_requests_dropped: u64,
+    /// (shrink) A departing rank's link lost, dial refused or silence reported: a departure, not a
+    /// failure (no alert, no decision), counted apart from failures.
+    pub shrink_departures_observed: u64,
+    /// (shrink) Ranks removed here by a departure notice (`LIFELINE_CAUSE_LEFT`).
+    pub shrink_departed: u64,
+    /// (shrink) Own alerts and refutations suppressed while leaving.
+    pub shrink_leaving_suppressed: u64,
+    /// (shrink) This rank entered leaving mode (a shrink order named it).
+    pub shrink_leaving_entered: u64,
+    /// (shrink) A leaving rank acknowledged the order before its reliable sends drained (the drain
+    /// bound passed).
+    pub shrink_drain_timeouts: u64,
 }
 
 impl Stats {
-    /// Every counter of `node`: its `Stats`, its join, corroboration and start-up counters (kept
-    /// apart in the core, with their state).
+    /// Every counter of `node`: its `Stats`, its join, corroboration, start-up and shrink
+    /// counters (kept apart in the core, with their state).
     pub(crate) fn of(node: &lifeline_core::Node) -> Self {
         let j = node.join_stats();
         let c = node.corroboration_stats();
         let st = node.startup_stats();
+        let sh = node.shrink_stats();
         Self {
+            shrink_campaigns_requested: sh.campaigns_requested,
+            shrink_campaigns_completed: sh.campaigns_completed,
+            shrink_campaigns_failed: sh.campaigns_failed,
+            shrink_orders: sh.shrink_orders,
+            shrink_left_views: sh.left_views,
+            shrink_batches_waited: sh.shrinks_waited,
+            shrink_joins_waited: sh.joins_waited,
+            shrink_requests_dropped: sh.shrink_requests_dropped,
+            shrink_departures_observed: sh.departures_observed,
+            shrink_departed: sh.departed,
+            shrink_leaving_suppressed: sh.leaving_suppressed,
+            shrink_leaving_entered: sh.leaving_entered,
+            shrink_drain_timeouts: sh.drain_timeouts,
+
             startup_check_ins_out: st.check_ins_out,
             startup_check_ins_in: st.check_ins_in,
             startup_check_ins_stale: st.check_ins_stale,

@@ -113,7 +113,7 @@ fn build_and_run(name: &str, extra: &[&str], dir: &Path) {
     );
 }
 
-const PROGRAMS: [&str; 4] = ["three_nodes", "misuse", "join", "startup"];
+const PROGRAMS: [&str; 5] = ["three_nodes", "misuse", "join", "startup", "shrink"];
 
 #[test]
 fn c_programs_run() {

@@ -2,7 +2,8 @@
 //! (compiled against the header and the static library) runs ranks 0 and 2, the Rust
 //! `lifeline node` ranks 1 and 3, on 127.0.0.x addresses. Xcasts and reliable messages cross
 //! C↔Rust links both ways and are delivered exactly once; after rank 2 is SIGKILLed the survivors
-//! confirm its failure and keep delivering exactly once.
+//! confirm its failure and keep delivering exactly once. A second cluster of five runs a shrink
+//! campaign a C daemon asks for, removing a Rust node and a C daemon.
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -270,5 +271,120 @@ fn c_daemons_and_rust_nodes_form_one_cluster() {
         }
         assert!(Instant::now() < end, "the C daemon did not quit");
         std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Waits up to `secs` for `p` to exit; its status.
+fn exit_status(p: &mut Proc, secs: u64) -> std::process::ExitStatus {
+    let end = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(st) = p.child.try_wait().unwrap() {
+            return st;
+        }
+        assert!(
+            Instant::now() < end,
+            "rank {} did not exit:\n{}",
+            p.rank,
+            p.dump()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_c_daemon_shrinks_a_rust_node_and_a_c_daemon_away() {
+    let daemon = build_daemon();
+    let rust = lifeline_bin();
+    let dir = profile_dir().join("c_api").join("interop-shrink");
+    std::fs::create_dir_all(&dir).unwrap();
+    let peers = peers_file(&dir, 5);
+    // The C daemon starts without check-ins (the C ABI's default): the Rust nodes agree.
+    let node_args = ["node", "--no-check-in"];
+    let mut procs = [
+        Proc::start(0, &daemon, &[], &peers),
+        Proc::start(1, &rust, &node_args, &peers),
+        Proc::start(2, &daemon, &[], &peers),
+        Proc::start(3, &rust, &node_args, &peers),
+        Proc::start(4, &daemon, &[], &peers),
+    ];
+    procs[0].send("xcast 16 wired");
+    {
+        let all: Vec<&Proc> = procs.iter().collect();
+        wait(&all, "xcast wired everywhere", 30, || {
+            all.iter().all(|p| p.count(xcast_of("wired")) >= 1)
+        });
+    }
+
+    // Rank 2 (a C daemon, not the coordinator) removes rank 3 (Rust) and rank 4 (C).
+    procs[2].send("shrink 3,4");
+    let completed = |p: &Proc| p.count(|v| is(v, "campaign_completed") && v["id"] == "2.1");
+    let departed = |p: &Proc| {
+        p.count(|v| {
+            is(v, "departed")
+                && v["ranks"] == serde_json::json!([3, 4])
+                && v["campaigns"] == serde_json::json!(["2.1"])
+        })
+    };
+    {
+        let all: Vec<&Proc> = procs.iter().collect();
+        wait(&all, "the campaign's completion and departures", 30, || {
+            completed(&procs[2]) >= 1 && procs[..3].iter().all(|p| departed(p) >= 1)
+        });
+    }
+    for r in [3, 4] {
+        let st = exit_status(&mut procs[r], 20);
+        assert!(
+            st.success(),
+            "target {r} exited with {st}:\n{}",
+            procs[r].dump()
+        );
+        assert_eq!(
+            procs[r].count(|v| is(v, "left")),
+            1,
+            "rank {r}:\n{}",
+            procs[r].dump()
+        );
+    }
+    assert_eq!(
+        procs[2].count(|v| is(v, "campaign_started") && v["id"] == "2.1"),
+        1,
+        "{}",
+        procs[2].dump()
+    );
+
+    // The survivors go on: an xcast from the Rust node reaches the three of them once.
+    procs[1].send("xcast 17 after-shrink");
+    {
+        let survivors: Vec<&Proc> = procs[..3].iter().collect();
+        wait(&survivors, "xcast after-shrink", 20, || {
+            survivors
+                .iter()
+                .all(|p| p.count(xcast_of("after-shrink")) >= 1)
+        });
+    }
+    std::thread::sleep(Duration::from_millis(500)); // room for a duplicate to show
+    for p in &procs[..3] {
+        assert_eq!(
+            completed(p),
+            usize::from(p.rank == 2),
+            "rank {}:\n{}",
+            p.rank,
+            p.dump()
+        );
+        assert_eq!(departed(p), 1, "rank {}:\n{}", p.rank, p.dump());
+        assert_eq!(
+            p.count(xcast_of("after-shrink")),
+            1,
+            "rank {}:\n{}",
+            p.rank,
+            p.dump()
+        );
+        assert_eq!(
+            p.count(|v| is(v, "failure_confirmed") || is(v, "left")),
+            0,
+            "rank {}:\n{}",
+            p.rank,
+            p.dump()
+        );
     }
 }

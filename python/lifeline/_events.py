@@ -1,13 +1,18 @@
 """The events a node reports, as typed, immutable objects.
 
 The extension module hands each event over as a tuple ``(kind, fields...)``; :func:`from_raw`
-builds the matching class. Payloads are :class:`bytes`.
+builds the matching class, registered under its kind by :func:`_kind`. Payloads are
+:class:`bytes`; rank lists are tuples.
+
+A shrink campaign's id (``Node.shrink``, :class:`Departed`, :class:`CampaignCompleted`,
+:class:`CampaignFailed`) is one integer: ``requester << 32 | seq``, the requesting rank and its
+own sequence number (1 for its first campaign), the same number at every rank.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Optional, Tuple, Union
+from dataclasses import dataclass, field, fields
+from typing import Any, Callable, Dict, Optional, Tuple, Type, TypeVar, Union
 
 __all__ = [
     "Event",
@@ -22,6 +27,10 @@ __all__ = [
     "Ready",
     "StartupIncomplete",
     "Evicted",
+    "Departed",
+    "Left",
+    "CampaignCompleted",
+    "CampaignFailed",
     "FloodDelivered",
     "Suspected",
     "TreeChanged",
@@ -31,7 +40,35 @@ __all__ = [
     "from_raw",
 ]
 
+_T = TypeVar("_T")
 
+# The builder of each kind: the extension's fields in, the typed event out.
+_KINDS: Dict[str, Callable[..., Any]] = {}
+
+
+def _kind(
+    name: str, adapt: Optional[Callable[..., Tuple[Any, ...]]] = None
+) -> Callable[[Type[_T]], Type[_T]]:
+    """Registers the decorated event class as kind ``name``: :func:`from_raw` passes the
+    extension's fields (through ``adapt`` first, when the raw fields are not the class's),
+    turning the lists of the fields typed ``Tuple`` into tuples."""
+
+    def register(cls: Type[_T]) -> Type[_T]:
+        as_tuple = [str(f.type).startswith("Tuple") for f in fields(cls)]  # type: ignore[arg-type]
+
+        def build(*raw: Any) -> _T:
+            args = adapt(*raw) if adapt is not None else raw
+            if len(args) != len(as_tuple):
+                raise TypeError(f"{name}: {len(args)} fields, {cls.__name__} has {len(as_tuple)}")
+            return cls(*(tuple(a) if t else a for a, t in zip(args, as_tuple)))
+
+        _KINDS[name] = build
+        return cls
+
+    return register
+
+
+@_kind("xcast_delivered")
 @dataclass(frozen=True)
 class XcastDelivered:
     """A reliable broadcast delivered here (once per broadcast at every member, in the same
@@ -44,6 +81,7 @@ class XcastDelivered:
     payload: bytes = field(repr=False)
 
 
+@_kind("xcast_completed")
 @dataclass(frozen=True)
 class XcastCompleted:
     """A broadcast this rank started reached every member."""
@@ -52,6 +90,7 @@ class XcastCompleted:
     op: int
 
 
+@_kind("relm_delivered")
 @dataclass(frozen=True)
 class RelmDelivered:
     """A reliable message delivered here (once, in order per sender)."""
@@ -62,6 +101,7 @@ class RelmDelivered:
     payload: bytes = field(repr=False)
 
 
+@_kind("relm_acked")
 @dataclass(frozen=True)
 class RelmAcked:
     """Messages to ``dst`` up to ``upto`` were delivered there."""
@@ -70,6 +110,7 @@ class RelmAcked:
     upto: int
 
 
+@_kind("relm_failed")
 @dataclass(frozen=True)
 class RelmFailed:
     """``dst`` died before ``count`` messages from uid ``first`` on were delivered."""
@@ -79,6 +120,12 @@ class RelmFailed:
     count: int
 
 
+def _view_changed_fields(epoch: int, removed: Any, members: Any) -> Tuple[Any, ...]:
+    """``ViewChanged``'s fields from the raw ``(rank, cause)`` pairs."""
+    return (epoch, [r for r, _ in removed], {r: c for r, c in removed}, members)
+
+
+@_kind("view_changed", _view_changed_fields)
 @dataclass(frozen=True)
 class ViewChanged:
     """The agreed view changed: ``removed`` left it (``causes``: why, per rank: ``link_lost``,
@@ -92,6 +139,7 @@ class ViewChanged:
     members: Tuple[int, ...]
 
 
+@_kind("joined")
 @dataclass(frozen=True)
 class Joined:
     """A view admitted joiners (``(rank, address)`` each); ``members`` is the new member set."""
@@ -101,6 +149,7 @@ class Joined:
     members: Tuple[int, ...]
 
 
+@_kind("checked_in")
 @dataclass(frozen=True)
 class CheckedIn:
     """Start-up from check-ins: the coordinator's notice admitting ``ranks`` (ascending) was
@@ -112,6 +161,7 @@ class CheckedIn:
     members: int
 
 
+@_kind("ready")
 @dataclass(frozen=True)
 class Ready:
     """Start-up is over: every launched rank checked in. Once per node, at every member, at the
@@ -121,6 +171,7 @@ class Ready:
     members: int
 
 
+@_kind("startup_incomplete")
 @dataclass(frozen=True)
 class StartupIncomplete:
     """Start-up is over without ``missing`` (ascending): they never checked in within the
@@ -134,6 +185,7 @@ class StartupIncomplete:
     members: int
 
 
+@_kind("evicted")
 @dataclass(frozen=True)
 class Evicted:
     """This rank was removed from the cluster; it takes no more commands."""
@@ -141,6 +193,52 @@ class Evicted:
     epoch: int
 
 
+@_kind("departed")
+@dataclass(frozen=True)
+class Departed:
+    """A shrink campaign's targets departed: ``ranks`` (ascending) are out of the view as of
+    ``epoch``, in one view change, the same list at every survivor. Not a failure: no
+    :class:`ViewChanged` names them. ``campaigns``: the ids of the campaigns this view completes;
+    ``members``: the new member set, ascending."""
+
+    epoch: int
+    ranks: Tuple[int, ...]
+    campaigns: Tuple[int, ...]
+    members: Tuple[int, ...]
+
+
+@_kind("left")
+@dataclass(frozen=True)
+class Left:
+    """This rank was a shrink target and left (drained, then excluded): it takes no more
+    commands; exit cleanly. ``epoch``: the epoch it knew. Never followed by recovery."""
+
+    epoch: int
+
+
+@_kind("campaign_completed")
+@dataclass(frozen=True)
+class CampaignCompleted:
+    """At the requester, exactly once: campaign ``id`` is complete: its targets ``removed``
+    (ascending) are out of the view, the live ones by the view change of ``epoch``."""
+
+    id: int
+    removed: Tuple[int, ...]
+    epoch: int
+
+
+@_kind("campaign_failed")
+@dataclass(frozen=True)
+class CampaignFailed:
+    """At the requester, at most once and instead of :class:`CampaignCompleted`: campaign ``id``
+    could not complete; ``reason`` is ``timed_out`` (past ``membership_shrink_timeout_ns``) or
+    ``requester_removed``. The coordinator may still complete it later."""
+
+    id: int
+    reason: str
+
+
+@_kind("flood_delivered")
 @dataclass(frozen=True)
 class FloodDelivered:
     """A best-effort flood delivered here."""
@@ -150,6 +248,7 @@ class FloodDelivered:
     payload: bytes = field(repr=False)
 
 
+@_kind("suspected")
 @dataclass(frozen=True)
 class Suspected:
     """The heartbeat detector suspects ``rank`` (advisory: only a ``ViewChanged`` removes)."""
@@ -157,6 +256,7 @@ class Suspected:
     rank: int
 
 
+@_kind("tree_changed")
 @dataclass(frozen=True)
 class TreeChanged:
     """This rank's place in the routing tree changed (``slot`` is ``None`` once removed)."""
@@ -165,6 +265,7 @@ class TreeChanged:
     parent: Optional[int]
 
 
+@_kind("link_up")
 @dataclass(frozen=True)
 class LinkUp:
     """A running node's link to ``peer`` is up."""
@@ -172,6 +273,7 @@ class LinkUp:
     peer: int
 
 
+@_kind("link_down")
 @dataclass(frozen=True)
 class LinkDown:
     """A running node's link to ``peer`` is down (``reason`` in words)."""
@@ -180,6 +282,7 @@ class LinkDown:
     reason: str
 
 
+@_kind("other")
 @dataclass(frozen=True)
 class Other:
     """Any other core event, by name, with its debug text."""
@@ -200,6 +303,10 @@ Event = Union[
     Ready,
     StartupIncomplete,
     Evicted,
+    Departed,
+    Left,
+    CampaignCompleted,
+    CampaignFailed,
     FloodDelivered,
     Suspected,
     TreeChanged,
@@ -207,48 +314,6 @@ Event = Union[
     LinkDown,
     Other,
 ]
-
-
-def _view_changed(epoch: int, removed: Any, members: Any) -> ViewChanged:
-    return ViewChanged(
-        epoch,
-        tuple(r for r, _ in removed),
-        {r: c for r, c in removed},
-        tuple(members),
-    )
-
-
-def _joined(epoch: int, joiners: Any, members: Any) -> Joined:
-    return Joined(epoch, tuple((r, a) for r, a in joiners), tuple(members))
-
-
-def _checked_in(epoch: int, ranks: Any, members: int) -> CheckedIn:
-    return CheckedIn(epoch, tuple(ranks), members)
-
-
-def _startup_incomplete(epoch: int, missing: Any, members: int) -> StartupIncomplete:
-    return StartupIncomplete(epoch, tuple(missing), members)
-
-
-_KINDS: Dict[str, Callable[..., Any]] = {
-    "xcast_delivered": XcastDelivered,
-    "xcast_completed": XcastCompleted,
-    "relm_delivered": RelmDelivered,
-    "relm_acked": RelmAcked,
-    "relm_failed": RelmFailed,
-    "view_changed": _view_changed,
-    "joined": _joined,
-    "checked_in": _checked_in,
-    "ready": Ready,
-    "startup_incomplete": _startup_incomplete,
-    "evicted": Evicted,
-    "flood_delivered": FloodDelivered,
-    "suspected": Suspected,
-    "tree_changed": TreeChanged,
-    "link_up": LinkUp,
-    "link_down": LinkDown,
-    "other": Other,
-}
 
 
 def from_raw(raw: Tuple[Any, ...]) -> Event:

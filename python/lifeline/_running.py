@@ -230,6 +230,16 @@ class RunningNode:
         """Declares ``ranks`` dead on the caller's word (its launcher saw them exit)."""
         self._inner.declare_dead(list(ranks))
 
+    def shrink(self, targets: Iterable[int]) -> int:
+        """Starts a shrink campaign removing ``targets`` on purpose; its id (``requester << 32 |
+        seq``). Every member then sees one :class:`Departed`, each target :class:`Left` (it
+        stops taking commands: leave the loop and exit), and this node one
+        :class:`CampaignCompleted` (or :class:`CampaignFailed` after
+        ``membership_shrink_timeout_ns``). Raises ``Leaving`` (this rank is itself a target),
+        ``NotAMember``, ``Backpressure`` (too many campaigns open), ``ValueError`` (no
+        targets, a rank twice or outside the span, this rank, the coordinator)."""
+        return self._inner.shrink(list(targets))
+
     def view(self) -> View:
         """The agreed membership view applied here."""
         return _view(self._inner.view())

@@ -132,7 +132,7 @@ class Node:
 
     def xcast(self, now_ns: int, tag: int, data: object) -> int:
         """Reliable broadcast of ``data`` under ``tag`` (1, or 16 and above); its sequence
-        number. Raises ``Backpressure``, ``NotAMember``, ``ValueError``."""
+        number. Raises ``Backpressure``, ``NotAMember``, ``Leaving``, ``ValueError``."""
         return self._inner.xcast(now_ns, tag, as_bytes(data))
 
     def relm_send(self, now_ns: int, dst: int, tag: int, data: object) -> int:
@@ -151,6 +151,18 @@ class Node:
     def grow(self, now_ns: int, new_span: int) -> None:
         """Grows the span to ``new_span`` (ranks granted out of band)."""
         self._inner.grow(now_ns, new_span)
+
+    def shrink(self, now_ns: int, targets: Iterable[int]) -> int:
+        """Starts a shrink campaign removing ``targets`` on purpose; its id (``requester << 32 |
+        seq``, the same number at every rank). The targets enter leaving mode (their commands
+        raise ``Leaving``) and leave (:class:`Left`; close their connections and exit); every
+        member removes them in one view change (:class:`Departed`, not a failure: close the
+        connections to them); this node gets exactly one :class:`CampaignCompleted`, or one
+        :class:`CampaignFailed` after ``membership_shrink_timeout_ns``. Raises ``Leaving``
+        (this rank is itself a target), ``NotAMember``, ``Backpressure``
+        (``membership_shrink_max_pending`` campaigns open), ``ValueError`` (no targets, a rank
+        twice or outside the span, this rank, the coordinator)."""
+        return self._inner.shrink(now_ns, list(targets))
 
     def view(self) -> View:
         """The agreed view applied here."""

@@ -10,6 +10,8 @@ use bytes::Bytes;
 use lifeline_core::tree::Rank;
 use lifeline_core::{DetectEvent, Event, FloodEvent, MembershipEvent, RelmEvent, XcastEvent};
 
+use crate::shrink::campaign_id;
+
 /// One event, as the Python layer receives it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Ev {
@@ -105,6 +107,41 @@ pub enum Ev {
         missing: Vec<u32>,
         /// How many members that view has.
         members: u32,
+    },
+    /// A shrink campaign's targets departed: one view change at every member, not a failure
+    /// (`Departed`).
+    Departed {
+        /// The view's epoch.
+        epoch: u64,
+        /// The departed ranks, ascending (the same list at every survivor).
+        ranks: Vec<u32>,
+        /// The campaigns this view completes ([`crate::shrink::campaign_id`]).
+        campaigns: Vec<u64>,
+        /// The members of the new view, ascending.
+        members: Vec<u32>,
+    },
+    /// This rank was a shrink target and left: it takes no more commands; exit cleanly
+    /// (`Left`).
+    Left {
+        /// The epoch it knew.
+        epoch: u64,
+    },
+    /// At the requester, exactly once: the campaign's targets are out of the view
+    /// (`CampaignCompleted`).
+    CampaignCompleted {
+        /// The campaign ([`crate::shrink::campaign_id`]).
+        id: u64,
+        /// Its targets, ascending.
+        removed: Vec<u32>,
+        /// The epoch of the view that removed them.
+        epoch: u64,
+    },
+    /// At the requester, at most once, instead of a completion (`CampaignFailed`).
+    CampaignFailed {
+        /// The campaign.
+        id: u64,
+        /// Why: `timed_out` or `requester_removed`.
+        reason: &'static str,
     },
     /// This rank was removed from the cluster and stops (`Evicted`).
     Evicted {
@@ -271,6 +308,37 @@ impl Members {
                 members,
             },
             Event::Membership(MembershipEvent::Evicted { epoch }) => Ev::Evicted { epoch },
+            Event::Membership(MembershipEvent::Departed {
+                epoch,
+                ranks,
+                campaigns,
+                ..
+            }) => {
+                let ranks: Vec<u32> = ranks.iter().map(|r| r.0).collect();
+                for r in &ranks {
+                    self.0.remove(r);
+                }
+                Ev::Departed {
+                    epoch,
+                    ranks,
+                    campaigns: campaigns.into_iter().map(campaign_id).collect(),
+                    members: self.to_vec(),
+                }
+            }
+            Event::Membership(MembershipEvent::Left { epoch }) => Ev::Left { epoch },
+            Event::Membership(MembershipEvent::CampaignCompleted { id, removed, epoch }) => {
+                Ev::CampaignCompleted {
+                    id: campaign_id(id),
+                    removed: removed.iter().map(|r| r.0).collect(),
+                    epoch,
+                }
+            }
+            Event::Membership(MembershipEvent::CampaignFailed { id, reason }) => {
+                Ev::CampaignFailed {
+                    id: campaign_id(id),
+                    reason: crate::shrink::failure_name(reason),
+                }
+            }
             Event::Flood(FloodEvent::Delivered {
                 origin,
                 id,
@@ -336,6 +404,60 @@ mod tests {
             }
         );
         assert!(!m.contains(2));
+    }
+
+    #[test]
+    fn a_departure_removes_its_ranks_and_names_its_campaigns() {
+        use lifeline_core::membership::{CampaignFailure, CampaignId};
+        let mut m = Members::from_config(&lifeline_core::Config::new(6, 2));
+        let ranks: lifeline_core::tree::RankSet = [Rank(2), Rank(4)].into_iter().collect();
+        let id = CampaignId {
+            requester: Rank(1),
+            seq: 1,
+        };
+        let ev = m.convert(Event::Membership(MembershipEvent::Departed {
+            epoch: 4,
+            ranks: ranks.clone(),
+            campaigns: vec![id],
+            members: 4,
+        }));
+        assert_eq!(
+            ev,
+            Ev::Departed {
+                epoch: 4,
+                ranks: vec![2, 4],
+                campaigns: vec![(1 << 32) | 1],
+                members: vec![0, 1, 3, 5],
+            }
+        );
+        assert!(!m.contains(2) && !m.contains(4));
+        let ev = m.convert(Event::Membership(MembershipEvent::CampaignCompleted {
+            id,
+            removed: ranks,
+            epoch: 4,
+        }));
+        assert_eq!(
+            ev,
+            Ev::CampaignCompleted {
+                id: (1 << 32) | 1,
+                removed: vec![2, 4],
+                epoch: 4
+            }
+        );
+        let ev = m.convert(Event::Membership(MembershipEvent::CampaignFailed {
+            id,
+            reason: CampaignFailure::TimedOut,
+        }));
+        assert_eq!(
+            ev,
+            Ev::CampaignFailed {
+                id: (1 << 32) | 1,
+                reason: "timed_out"
+            }
+        );
+        let ev = m.convert(Event::Membership(MembershipEvent::Left { epoch: 3 }));
+        assert_eq!(ev, Ev::Left { epoch: 3 });
+        assert_eq!(m.to_vec(), vec![0, 1, 3, 5]);
     }
 
     #[test]

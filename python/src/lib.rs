@@ -14,6 +14,7 @@
 pub mod config;
 pub mod events;
 pub mod running;
+pub mod shrink;
 
 #[cfg(feature = "python")]
 mod py;

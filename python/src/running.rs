@@ -156,9 +156,13 @@ pub enum RunError {
     /// The payload is too large for one frame.
     #[error("{0}")]
     TooLarge(String),
-    /// A bad argument (a reserved tag, a rank outside the span).
+    /// A bad argument (a reserved tag, a rank outside the span, bad shrink targets).
     #[error("{0}")]
     Invalid(String),
+    /// This rank is leaving (a shrink campaign named it): it takes no new commands, and leaves
+    /// once drained and excluded.
+    #[error("{0}")]
+    Leaving(String),
 }
 
 impl From<CommandError> for RunError {
@@ -172,6 +176,7 @@ impl From<CommandError> for RunError {
                 Self::NotAMember(format!("rank {} is not a member of the cluster", r.0))
             }
             CommandError::Unreachable(_) => Self::Unreachable(s),
+            CommandError::Leaving => Self::Leaving(s),
             CommandError::TooLarge { .. } => Self::TooLarge(s),
             CommandError::Xcast(XcastError::Backpressure { .. })
             | CommandError::Relm(RelmError::Backpressure { .. }) => Self::Backpressure(s),
@@ -492,6 +497,17 @@ impl Running {
         })???)
     }
 
+    /// Starts a shrink campaign removing `targets` on purpose; its id
+    /// ([`crate::shrink::campaign_id`]). The outcome comes as events: `Departed` at every
+    /// member, `Left` at each target, one `CampaignCompleted` (or `CampaignFailed`) here.
+    pub fn shrink(&self, targets: &[u32]) -> Result<u64, RunError> {
+        let set = crate::shrink::targets(targets)?;
+        let h = self.inner()?.handle.clone();
+        let id =
+            self.block_on(async move { h.command(move |n, now| n.shrink(now, &set)).await })???;
+        Ok(crate::shrink::campaign_id(id))
+    }
+
     /// Waits up to `wait` until no send queue is over its soft bound; whether it is so.
     pub fn writable(&self, wait: Duration) -> Result<bool, RunError> {
         let h = self.inner()?.handle.clone();
@@ -580,6 +596,7 @@ pub(crate) fn core_stats(n: &Node) -> Vec<(String, u64)> {
     let s = n.stats();
     let st = n.startup_stats();
     let co = n.corroboration_stats();
+    let sh = n.shrink_stats();
     let (delivered, done) = n.xcast_watermarks();
     [
         ("frames_in", s.frames_in),
@@ -608,6 +625,19 @@ pub(crate) fn core_stats(n: &Node) -> Vec<(String, u64)> {
             "membership_decisions_held_overload",
             co.decisions_held_overload,
         ),
+        ("shrink_campaigns_requested", sh.campaigns_requested),
+        ("shrink_campaigns_completed", sh.campaigns_completed),
+        ("shrink_campaigns_failed", sh.campaigns_failed),
+        ("shrink_orders", sh.shrink_orders),
+        ("shrink_left_views", sh.left_views),
+        ("shrink_batches_waited", sh.shrinks_waited),
+        ("shrink_joins_waited", sh.joins_waited),
+        ("shrink_requests_dropped", sh.shrink_requests_dropped),
+        ("shrink_departures_observed", sh.departures_observed),
+        ("shrink_departed", sh.departed),
+        ("shrink_leaving_suppressed", sh.leaving_suppressed),
+        ("shrink_leaving_entered", sh.leaving_entered),
+        ("shrink_drain_timeouts", sh.drain_timeouts),
         ("epoch", n.epoch()),
     ]
     .into_iter()

@@ -3,7 +3,7 @@ by a list, time advanced to each deadline)."""
 
 from __future__ import annotations
 
-from typing import Dict, Iterable, List, Optional, Set
+from typing import Callable, Dict, Iterable, List, Optional, Set, Tuple
 
 import pytest
 
@@ -15,7 +15,12 @@ MS = 1_000_000
 class Net:
     """Three (or more) nodes, every link up, frames delivered at once, time jumping to the next
     deadline when nothing is in flight. ``absent``: ranks of the span whose process never
-    starts (no node, no link, frames to them lost)."""
+    starts (no node, no link, frames to them lost).
+
+    It plays the transport on a shrink: a survivor that polls ``Departed`` closes its links to
+    the departed ranks, and a target that polls ``Left`` exits (its links close); the other end
+    sees ``closed`` once the frames sent before are delivered. ``probe(rank)`` runs after each
+    drain of a rank."""
 
     def __init__(
         self,
@@ -33,6 +38,8 @@ class Net:
         self.events: Dict[int, List[lifeline.Event]] = {r: [] for r in self.nodes}
         self.crashed: Set[int] = set(absent)
         self.span = n
+        self.closing: List[Tuple[int, int]] = []  # (rank, peer): rank sees its link closed
+        self.probe: Optional[Callable[[int], None]] = None
         for a in self.nodes:
             for b in self.nodes:
                 if a != b:
@@ -50,13 +57,20 @@ class Net:
                     flight.append((r, t))
                 while (e := n.poll_event()) is not None:
                     self.events[r].append(e)
-            if flight:
+                    self._transport(r, e)
+                if self.probe is not None:
+                    self.probe(r)
+            closing, self.closing = self.closing, []
+            if flight or closing:
                 for src, t in flight:
                     assert 0 <= t.to < self.span and t.to != src
                     if t.to in self.crashed:
                         continue
                     assert t.cls in ("control", "data") and isinstance(t.frame, bytes)
                     self.nodes[t.to].handle_frame(self.now, src, t.frame)
+                for rank, peer in closing:
+                    if rank not in self.crashed:
+                        self.nodes[rank].handle_link_down(self.now, peer, "closed")
                 continue
             deadlines = [d for n in self.live().values() if (d := n.poll_timeout()) is not None]
             nxt = max(min(deadlines), self.now + MS) if deadlines else end + 1
@@ -66,6 +80,13 @@ class Net:
             self.now = nxt
             for n in self.live().values():
                 n.handle_timeout(self.now)
+
+    def _transport(self, r: int, e: lifeline.Event) -> None:
+        if isinstance(e, lifeline.Departed):
+            self.closing += [(t, r) for t in e.ranks if t != r]
+        elif isinstance(e, lifeline.Left):
+            self.crashed.add(r)
+            self.closing += [(p, r) for p in self.nodes if p != r]
 
     def crash(self, r: int) -> None:
         """``r`` dies: its peers' links to it are refused from now on (hard evidence)."""
@@ -247,3 +268,106 @@ def test_a_node_that_never_starts_is_named_by_startup_incomplete():
         assert net.nodes[r].members() == (0, 1, 2)
     assert len(epochs) == 1, epochs
     assert net.nodes[0].stats()["core.startup_never_joined_removed"] == 1
+
+
+def test_a_shrink_completes_once_and_every_survivor_sees_one_departure():
+    # radix 2: 0 -> 1,2; 1 -> 3,4; 2 -> 5,6; 3 -> 7. Rank 5 (not the coordinator) shrinks 3 (which
+    # has a child, 7) and 6.
+    net = Net(8, config={"membership_shrink_max_pending": 1})
+    targets = (3, 6)
+    leaving_refused: Dict[int, int] = {}
+
+    def probe(r: int) -> None:
+        # A target in leaving mode refuses commands with ``Leaving`` (tried once each).
+        n = net.nodes[r]
+        if r in targets and r not in net.crashed and r not in leaving_refused:
+            if n.stats()["core.shrink_leaving_entered"] == 1:
+                with pytest.raises(lifeline.Leaving):
+                    n.xcast(net.now, 16, b"x")
+                with pytest.raises(lifeline.Leaving):
+                    n.relm_send(net.now, 0, 16, b"x")
+                with pytest.raises(lifeline.Leaving):
+                    n.shrink(net.now, [1])
+                leaving_refused[r] = 1
+
+    net.probe = probe
+    net.run(20)
+    rq = net.nodes[5]
+    cid = rq.shrink(net.now, [6, 3])
+    assert cid == (5 << 32) | 1
+    with pytest.raises(lifeline.Backpressure):
+        rq.shrink(net.now, [4])
+    net.run(2000)
+
+    assert leaving_refused == {3: 1, 6: 1}
+    done = net.of(5, lifeline.CampaignCompleted)
+    assert len(done) == 1, net.events[5]
+    assert done == [lifeline.CampaignCompleted(cid, targets, done[0].epoch)]
+    assert not any(net.of(r, lifeline.CampaignFailed) for r in range(8))
+    survivors = [r for r in range(8) if r not in targets]
+    for r in range(8):
+        assert not net.of(r, lifeline.ViewChanged), f"rank {r}: a failure verdict"
+        assert not net.of(r, lifeline.Evicted)
+    for r in targets:
+        assert net.of(r, lifeline.Left) and len(net.of(r, lifeline.Left)) == 1
+        assert net.nodes[r].stats()["core.shrink_leaving_entered"] == 1
+        with pytest.raises(lifeline.NotAMember):
+            net.nodes[r].xcast(net.now, 16, b"after leaving")
+    for r in survivors:
+        deps = net.of(r, lifeline.Departed)
+        assert deps == [lifeline.Departed(done[0].epoch, targets, (cid,), tuple(survivors))], r
+        assert not net.of(r, lifeline.Left)
+        assert net.nodes[r].members() == tuple(survivors)
+        assert net.nodes[r].view().members == tuple(survivors)
+        assert net.nodes[r].stats()["core.shrink_departed"] == 2
+    st = rq.stats()
+    assert st["core.shrink_campaigns_requested"] == 1
+    assert st["core.shrink_campaigns_completed"] == 1
+    assert net.nodes[0].stats()["core.shrink_left_views"] == 1
+
+    # The survivors go on: a broadcast from the moved rank 7 reaches each exactly once.
+    seq = net.nodes[7].xcast(net.now, 16, b"after")
+    net.run(500)
+    for r in survivors:
+        got = [e for e in net.of(r, lifeline.XcastDelivered) if e.payload == b"after"]
+        assert [(e.origin, e.seq) for e in got] == [(7, seq)], r
+    # The campaign is closed: the requester may start another.
+    assert rq.shrink(net.now, [4]) == (5 << 32) | 2
+
+
+def test_bad_shrink_requests_are_python_exceptions():
+    net = Net(4)
+    n = net.nodes[1]
+    for bad in ([], [2, 2], [4], [1], [0]):
+        with pytest.raises(ValueError):
+            n.shrink(net.now, bad)
+    with pytest.raises(OverflowError):
+        n.shrink(net.now, [-1])
+    with pytest.raises(TypeError):
+        n.shrink(net.now, ["2"])  # type: ignore[list-item]
+    assert n.stats()["core.shrink_campaigns_requested"] == 0
+    assert n.shrink(net.now, iter([3])) == (1 << 32) | 1
+
+
+def test_shrink_events_are_built_from_the_raw_tuples():
+    from lifeline._events import from_raw
+
+    cid = (4 << 32) | 2
+    assert from_raw(("departed", 3, [1, 2], [cid], [0, 3])) == lifeline.Departed(
+        3, (1, 2), (cid,), (0, 3)
+    )
+    assert from_raw(("left", 5)) == lifeline.Left(5)
+    assert from_raw(("campaign_completed", cid, [1, 2], 3)) == lifeline.CampaignCompleted(
+        cid, (1, 2), 3
+    )
+    assert from_raw(("campaign_failed", cid, "timed_out")) == lifeline.CampaignFailed(
+        cid, "timed_out"
+    )
+    # The kinds that were tables of converters before keep their shapes.
+    v = from_raw(("view_changed", 2, [(1, "declared")], [0, 2]))
+    assert v == lifeline.ViewChanged(2, (1,), {1: "declared"}, (0, 2))
+    j = from_raw(("joined", 4, [(5, "h:1")], [0, 5]))
+    assert j == lifeline.Joined(4, ((5, "h:1"),), (0, 5))
+    assert from_raw(("startup_incomplete", 1, [2], 2)).missing == (2,)  # type: ignore[union-attr]
+    with pytest.raises(TypeError):
+        from_raw(("left", 5, 6))

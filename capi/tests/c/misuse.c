@@ -86,6 +86,7 @@ int main(void) {
   EXPECT(lifeline_node_xcast(NULL, 0, 16, buf, 1, &u64), LIFELINE_ERR_NULL);
   EXPECT(lifeline_node_relm_send(NULL, 0, 1, 16, buf, 1, &u32), LIFELINE_ERR_NULL);
   EXPECT(lifeline_node_flood(NULL, 0, buf, 1, &u64), LIFELINE_ERR_NULL);
+  EXPECT(lifeline_node_shrink(NULL, 0, &u32, 1, &u64), LIFELINE_ERR_NULL);
   EXPECT(lifeline_node_poll_transmit(NULL, buf, sizeof buf, &t), LIFELINE_ERR_NULL);
   EXPECT(lifeline_node_poll_event(NULL, &ev), LIFELINE_ERR_NULL);
   CHECK(lifeline_node_poll_timeout(NULL) == LIFELINE_NEVER, "poll_timeout(NULL)");
@@ -107,6 +108,8 @@ int main(void) {
   EXPECT(lifeline_node_xcast(a, 0, 16, buf, 3, NULL), LIFELINE_ERR_NULL);
   EXPECT(lifeline_node_relm_send(a, 0, 1, 16, buf, 1, NULL), LIFELINE_ERR_NULL);
   EXPECT(lifeline_node_flood(a, 0, buf, 1, NULL), LIFELINE_ERR_NULL);
+  EXPECT(lifeline_node_shrink(a, 0, NULL, 1, &u64), LIFELINE_ERR_NULL);
+  EXPECT(lifeline_node_shrink(a, 0, &u32, 1, NULL), LIFELINE_ERR_NULL);
   EXPECT(lifeline_node_poll_transmit(a, buf, sizeof buf, NULL), LIFELINE_ERR_NULL);
   EXPECT(lifeline_node_poll_transmit(a, NULL, 5, &t), LIFELINE_ERR_NULL);
   EXPECT(lifeline_node_poll_event(a, NULL), LIFELINE_ERR_NULL);
@@ -139,6 +142,26 @@ int main(void) {
   CHECK(u32 == LIFELINE_NO_RANK, "root's parent %u", u32);
   EXPECT(lifeline_node_children(a, NULL, 0, &n), LIFELINE_ERR_BUFFER_TOO_SHORT);
   CHECK(n == 1, "children %zu", n);
+
+  /* Shrink requests with bad targets or lengths: typed errors, nothing started, the id out
+   * untouched. A length over max_list is refused before the array is read. */
+  {
+    uint32_t tg[2] = {1, 1};
+    uint64_t id = 77;
+    EXPECT(lifeline_node_shrink(a, 0, NULL, 0, &id), LIFELINE_ERR_NO_TARGETS);
+    EXPECT(lifeline_node_shrink(a, 0, tg, 2, &id), LIFELINE_ERR_DUPLICATE_TARGET);
+    EXPECT(lifeline_node_shrink(a, 0, tg, SIZE_MAX, &id), LIFELINE_ERR_TOO_MANY_TARGETS);
+    tg[1] = 2;
+    EXPECT(lifeline_node_shrink(a, 0, tg, 2, &id), LIFELINE_ERR_RANK_OUT_OF_RANGE);
+    tg[0] = 0;
+    EXPECT(lifeline_node_shrink(a, 0, tg, 1, &id), LIFELINE_ERR_TARGET_SELF);
+    EXPECT(lifeline_node_shrink(b, 0, tg, 1, &id), LIFELINE_ERR_TARGET_COORDINATOR);
+    CHECK(id == 77, "a refused shrink wrote its id");
+    EXPECT(lifeline_node_stats(a, &st, sizeof st), LIFELINE_OK);
+    CHECK(st.shrink_campaigns_requested == 0, "a refused shrink was counted");
+    for (int code = LIFELINE_ERR_LEAVING; code >= LIFELINE_ERR_SHRINK_BUSY; code--)
+      CHECK(strcmp(lifeline_strerror(code), "unknown lifeline_result") != 0, "strerror(%d)", code);
+  }
 
   /* Stream framing: too few bytes, then a garbage header. */
   EXPECT(lifeline_node_frame_len(a, buf, 3, &n), LIFELINE_DONE);

@@ -42,6 +42,12 @@ create_exception!(
 );
 create_exception!(
     _lifeline,
+    Leaving,
+    LifelineError,
+    "This rank is leaving (a shrink campaign named it): it takes no new commands, and leaves once drained and excluded."
+);
+create_exception!(
+    _lifeline,
     Unreachable,
     LifelineError,
     "The destination is alive but no route reaches it now."
@@ -74,6 +80,7 @@ pub(crate) fn run_err(e: RunError) -> PyErr {
         RunError::Backpressure(_) => Backpressure::new_err(s),
         RunError::NotAMember(_) => NotAMember::new_err(s),
         RunError::Unreachable(_) => Unreachable::new_err(s),
+        RunError::Leaving(_) => Leaving::new_err(s),
         RunError::TooLarge(_) | RunError::Invalid(_) => PyValueError::new_err(s),
     }
 }
@@ -142,6 +149,21 @@ pub(crate) fn ev_to_py(py: Python<'_>, ev: Ev) -> PyResult<Py<PyAny>> {
             .into_pyobject(py)?
             .into_any(),
         Ev::Evicted { epoch } => ("evicted", epoch).into_pyobject(py)?.into_any(),
+        Ev::Departed {
+            epoch,
+            ranks,
+            campaigns,
+            members,
+        } => ("departed", epoch, ranks, campaigns, members)
+            .into_pyobject(py)?
+            .into_any(),
+        Ev::Left { epoch } => ("left", epoch).into_pyobject(py)?.into_any(),
+        Ev::CampaignCompleted { id, removed, epoch } => ("campaign_completed", id, removed, epoch)
+            .into_pyobject(py)?
+            .into_any(),
+        Ev::CampaignFailed { id, reason } => ("campaign_failed", id, reason)
+            .into_pyobject(py)?
+            .into_any(),
         Ev::FloodDelivered {
             origin,
             id,
@@ -172,6 +194,7 @@ fn _lifeline(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("Backpressure", py.get_type::<Backpressure>())?;
     m.add("NotAMember", py.get_type::<NotAMember>())?;
     m.add("Unreachable", py.get_type::<Unreachable>())?;
+    m.add("Leaving", py.get_type::<Leaving>())?;
     m.add("Closed", py.get_type::<Closed>())?;
     m.add("ForkError", py.get_type::<ForkError>())?;
     m.add("StartError", py.get_type::<StartError>())?;

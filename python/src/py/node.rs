@@ -240,6 +240,16 @@ impl Node {
         .map_err(|e| run_err(e.into()))
     }
 
+    /// Starts a shrink campaign removing `targets` on purpose; its id (`requester << 32 | seq`).
+    fn shrink(&self, py: Python<'_>, now_ns: u64, targets: Vec<u32>) -> PyResult<u64> {
+        let set = crate::shrink::targets(&targets).map_err(run_err)?;
+        self.with(py, move |s| {
+            s.node.shrink(Instant::from_nanos(now_ns), &set)
+        })?
+        .map(crate::shrink::campaign_id)
+        .map_err(|e| run_err(e.into()))
+    }
+
     /// The agreed view: `(epoch, span, removed, members)`.
     fn view(&self) -> PyResult<(u64, u32, Vec<u32>, Vec<u32>)> {
         let v: crate::running::ViewInfo = self.state()?.node.view().into();

@@ -122,6 +122,11 @@ impl RunningNode {
             .map_err(run_err)
     }
 
+    /// Starts a shrink campaign removing `targets` on purpose; its id (`requester << 32 | seq`).
+    fn shrink(&self, py: Python<'_>, targets: Vec<u32>) -> PyResult<u64> {
+        py.detach(|| self.inner.shrink(&targets)).map_err(run_err)
+    }
+
     /// Waits up to `timeout` seconds until no send queue is over its bound; whether so.
     fn writable(&self, py: Python<'_>, timeout: f64) -> PyResult<bool> {
         let t = seconds("timeout", timeout)?;

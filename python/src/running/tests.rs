@@ -163,3 +163,62 @@ fn quic_nodes_prove_their_ranks_with_certificates_and_broadcast() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_shrink_over_tcp_completes_once_and_its_targets_leave() {
+    // Rank 2 (not the coordinator) shrinks two leaves, 3 and 4.
+    let nodes = start_all(5);
+    for n in &nodes {
+        until(n, |e| matches!(e, Ev::Ready { .. }));
+    }
+    assert!(matches!(
+        nodes[2].shrink(&[3, 3]),
+        Err(RunError::Invalid(_))
+    ));
+    assert!(matches!(nodes[2].shrink(&[2]), Err(RunError::Invalid(_))));
+    let id = nodes[2].shrink(&[4, 3]).unwrap();
+    assert_eq!(id, (2 << 32) | 1);
+    // radix 2 here: 0 -> 1,2; 1 -> 3; 2 -> 4. Every survivor sees one departure (the requester
+    // before its completion), at one epoch.
+    let first = until(&nodes[0], |e| matches!(e, Ev::Departed { .. }));
+    let Ev::Departed { epoch, .. } = first else {
+        unreachable!()
+    };
+    for n in &nodes[..3] {
+        let ev = if n.info().rank == 0 {
+            first.clone()
+        } else {
+            until(n, |e| matches!(e, Ev::Departed { .. }))
+        };
+        assert_eq!(
+            ev,
+            Ev::Departed {
+                epoch,
+                ranks: vec![3, 4],
+                campaigns: vec![id],
+                members: vec![0, 1, 2],
+            }
+        );
+    }
+    let done = until(&nodes[2], |e| matches!(e, Ev::CampaignCompleted { .. }));
+    assert_eq!(
+        done,
+        Ev::CampaignCompleted {
+            id,
+            removed: vec![3, 4],
+            epoch
+        }
+    );
+    for n in &nodes[3..] {
+        until(n, |e| matches!(e, Ev::Left { .. }));
+        assert!(matches!(
+            n.xcast(16, Bytes::new()),
+            Err(RunError::NotAMember(_) | RunError::Closed)
+        ));
+    }
+    let view = nodes[0].view().unwrap();
+    assert_eq!(view.members, vec![0, 1, 2]);
+    for n in &nodes {
+        n.close().unwrap();
+    }
+}
