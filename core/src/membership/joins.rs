@@ -302,6 +302,17 @@ impl Membership {
                 .all(|r| self.agreed.removed.contains(r) || ctx.cfg.dead.contains(r))
     }
 
+    /// Coordinator: the queue waits one more batch window (at least 1 ms, so a zero window
+    /// never spins on the same instant).
+    fn rearm_join_batch(&mut self, ctx: &mut Ctx<'_>) {
+        let wait = ctx
+            .cfg
+            .join
+            .batch
+            .max(crate::time::Duration::from_millis(1));
+        self.j().batch_timer = Some(ctx.timers.set(MembershipTimer::JoinBatch, ctx.now + wait));
+    }
+
     /// Coordinator: the batch window passed: admit the queue's head in one view change.
     pub(super) fn on_join_batch(&mut self, ctx: &mut Ctx<'_>, token: TimerToken) {
         if self.j().batch_timer != Some(token) {
@@ -318,13 +329,7 @@ impl Membership {
         if self.shrink_open() {
             // Joins wait while a shrink is open (`membership.md` §4.3).
             self.s().stats.joins_waited += 1;
-            let at = ctx.now
-                + ctx
-                    .cfg
-                    .join
-                    .batch
-                    .max(crate::time::Duration::from_millis(1));
-            self.j().batch_timer = Some(ctx.timers.set(MembershipTimer::JoinBatch, at));
+            self.rearm_join_batch(ctx);
             return;
         }
         if !self.view_settled(ctx) {
@@ -335,13 +340,7 @@ impl Membership {
             // Admitting now could give a second rank to a nonce already admitted; the queue
             // waits for the view to settle.
             self.j().stats.join_batches_held += 1;
-            let at = ctx.now
-                + ctx
-                    .cfg
-                    .join
-                    .batch
-                    .max(crate::time::Duration::from_millis(1));
-            self.j().batch_timer = Some(ctx.timers.set(MembershipTimer::JoinBatch, at));
+            self.rearm_join_batch(ctx);
             return;
         }
         let limits = ctx.cfg.limits();
