@@ -44,7 +44,8 @@ use crate::subtree::Subtree;
 
 /// Usage text of the subcommand.
 pub const USAGE: &str = "\
-usage: scale shrink --ranks N --radix K --branch M [--sim-ranks S] [--detect] [--seed S]
+usage: scale shrink --ranks N --radix K --branch M [--sim-ranks S] [--paths P] [--detect]
+                    [--seed S]
 
 Drains a whole branch of at least M ranks (whole subtrees in the first child slots of one rank
 p: the deepest on the first-child spine whose child subtrees hold >= M ranks, through the
@@ -61,6 +62,7 @@ fewest first children reaching M) from an N-rank radix-K tree, and compares:
   --radix K      tree radix (2..=1024)
   --branch M     least ranks in the branch (>= 1)
   --sim-ranks S  span of the simulated runs (default min(N, 65536); 0 skips them)
+  --paths P      simulated paths: both (default) or campaign
   --detect       heartbeat detector on in the simulated runs (default off: a crash is found
                  by its lost links, the node's default)
   --seed S       seed of the death order and the simulations (default 1)
@@ -87,6 +89,8 @@ pub struct Config {
     pub sim_ranks: u32,
     /// Heartbeat detector on in the simulated runs.
     pub detect: bool,
+    /// Simulate the per-death path too (`--paths both`), not only the campaign.
+    pub per_death_sim: bool,
     /// Seed of the death order and the simulations.
     pub seed: u64,
 }
@@ -97,14 +101,27 @@ impl Config {
         // `--detect` is the one valueless flag: take it out before the `--name value` parse.
         let detect = args.iter().any(|a| a == "--detect");
         let rest: Vec<String> = args.iter().filter(|a| *a != "--detect").cloned().collect();
-        let f = Flags::parse(&rest, &["ranks", "radix", "branch", "sim-ranks", "seed"])?;
+        let f = Flags::parse(
+            &rest,
+            &["ranks", "radix", "branch", "sim-ranks", "paths", "seed"],
+        )?;
         let ranks: u32 = f.get("ranks", None)?;
+        let per_death_sim = match f.get::<String>("paths", Some("both".into()))?.as_str() {
+            "both" => true,
+            "campaign" => false,
+            other => {
+                return Err(CliError::Usage(format!(
+                    "--paths: {other:?} is neither both nor campaign"
+                )))
+            }
+        };
         Ok(Self {
             ranks,
             radix: f.get("radix", None)?,
             branch: f.get("branch", None)?,
             sim_ranks: f.get("sim-ranks", Some(ranks.min(DEFAULT_SIM_RANKS)))?,
             detect,
+            per_death_sim,
             seed: f.get("seed", Some(1))?,
         })
     }
@@ -459,7 +476,7 @@ pub fn run(cfg: &Config, start: Instant) -> Result<Report, CliError> {
     let view_ns = survivor_view_ns(&layout, &dead, &mut rng);
     let sim = match sim_shape {
         Some((l, b)) => Some(
-            shrink_sim::run(&l, &b, cfg.detect, cfg.seed)
+            shrink_sim::run(&l, &b, cfg.detect, cfg.per_death_sim, cfg.seed)
                 .map_err(|e| CliError::Failed(e.to_string()))?,
         ),
         None => None,

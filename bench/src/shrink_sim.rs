@@ -73,6 +73,10 @@ pub struct Path {
     pub steps: u64,
     /// Wall time of the path (world built to the end of the settle period).
     pub wall: StdDuration,
+    /// Resident set once the world was built and warm, before the request (or crash).
+    pub rss_built_bytes: Option<u64>,
+    /// Resident set at the end of the settle period.
+    pub rss_end_bytes: Option<u64>,
 }
 
 impl Path {
@@ -96,6 +100,8 @@ impl Path {
             "frames": self.frames,
             "steps": self.steps,
             "wall_ms": self.wall.as_millis() as u64,
+            "rss_built_bytes": self.rss_built_bytes,
+            "rss_end_bytes": self.rss_end_bytes,
         })
     }
 }
@@ -111,8 +117,8 @@ pub struct EndToEnd {
     pub detect: bool,
     /// The campaign.
     pub campaign: Path,
-    /// The per-death path.
-    pub per_death: Path,
+    /// The per-death path (`None`: not run, `--paths campaign`).
+    pub per_death: Option<Path>,
     /// Peak RSS of the process after both paths, if known.
     pub peak_rss_bytes: Option<u64>,
 }
@@ -150,7 +156,9 @@ impl EndToEnd {
         if c.left != self.targets {
             why.push(format!("{} of {} targets left", c.left, self.targets));
         }
-        for (name, p) in [("campaign", c), ("per-death", &self.per_death)] {
+        let paths = std::iter::once(("campaign", c))
+            .chain(self.per_death.as_ref().map(|d| ("per-death", d)));
+        for (name, p) in paths {
             if p.survivors_missing != 0 {
                 why.push(format!(
                     "{name}: {} survivors never removed every target",
@@ -163,14 +171,28 @@ impl EndToEnd {
 
     /// The human-readable part of the summary line.
     pub fn summary(&self) -> String {
-        let (c, d) = (&self.campaign, &self.per_death);
+        let c = &self.campaign;
         let ms = |x: Option<f64>| x.map_or_else(|| "-".into(), |v| format!("{v:.1}"));
+        let per_death = self.per_death.as_ref().map_or_else(
+            || "per-death not run".to_owned(),
+            |d| {
+                format!(
+                    "per-death last confirmation {} ms (all survivors {} ms), {} view changes, \
+                     {} repair passes at {} survivors (max {}, {} at the parent)",
+                    ms(d.completion_ms),
+                    ms(d.all_removed_ms),
+                    d.view_changes,
+                    d.repair_passes,
+                    d.affected,
+                    d.repair_passes_max,
+                    d.parent_passes,
+                )
+            },
+        );
         format!(
             "simulated at {} ranks ({} targets, detector {}): campaign completed in {} ms \
              (all survivors {} ms, all left {} ms), {} view change, {} repair passes at {} \
-             survivors (max {}), {} failure verdicts; per-death last confirmation {} ms (all \
-             survivors {} ms), {} view changes, {} repair passes at {} survivors (max {}, {} at \
-             the parent); {} B per simulated node",
+             survivors (max {}), {} failure verdicts; {per_death}; {} B per simulated node",
             self.span,
             self.targets,
             if self.detect { "on" } else { "off" },
@@ -182,13 +204,6 @@ impl EndToEnd {
             c.affected,
             c.repair_passes_max,
             c.failure_verdicts,
-            ms(d.completion_ms),
-            ms(d.all_removed_ms),
-            d.view_changes,
-            d.repair_passes,
-            d.affected,
-            d.repair_passes_max,
-            d.parent_passes,
             self.bytes_per_node().unwrap_or(0),
         )
     }
@@ -200,7 +215,7 @@ impl EndToEnd {
             "targets": self.targets,
             "detect": self.detect,
             "campaign": self.campaign.json(),
-            "per_death": self.per_death.json(),
+            "per_death": self.per_death.as_ref().map(Path::json),
             "peak_rss_bytes": self.peak_rss_bytes,
             "bytes_per_node": self.bytes_per_node(),
         })
@@ -340,6 +355,7 @@ fn run_path(
         replay: String::new(),
     })?;
     sim.run_until(Instant::ZERO + WARM)?;
+    let rss_built_bytes = current_rss_bytes();
     let t0 = sim.world().now();
     let (frames0, steps0) = {
         let s = sim.world().stats();
@@ -401,6 +417,8 @@ fn run_path(
         survivors_missing: o.survivors - o.survivors_done,
         frames: w.stats().frames_delivered - frames0,
         steps: w.stats().steps - steps0,
+        rss_built_bytes,
+        rss_end_bytes: current_rss_bytes(),
         ..Path::default()
     };
     for (i, &k) in o.passes.iter().enumerate() {
@@ -417,15 +435,29 @@ fn run_path(
     Ok(p)
 }
 
-/// Runs both paths for `branch` in `layout` (the campaign first), each in a fresh world.
+/// Current resident set of this process (`VmRSS`), if readable.
+pub fn current_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// Runs the campaign for `branch` in `layout` and then, with `per_death`, the per-death path,
+/// each in a fresh world.
 pub fn run(
     layout: &Layout,
     branch: &Branch,
     detect: bool,
+    per_death: bool,
     seed: u64,
 ) -> Result<EndToEnd, SimFailure> {
     let campaign = run_path(layout, branch, detect, seed, Mode::Campaign)?;
-    let per_death = run_path(layout, branch, detect, seed, Mode::PerDeath)?;
+    let per_death = if per_death {
+        Some(run_path(layout, branch, detect, seed, Mode::PerDeath)?)
+    } else {
+        None
+    };
     Ok(EndToEnd {
         span: layout.span(),
         targets: branch.targets.len() as u64,

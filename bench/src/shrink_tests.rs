@@ -51,6 +51,7 @@ fn impossible_shapes_are_usage_errors() {
         "--ranks 100 --radix 4 --branch 3 --sim-ranks 1",
         "--ranks 100 --radix 4 --branch x",
         "--ranks 100 --radix 4 --branch 3 --bogus 1",
+        "--ranks 100 --radix 4 --branch 3 --paths some",
     ] {
         let r = Config::from_args(&argv(bad)).and_then(|c| run(&c, Instant::now()));
         assert!(matches!(r, Err(CliError::Usage(_))), "{bad}: {r:?}");
@@ -64,6 +65,9 @@ fn impossible_shapes_are_usage_errors() {
         (c.sim_ranks, c.detect, c.seed),
         (DEFAULT_SIM_RANKS, true, 1)
     );
+    assert!(c.per_death_sim);
+    let c = Config::from_args(&argv("--ranks 100 --radix 4 --branch 3 --paths campaign")).unwrap();
+    assert!(!c.per_death_sim && !c.detect);
 }
 
 /// Every survivor, whatever the path, ends in the same tree: the view of the batched repair,
@@ -179,8 +183,11 @@ fn small_run_reports_consistent_numbers() {
     assert_eq!(sim.campaign.completions, 1);
     assert_eq!(sim.campaign.failure_verdicts, 0);
     assert!(sim.campaign.completion_ms.unwrap() > 0.0);
-    assert!(sim.per_death.completion_ms.unwrap() > 0.0);
-    assert_eq!(sim.per_death.survivors_missing, 0);
+    let d = sim.per_death.as_ref().unwrap();
+    assert!(d.completion_ms.unwrap() > 0.0);
+    assert_eq!(d.survivors_missing, 0);
+    // Each target's removal changes the parent's view at least once on the per-death path.
+    assert!(d.parent_passes >= 1 && d.view_changes >= 1);
     let json = r.json();
     let v: Value = serde_json::from_str(&json).unwrap();
     assert!(json.starts_with(r#"{"ranks":4096,"radix":8,"branch":64,"targets":"#));
