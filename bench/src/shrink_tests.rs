@@ -194,3 +194,24 @@ fn small_run_reports_consistent_numbers() {
     assert_eq!(v["sim"]["campaign"]["completions"], 1);
     assert!(v["ratio_recomputes"].as_f64().unwrap() >= 1.0);
 }
+
+/// With the heartbeat detector on, the campaign still gives no failure verdict for a target,
+/// one view change and one repair pass, and the per-death path still removes every target.
+#[test]
+fn small_run_with_the_detector() {
+    let c = Config::from_args(&argv(
+        "--ranks 1024 --radix 8 --branch 64 --sim-ranks 512 --detect --seed 3",
+    ))
+    .unwrap();
+    let r = run(&c, Instant::now()).unwrap();
+    let sim = r.sim.as_ref().unwrap();
+    assert!(sim.detect);
+    assert_eq!(sim.failed_checks(), None);
+    assert_eq!(sim.campaign.repair_passes_max, 1);
+    let d = sim.per_death.as_ref().unwrap();
+    assert_eq!(d.survivors_missing, 0);
+    assert!(
+        d.failure_verdicts > 0,
+        "a crash is a failure, not a departure"
+    );
+}
