@@ -221,9 +221,10 @@ impl Work {
 
 /// Applies `notices` in turn to `me`'s tree (fault-free at the start), as the node does with
 /// each removal notice, stopping at the notice that names `me`; returns the work and the final
-/// tree. Only the `mark_dead` calls are timed.
-pub fn apply_notices(layout: &Layout, me: Rank, notices: &[Vec<Rank>]) -> (Work, Tree) {
-    let mut tree = Tree::with_dead(*layout, RankSet::new(), me).expect("me is inside the span");
+/// tree; `None` when `me` is outside the span. A notice naming a rank outside the span changes
+/// nothing (the node counts it as a drop). Only the `mark_dead` calls are timed.
+pub fn apply_notices(layout: &Layout, me: Rank, notices: &[Vec<Rank>]) -> Option<(Work, Tree)> {
+    let mut tree = Tree::with_dead(*layout, RankSet::new(), me).ok()?;
     let mut w = Work::default();
     for n in notices {
         if n.contains(&me) {
@@ -234,7 +235,7 @@ pub fn apply_notices(layout: &Layout, me: Rank, notices: &[Vec<Rank>]) -> (Work,
         let delta = tree.mark_dead(black_box(n), Scope::Global);
         w.elapsed += t.elapsed();
         let Ok(delta) = delta else {
-            continue; // unreachable: every target is inside the span
+            continue;
         };
         w.recomputes += u64::from(fresh);
         if let Some(d) = delta {
@@ -244,14 +245,16 @@ pub fn apply_notices(layout: &Layout, me: Rank, notices: &[Vec<Rank>]) -> (Work,
         }
     }
     w.affected = u64::from(w.view_changes > 0);
-    (w, tree)
+    Some((w, tree))
 }
 
-/// Sums [`apply_notices`] over `ranks`.
+/// Sums [`apply_notices`] over `ranks` (a rank outside the span adds nothing).
 pub fn work_over(layout: &Layout, ranks: &[Rank], notices: &[Vec<Rank>]) -> Work {
     let mut total = Work::default();
     for &r in ranks {
-        let (w, _) = apply_notices(layout, r, notices);
+        let Some((w, _)) = apply_notices(layout, r, notices) else {
+            continue;
+        };
         total.affected += w.affected;
         total.recomputes += w.recomputes;
         total.view_changes += w.view_changes;
@@ -288,9 +291,10 @@ pub fn repair_work(layout: &Layout, branch: &Branch, order: &[Rank]) -> RepairWo
         .candidates(layout)
         .into_iter()
         .filter(|&r| {
-            apply_notices(layout, r, &all).0.affected
-                + apply_notices(layout, r, &one_by_one).0.affected
-                > 0
+            [&all, &one_by_one]
+                .iter()
+                .filter_map(|n| apply_notices(layout, r, n))
+                .any(|(w, _)| w.affected > 0)
         })
         .collect();
     // Both survivor paths are short: each is timed BATCHED_REPS times and the median kept, so

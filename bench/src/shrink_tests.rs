@@ -44,6 +44,10 @@ fn impossible_shapes_are_usage_errors() {
     assert!(matches!(Branch::pick(&l, 0), Err(CliError::Usage(_))));
     assert!(matches!(Branch::pick(&l, 100), Err(CliError::Usage(_))));
     assert!(Branch::pick(&l, 99).is_ok());
+    // Outside the span: no tree (not a panic); a notice naming such a rank changes nothing.
+    assert!(apply_notices(&l, Rank(100), &[vec![Rank(1)]]).is_none());
+    let (w, t) = apply_notices(&l, Rank(2), &[vec![Rank(100)]]).unwrap();
+    assert_eq!((w.recomputes, t.dead().len()), (0, 0));
     for bad in [
         "--ranks 100 --radix 4",
         "--ranks 100 --radix 4 --branch 0",
@@ -52,6 +56,7 @@ fn impossible_shapes_are_usage_errors() {
         "--ranks 100 --radix 4 --branch x",
         "--ranks 100 --radix 4 --branch 3 --bogus 1",
         "--ranks 100 --radix 4 --branch 3 --paths some",
+        "--ranks 100 --radix 4 --branch 3 --sim-ranks 4294967295",
     ] {
         let r = Config::from_args(&argv(bad)).and_then(|c| run(&c, Instant::now()));
         assert!(matches!(r, Err(CliError::Usage(_))), "{bad}: {r:?}");
@@ -90,8 +95,8 @@ fn both_paths_end_in_the_same_tree_and_only_candidates_change() {
             let order = death_order(&b.targets, seed);
             let one_by_one: Vec<Vec<Rank>> = order.iter().map(|&r| vec![r]).collect();
             for r in (0..span).map(Rank).filter(|r| !dead.contains(*r)) {
-                let (wa, ta) = apply_notices(&l, r, std::slice::from_ref(&b.targets));
-                let (wb, tb) = apply_notices(&l, r, &one_by_one);
+                let (wa, ta) = apply_notices(&l, r, std::slice::from_ref(&b.targets)).unwrap();
+                let (wb, tb) = apply_notices(&l, r, &one_by_one).unwrap();
                 let want = View::compute(&l, &dead, r).unwrap();
                 assert_eq!(ta.view(), Some(&want), "span={span} r={r}");
                 assert_eq!(tb.view(), Some(&want), "span={span} r={r} seed={seed}");
@@ -116,7 +121,7 @@ fn counts_are_what_the_tree_says() {
         let order = death_order(&b.targets, 7);
         let one_by_one: Vec<Vec<Rank>> = order.iter().map(|&r| vec![r]).collect();
         for r in (0..span).map(Rank) {
-            let (w, _) = apply_notices(&l, r, &one_by_one);
+            let (w, _) = apply_notices(&l, r, &one_by_one).unwrap();
             // Independent count: the view after each prefix of the order.
             let mut dead = RankSet::new();
             let mut prev = View::compute(&l, &dead, r).unwrap();
@@ -150,7 +155,7 @@ fn counts_are_what_the_tree_says() {
         }
         // The batched path at the parent: one recompute, one view change, each drained slot
         // emptied, no promotion.
-        let (w, _) = apply_notices(&l, b.parent, std::slice::from_ref(&b.targets));
+        let (w, _) = apply_notices(&l, b.parent, std::slice::from_ref(&b.targets)).unwrap();
         assert_eq!(
             (
                 w.recomputes,
