@@ -41,6 +41,10 @@ pub struct Path {
     /// Campaign: request to the requester's `CampaignCompleted`. Per-death: crash to the
     /// coordinator's last confirmation of a target. Milliseconds of simulated time.
     pub completion_ms: Option<f64>,
+    /// Campaign: request to the coordinator broadcasting the departure notice, which it does
+    /// when the order's xcast completed at the root (every rank had it, every target drained
+    /// and acknowledged). `None` on the per-death path.
+    pub order_done_ms: Option<f64>,
     /// Request (or crash) to the moment every survivor had removed every target.
     pub all_removed_ms: Option<f64>,
     /// Campaign: request to the last target's `Left` (`None` on the per-death path).
@@ -84,6 +88,7 @@ impl Path {
         let r = |x: Option<f64>| x.map(|v| (v * 1000.0).round() / 1000.0);
         serde_json::json!({
             "completion_ms": r(self.completion_ms),
+            "order_done_ms": r(self.order_done_ms),
             "all_removed_ms": r(self.all_removed_ms),
             "all_left_ms": r(self.all_left_ms),
             "view_changes": self.view_changes,
@@ -191,12 +196,13 @@ impl EndToEnd {
         );
         format!(
             "simulated at {} ranks ({} targets, detector {}): campaign completed in {} ms \
-             (all survivors {} ms, all left {} ms), {} view change, {} repair passes at {} \
+             (order done {} ms, all survivors {} ms, all left {} ms), {} view change, {} repair passes at {} \
              survivors (max {}), {} failure verdicts; {per_death}; {} B per simulated node",
             self.span,
             self.targets,
             if self.detect { "on" } else { "off" },
             ms(c.completion_ms),
+            ms(c.order_done_ms),
             ms(c.all_removed_ms),
             ms(c.all_left_ms),
             c.view_changes,
@@ -243,6 +249,7 @@ struct Watch {
     verdicts: u64,
     left: u64,
     last_left: Option<Instant>,
+    order_done: Option<Instant>,
 }
 
 impl Watch {
@@ -271,6 +278,7 @@ impl Watch {
             verdicts: 0,
             left: 0,
             last_left: None,
+            order_done: None,
         }
     }
 
@@ -325,6 +333,18 @@ impl Observer for Watch {
             }
             _ => {}
         }
+    }
+
+    fn check(&mut self, w: &World) -> Result<(), String> {
+        if self.active && self.order_done.is_none() {
+            let sent = w
+                .node(Rank::ROOT)
+                .is_some_and(|n| n.shrink_stats().left_views > 0);
+            if sent {
+                self.order_done = Some(w.now());
+            }
+        }
+        Ok(())
     }
 }
 
@@ -403,6 +423,7 @@ fn run_path(
             Mode::Campaign => since(o.completed_at),
             Mode::PerDeath => since(o.coord_last),
         },
+        order_done_ms: since(o.order_done),
         all_removed_ms: since(o.last_done),
         all_left_ms: match mode {
             Mode::Campaign => since(o.last_left),

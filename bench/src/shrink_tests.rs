@@ -187,7 +187,11 @@ fn small_run_reports_consistent_numbers() {
     assert_eq!(sim.campaign.view_changes, 1);
     assert_eq!(sim.campaign.completions, 1);
     assert_eq!(sim.campaign.failure_verdicts, 0);
-    assert!(sim.campaign.completion_ms.unwrap() > 0.0);
+    let (order, done) = (
+        sim.campaign.order_done_ms.unwrap(),
+        sim.campaign.completion_ms.unwrap(),
+    );
+    assert!(0.0 < order && order <= done, "{order} {done}");
     let d = sim.per_death.as_ref().unwrap();
     assert!(d.completion_ms.unwrap() > 0.0);
     assert_eq!(d.survivors_missing, 0);
