@@ -381,8 +381,8 @@ impl Report {
         let ms = |d: Duration| d.as_secs_f64() * 1e3;
         let mut s = format!(
             "shrink: {} ranks, radix {}, branch of {} ranks (child slots 0..{} of rank {}): \
-             affected survivors {} / {}; batched {} recomputes, {} view changes, {} rewired, \
-             {:.4} ms; per-death {} recomputes, {} view changes, {} rewired, {:.3} ms \
+             affected survivors {} (batched) / {} (per-death); batched {} recomputes, {} view \
+             changes, {} rewired, {:.4} ms; per-death {} recomputes, {} view changes, {} rewired, {:.3} ms \
              (ratio {:.0}x time, {:.0}x recomputes); per-death targets still running: {} \
              recomputes, {} promotions, {} rewired, {:.1} ms; survivor view {:.0} ns",
             c.ranks,
