@@ -106,7 +106,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use clap::Args;
-use lifeline_core::tree::Rank;
+use lifeline_core::tree::{Rank, RankSet};
 use lifeline_core::{Config, Event, Instant, Node, Stats};
 use lifeline_transport_common::bootstrap::{
     self, BootstrapError, BootstrapKey, LauncherEnv, RendezvousConfig,
@@ -167,6 +167,11 @@ stdin commands, one per line, each answered by one JSON line on stdout:
   relm DST TAG TEXT   reliable message to rank DST (answered `relm_started` with its uid);
                       TAG is any of 0..=65535.
   flood TEXT          best-effort flood to every rank (answered `flood_started`).
+  shrink R[,R...]     remove ranks on purpose, as one shrink campaign (answered
+                      `campaign_started` with its id; `campaign_completed` with the ranks
+                      removed and the epoch once every member removed them, or
+                      `campaign_failed`). Every member prints `departed`; each target
+                      drains, prints `left` and exits 0.
   stats               the transport's and the core's counters (answered `stats`).
   quit                stop.
 
@@ -176,7 +181,7 @@ to admit it, prints `joined` (rank, epoch, join_id, join_ms, tries) and then run
 node. Members print `admitted` (epoch, ranks, members) for each view that admits joiners.
 
 Stopping: `quit`, SIGTERM, SIGINT (and stdin closing, with --exit-on-stdin-eof) print a last
-line {\"event\":\"stopped\",\"reason\":\"quit\"|\"sigterm\"|\"sigint\"|\"stdin_eof\",...} and
+line {\"event\":\"stopped\",\"reason\":\"quit\"|\"sigterm\"|\"sigint\"|\"stdin_eof\"|\"left\",...} and
 exit 0. A node the cluster removed prints `evicted` and exits 3.
 
 Under Open MPI keep mpirun from killing the job when one rank dies:
@@ -348,6 +353,27 @@ fn event_json(e: &Event) -> (&'static str, Value) {
         Event::Membership(MembershipEvent::Evicted { epoch }) => {
             ("evicted", json!({ "epoch": epoch }))
         }
+        Event::Membership(MembershipEvent::Left { epoch }) => ("left", json!({ "epoch": epoch })),
+        Event::Membership(MembershipEvent::Departed {
+            epoch,
+            ranks,
+            campaigns,
+            members,
+        }) => (
+            "departed",
+            json!({"epoch": epoch, "ranks": ranks.iter().map(|r| r.0).collect::<Vec<_>>(),
+                   "campaigns": campaigns.iter().map(|c| c.to_string()).collect::<Vec<_>>(),
+                   "members": members}),
+        ),
+        Event::Membership(MembershipEvent::CampaignCompleted { id, removed, epoch }) => (
+            "campaign_completed",
+            json!({"id": id.to_string(), "removed": removed.iter().map(|r| r.0).collect::<Vec<_>>(),
+                   "epoch": epoch}),
+        ),
+        Event::Membership(MembershipEvent::CampaignFailed { id, reason }) => (
+            "campaign_failed",
+            json!({"id": id.to_string(), "reason": reason.name()}),
+        ),
         Event::Membership(MembershipEvent::Joined {
             epoch,
             joiners,
@@ -452,6 +478,40 @@ fn core_stats_json(s: &Stats) -> Value {
         "relm_replays": s.relm.replays,
         "relm_retry_probes": s.relm.retry_probes,
         "relm_failed": s.relm.failed,
+    })
+}
+
+/// The heartbeat detector's counters: how often this rank suspected, was refuted, and found
+/// itself in trouble (its local health score raised: an overloaded host says so here).
+fn detect_stats_json(s: &lifeline_core::detect::DetectStats) -> Value {
+    json!({
+        "heartbeats_out": s.heartbeats_out,
+        "heartbeats_in": s.heartbeats_in,
+        "suspicions": s.suspicions,
+        "refuted": s.refuted,
+        "unresponsive": s.unresponsive,
+        "self_freeze_skips": s.self_freeze_skips,
+        "self_refutations": s.self_refutations,
+        "health_raised": s.health_raised,
+        "health_lowered": s.health_lowered,
+        "health_held": s.health_held,
+        "startup_holds": s.startup_holds,
+    })
+}
+
+fn shrink_stats_json(s: &lifeline_core::ShrinkStats) -> Value {
+    json!({
+        "campaigns_requested": s.campaigns_requested,
+        "campaigns_completed": s.campaigns_completed,
+        "campaigns_failed": s.campaigns_failed,
+        "shrink_orders": s.shrink_orders,
+        "left_views": s.left_views,
+        "shrinks_waited": s.shrinks_waited,
+        "joins_waited": s.joins_waited,
+        "departures_observed": s.departures_observed,
+        "departed": s.departed,
+        "leaving_entered": s.leaving_entered,
+        "drain_timeouts": s.drain_timeouts,
     })
 }
 
@@ -908,6 +968,12 @@ pub(crate) fn run(args: &NodeArgs) -> Result<(), CliError> {
                             last_now = at;
                             let (name, v) = event_json(&e);
                             p.line(at, name, v).await;
+                            if matches!(&e, Event::Membership(MembershipEvent::Left { .. })) {
+                                // A shrink target drained and was excluded: a clean exit.
+                                tracing::debug!(rank = me.0, "left: stopping");
+                                stop_reason = "left";
+                                break;
+                            }
                             if matches!(&e, Event::Membership(MembershipEvent::Evicted { .. })) {
                                 // The cluster removed this rank; a departed rank never comes
                                 // back, so it stops.
@@ -1077,6 +1143,23 @@ async fn command(h: &Handle, extra: Option<&ExtraStats>, p: &Printer, line: &str
                 Err(e) => p.line(now, "error", json!({"command": line, "message": e.to_string()})).await,
             }
         }
+        "shrink" => {
+            let targets: Option<RankSet> = rest
+                .trim()
+                .split(',')
+                .map(|r| r.trim().parse::<u32>().ok().map(Rank))
+                .collect();
+            let Some(targets) = targets.filter(|t| !t.is_empty()) else {
+                p.line(now, "error", json!({"command": line, "message": "usage: shrink R[,R...]"})).await;
+                return true;
+            };
+            let list: Vec<u32> = targets.iter().map(|r| r.0).collect();
+            match h.command(move |n, now| n.shrink(now, &targets)).await {
+                Ok(Ok(id)) => p.line(now, "campaign_started", json!({"id": id.to_string(), "targets": list})).await,
+                Ok(Err(e)) => p.line(now, "error", json!({"command": line, "message": e.to_string()})).await,
+                Err(e) => p.line(now, "error", json!({"command": line, "message": e.to_string()})).await,
+            }
+        }
         "stats" => {
             let core = h.inspect(|n| n.stats().clone()).await.unwrap_or_default();
             let transport: serde_json::Map<String, Value> = h
@@ -1087,9 +1170,12 @@ async fn command(h: &Handle, extra: Option<&ExtraStats>, p: &Printer, line: &str
                 .collect();
             let joins = h.inspect(Node::join_stats).await.unwrap_or_default();
             let startup = h.inspect(Node::startup_stats).await.unwrap_or_default();
+            let shrink = h.inspect(Node::shrink_stats).await.unwrap_or_default();
             let mut v = json!({"transport": transport, "core": core_stats_json(&core),
+                               "detect": detect_stats_json(&core.detect),
                                "join": join_stats_json(&joins),
                                "startup": startup_stats_json(&startup),
+                               "shrink": shrink_stats_json(&shrink),
                                "stdout": {"queue_waits": p.waits()}});
             if let Some((key, snapshot)) = extra {
                 let fields: serde_json::Map<String, Value> = snapshot()
@@ -1103,7 +1189,7 @@ async fn command(h: &Handle, extra: Option<&ExtraStats>, p: &Printer, line: &str
         _ => p.line(
             now,
             "error",
-            json!({"command": line, "message": "commands: xcast TAG TEXT | relm DST TAG TEXT | flood TEXT | stats | quit"}),
+            json!({"command": line, "message": "commands: xcast TAG TEXT | relm DST TAG TEXT | flood TEXT | shrink R[,R...] | stats | quit"}),
         ).await,
     }
     true

@@ -70,6 +70,11 @@ enum SimCommand {
     /// check the oracle (no mixed-up reply, one rank per joiner, views agree, every live joiner
     /// admitted, no wrongful eviction, a later broadcast reaches the joiners).
     Elastic(crate::sim_elastic::ElasticArgs),
+    /// Shrink campaigns at random times under joins, crashes (targets among them) and xcast
+    /// and RELM load; check the oracle (one completion per campaign naming exactly its
+    /// targets, none open past its bound, no failure verdict for a departing rank, only
+    /// targets leave, nothing lost or duplicated among survivors, survivors agree).
+    Shrink(crate::sim_shrink::ShrinkArgs),
 }
 
 /// Arguments of `lifeline sim flood`.
@@ -173,6 +178,7 @@ pub(crate) fn run(args: &SimArgs) -> Result<(), CliError> {
         SimCommand::Relm(a) => relm(a),
         SimCommand::Membership(a) => crate::sim_membership::run(a),
         SimCommand::Elastic(a) => crate::sim_elastic::run(a),
+        SimCommand::Shrink(a) => crate::sim_shrink::run(a),
     }
 }
 

@@ -42,6 +42,10 @@ pub struct Config {
     /// The view epoch this rank starts at (a joiner: the epoch of the view that admitted it;
     /// 0 otherwise).
     pub epoch: u64,
+    /// A joiner admitted while start-up from check-ins ran: start-up as the view that admitted
+    /// it had it ([`Admission::startup`](crate::join::Admission::startup)), so that a joiner the
+    /// tree makes the coordinator carries it on. `None` otherwise (ignored for launched ranks).
+    pub startup: Option<crate::membership::StartupView>,
     /// Joins: how members answer and admit joiners.
     pub join: JoinConfig,
     /// The flood test protocol.
@@ -69,6 +73,7 @@ impl Config {
             max_events: 1 << 16,
             joiner: false,
             epoch: 0,
+            startup: None,
             join: JoinConfig::default(),
             flood: FloodConfig::default(),
             membership: MembershipConfig::default(),
@@ -94,6 +99,7 @@ impl Config {
         cfg.dead = admission.snapshot.dead.clone();
         cfg.joiner = true;
         cfg.epoch = admission.view_epoch;
+        cfg.startup = admission.startup.clone();
         if !layout.contains(admission.rank) || cfg.dead.contains(admission.rank) {
             return Err(ConfigError::MeDead(admission.rank));
         }

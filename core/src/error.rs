@@ -12,6 +12,10 @@ pub enum CommandError {
     /// This rank is known dead (evicted); it must stop.
     #[error("this rank is dead and takes no commands")]
     Dead,
+    /// This rank is leaving (a shrink campaign named it): it takes no new application
+    /// commands, and leaves once drained and excluded.
+    #[error("this rank is leaving and takes no new commands")]
+    Leaving,
     /// The payload would make a frame over `max_frame`.
     #[error("payload of {len} bytes makes a frame over max_frame {max}")]
     TooLarge {

@@ -178,8 +178,9 @@ pub use event::Event;
 pub use flood::{FloodConfig, FloodEvent, FloodStats, FloodTimer};
 pub use link::LinkCause;
 pub use membership::{
-    CorroborationStats, MembershipConfig, MembershipEvent, MembershipStats, MembershipTimer,
-    MembershipView, RemovalCause, StartupStats,
+    CampaignFailure, CampaignId, CorroborationStats, MembershipConfig, MembershipEvent,
+    MembershipStats, MembershipTimer, MembershipView, RemovalCause, ShrinkError, ShrinkStats,
+    StartupStats,
 };
 pub use node::Node;
 pub use relm::{

@@ -51,6 +51,13 @@ pub(crate) enum Effect {
     /// rank's children, the node grows its tree and tells every machine, as for
     /// [`Node::grow`](crate::Node::grow).
     Grow { new_span: u32 },
+    /// Root: an internal op completed everywhere (the xcast completion hook); the node hands
+    /// it to the machine that registered its tag ([`Machine::on_xcast_done`]).
+    XcastDone { tag: u16, payload: Bytes },
+    /// This rank entered leaving mode while processing the xcast op being delivered: the node
+    /// holds this rank's acknowledgement of that op until its RELM sends drained, and the
+    /// detector stops refuting.
+    Leaving,
     /// An application event that must follow the effects pushed before it (e.g. a failure
     /// confirmation after the repair it caused).
     Event(Event),
@@ -207,6 +214,12 @@ pub(crate) trait Machine {
 
     /// A delivered xcast op with one of [`Machine::XCAST_TAGS`], in op order.
     fn on_xcast(&mut self, ctx: &mut Ctx<'_>, tag: u16, payload: Bytes) {
+        let _ = (ctx, tag, payload);
+    }
+
+    /// Root only: an op with one of [`Machine::XCAST_TAGS`] completed everywhere (every
+    /// survivor processed it and every rank acknowledged it).
+    fn on_xcast_done(&mut self, ctx: &mut Ctx<'_>, tag: u16, payload: Bytes) {
         let _ = (ctx, tag, payload);
     }
 

@@ -8,7 +8,8 @@
 use bytes::Bytes;
 use lifeline_core::join::{AdmitNotice, JoinAnswerMsg, JoinForwardMsg, JoinId, JoinRequest};
 use lifeline_core::membership::{
-    CheckInMsg, CheckInNotice, CorroborateMsg, CorroborateOp, RemovalCause, UnreachableMsg,
+    CampaignId, CheckInMsg, CheckInNotice, CorroborateMsg, CorroborateOp, RemovalCause,
+    UnreachableMsg,
 };
 use lifeline_core::relm::Uid;
 use lifeline_core::tree::Rank;
@@ -62,6 +63,7 @@ fn frames() -> Vec<(&'static str, Bytes)> {
             Message::Xcast(XcastMsg::Relay(RelayMsg {
                 origin: Rank(11),
                 seq: 42,
+                numbered: 40,
                 tag: 16,
                 payload: p(),
             })),
@@ -126,7 +128,11 @@ fn frames() -> Vec<(&'static str, Bytes)> {
         ),
         (
             "recover_done",
-            Message::Xcast(XcastMsg::RecoverDone(RecoverDoneMsg { gen: 5 })),
+            Message::Xcast(XcastMsg::RecoverDone(RecoverDoneMsg {
+                gen: 5,
+                seen_gen: 6,
+                global_done: 60,
+            })),
         ),
         (
             "relm_data",
@@ -255,6 +261,16 @@ fn frames() -> Vec<(&'static str, Bytes)> {
                 ranks: vec![Rank(5), Rank(11)],
             }),
         ),
+        (
+            "shrink_request",
+            Message::from(ShrinkRequestMsg {
+                id: CampaignId {
+                    requester: Rank(5),
+                    seq: 2,
+                },
+                targets: vec![Rank(3), Rank(7), Rank(8)],
+            }),
+        ),
     ];
     let msgs: Vec<(&'static str, Message)> =
         msgs.into_iter().chain(detect).chain(membership).collect();
@@ -285,6 +301,46 @@ fn frames() -> Vec<(&'static str, Bytes)> {
         CheckInNotice {
             epoch: 2,
             ranks: vec![Rank(0), Rank(3), Rank(7)],
+        }
+        .to_payload(),
+    ));
+    out.push((
+        "shrink_order_payload",
+        ShrinkOrder {
+            campaigns: vec![
+                (
+                    CampaignId {
+                        requester: Rank(5),
+                        seq: 2,
+                    },
+                    vec![Rank(3), Rank(7), Rank(8)],
+                ),
+                (
+                    CampaignId {
+                        requester: Rank(1),
+                        seq: 1,
+                    },
+                    vec![Rank(4)],
+                ),
+            ],
+        }
+        .to_payload(),
+    ));
+    out.push((
+        "left_payload",
+        LeftNotice {
+            epoch: 6,
+            campaigns: vec![
+                CampaignId {
+                    requester: Rank(1),
+                    seq: 1,
+                },
+                CampaignId {
+                    requester: Rank(5),
+                    seq: 2,
+                },
+            ],
+            ranks: vec![Rank(3), Rank(4), Rank(7), Rank(8)],
         }
         .to_payload(),
     ));
@@ -328,7 +384,12 @@ fn golden_frames_decode_back_and_cover_every_kind() {
         // Payloads and joiner frames are not envelopes of the message table.
         if matches!(
             name,
-            "global_failure_payload" | "admit_payload" | "check_in_payload" | "join_request"
+            "global_failure_payload"
+                | "admit_payload"
+                | "check_in_payload"
+                | "shrink_order_payload"
+                | "left_payload"
+                | "join_request"
         ) {
             continue;
         }

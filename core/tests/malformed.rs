@@ -49,8 +49,8 @@ use lifeline_core::wire::{
     SyncMsg, UidRange, HEADER_LEN, VERSION,
 };
 use lifeline_core::wire::{
-    AlertEntry, AlertMsg, CheckInMsg, CorroborateMsg, CorroborateOp, EvictedMsg, MembershipMsg,
-    RelmMsg, RemovedMsg, UnreachableMsg, XcastMsg,
+    AlertEntry, AlertMsg, CampaignId, CheckInMsg, CorroborateMsg, CorroborateOp, EvictedMsg,
+    MembershipMsg, RelmMsg, RemovedMsg, ShrinkRequestMsg, UnreachableMsg, XcastMsg,
 };
 use lifeline_core::{
     xcast, CommandError, Config, Duration, Event, FloodEvent, Instant, LinkCause, MembershipEvent,
@@ -153,11 +153,12 @@ fn relay(name: &'static str, origin: u32, seq: u64, tag: u16, payload: Bytes) ->
     let msg = Message::Xcast(XcastMsg::Relay(RelayMsg {
         origin: Rank(origin),
         seq,
+        numbered: 0,
         tag,
         payload,
     }));
-    // origin:u32 seq:u64 tag:u16, then the payload's length.
-    sample(name, msg, vec![(HEADER_LEN + 14, len)])
+    // numbered:u64 origin:u32 seq:u64 tag:u16, then the payload's length.
+    sample(name, msg, vec![(HEADER_LEN + 22, len)])
 }
 
 /// Offset of a Forward's payload (after op, round, done, global_done, origin, seq, tag, len).
@@ -426,7 +427,11 @@ fn samples() -> Vec<Sample> {
         recovered("recovered-op", 1, 21, 1, b"x"),
         fixed(
             "recover-done",
-            Message::Xcast(XcastMsg::RecoverDone(RecoverDoneMsg { gen: 1 })),
+            Message::Xcast(XcastMsg::RecoverDone(RecoverDoneMsg {
+                gen: 1,
+                seen_gen: 1,
+                global_done: 0,
+            })),
         ),
         // RELM. Rank 5's routes: up through 1 (to 0, 2, 3, 4, ...), down to 21, 37, 53.
         relm_data("relm-data/to-receiver", 21, 5, 0, 16, b"m"),
@@ -591,6 +596,26 @@ fn samples() -> Vec<Sample> {
             Message::from(CheckInMsg {
                 span: SPAN,
                 ranks: vec![Rank(2), Rank(SPAN + 4)],
+            }),
+        ),
+        fixed(
+            "shrink-request/to-non-coordinator",
+            Message::from(ShrinkRequestMsg {
+                id: CampaignId {
+                    requester: Rank(3),
+                    seq: 1,
+                },
+                targets: vec![Rank(7), Rank(8)],
+            }),
+        ),
+        fixed(
+            "shrink-request/outside-span",
+            Message::from(ShrinkRequestMsg {
+                id: CampaignId {
+                    requester: Rank(SPAN + 1),
+                    seq: u32::MAX,
+                },
+                targets: vec![Rank(SPAN), Rank(u32::MAX)],
             }),
         ),
         fixed(
@@ -1688,6 +1713,7 @@ fn random_message(rng: &mut Prng) -> Message {
         Kind::Relay => Message::Xcast(XcastMsg::Relay(RelayMsg {
             origin: rank(rng),
             seq: small(rng),
+            numbered: 0,
             tag: tag(rng),
             payload: payload(rng),
         })),
@@ -1755,9 +1781,11 @@ fn random_message(rng: &mut Prng) -> Message {
             tag: tag(rng),
             payload: payload(rng),
         })),
-        Kind::RecoverDone => {
-            Message::Xcast(XcastMsg::RecoverDone(RecoverDoneMsg { gen: small(rng) }))
-        }
+        Kind::RecoverDone => Message::Xcast(XcastMsg::RecoverDone(RecoverDoneMsg {
+            gen: small(rng),
+            seen_gen: small(rng),
+            global_done: small(rng),
+        })),
         other => {
             let of: Vec<Sample> = samples()
                 .into_iter()
@@ -2152,6 +2180,7 @@ fn forged_relays_are_refused() {
         let m = Message::Xcast(XcastMsg::Relay(RelayMsg {
             origin: Rank(origin),
             seq: 1,
+            numbered: 0,
             tag,
             payload,
         }));
@@ -2168,6 +2197,7 @@ fn forged_relays_are_refused() {
         let m = Message::Xcast(XcastMsg::Relay(RelayMsg {
             origin: Rank(2),
             seq: 1,
+            numbered: 0,
             tag,
             payload: Bytes::from_static(b"ok"),
         }));
@@ -2287,7 +2317,11 @@ fn hostile_counters_never_panic() {
         ));
         frames.push((
             format!("recover-done {v}"),
-            Message::Xcast(XcastMsg::RecoverDone(RecoverDoneMsg { gen: v })),
+            Message::Xcast(XcastMsg::RecoverDone(RecoverDoneMsg {
+                gen: v,
+                seen_gen: v,
+                global_done: v,
+            })),
         ));
         frames.push((
             format!("recovered-op {v}"),
@@ -2329,6 +2363,7 @@ fn hostile_counters_never_panic() {
                 let r = Message::Xcast(XcastMsg::Relay(RelayMsg {
                     origin: Rank(1),
                     seq: i + 1,
+                    numbered: 0,
                     tag: 16,
                     payload: Bytes::from_static(b"b"),
                 }));
@@ -2386,6 +2421,7 @@ fn implausible_counters_are_refused() {
         Message::Xcast(XcastMsg::Relay(RelayMsg {
             origin: Rank(2),
             seq,
+            numbered: 0,
             tag: 16,
             payload: Bytes::new(),
         }))
@@ -2423,13 +2459,41 @@ fn implausible_counters_are_refused() {
         sync(7, u64::MAX),
         relay(over),
         relay(u64::MAX),
+        Message::Xcast(XcastMsg::Relay(RelayMsg {
+            origin: Rank(2),
+            seq: 3,
+            numbered: 3,
+            tag: 16,
+            payload: Bytes::new(),
+        })),
+        Message::Xcast(XcastMsg::Relay(RelayMsg {
+            origin: Rank(2),
+            seq: 0,
+            numbered: 1,
+            tag: 16,
+            payload: Bytes::new(),
+        })),
         complete(over, 1),
         complete(1, over),
         Message::Xcast(XcastMsg::Ack(AckMsg { op: over, round: 1 })),
         Message::Xcast(XcastMsg::Need(NeedMsg { op: u64::MAX })),
         Message::Xcast(XcastMsg::Recover(RecoverMsg { gen: over, base: 0 })),
         Message::Xcast(XcastMsg::Recover(RecoverMsg { gen: 1, base: over })),
-        Message::Xcast(XcastMsg::RecoverDone(RecoverDoneMsg { gen: u64::MAX })),
+        Message::Xcast(XcastMsg::RecoverDone(RecoverDoneMsg {
+            gen: u64::MAX,
+            seen_gen: 1,
+            global_done: 0,
+        })),
+        Message::Xcast(XcastMsg::RecoverDone(RecoverDoneMsg {
+            gen: 1,
+            seen_gen: over,
+            global_done: 0,
+        })),
+        Message::Xcast(XcastMsg::RecoverDone(RecoverDoneMsg {
+            gen: 1,
+            seen_gen: 1,
+            global_done: over,
+        })),
         recovered(over, 1, 1),
         recovered(1, over, 1),
         recovered(1, 1, over),
@@ -2451,7 +2515,11 @@ fn implausible_counters_are_refused() {
             gen: top,
             base: top,
         })),
-        Message::Xcast(XcastMsg::RecoverDone(RecoverDoneMsg { gen: top })),
+        Message::Xcast(XcastMsg::RecoverDone(RecoverDoneMsg {
+            gen: top,
+            seen_gen: top,
+            global_done: top,
+        })),
         recovered(top, top, top),
         // Flood ids are opaque, not counters.
         Message::Flood(FloodMsg {

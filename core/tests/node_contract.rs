@@ -1351,6 +1351,7 @@ fn xcast_commands_refuse_misuse_without_changing_state() {
         let relay = Message::Xcast(XcastMsg::Relay(RelayMsg {
             origin: Rank(4),
             seq,
+            numbered: 0,
             tag,
             payload: Bytes::from_static(b"x"),
         }));

@@ -207,6 +207,11 @@ impl Harness {
         self.sim.apply(Fault::Crash(Rank(r)));
     }
 
+    /// Virtual time now, in microseconds.
+    fn time_now(&self) -> u64 {
+        self.sim.world().now().as_nanos() / 1_000
+    }
+
     fn stats(&self, r: u32) -> &lifeline_core::Stats {
         self.sim.world().node(Rank(r)).expect("live rank").stats()
     }
@@ -1193,6 +1198,84 @@ fn root_and_its_successor_crash_together() {
     h.quiet();
     for r in h.sim.world().live_ranks() {
         assert_eq!(h.rec().at(r.0).len(), 6, "rank {r}: {:?}", h.rec().at(r.0));
+    }
+    h.check(false);
+}
+
+/// A grow can move the root slot to a joiner (the rule fills a dead slot with its highest living
+/// descendant, and joiners have the highest ranks). Radix 2, n = 5: 0 crashes (2 takes the root,
+/// recovery round 1), then 2 (4 takes it, round 2); an op is in flight at 4 when the span grows
+/// to 7 and 6, a child of dead 2, becomes the root above 4. The joiner has no broadcast history:
+/// it learns the watermark and the latest round from its children, recovers the op in flight,
+/// and numbers the next ops after it. (It used to wait for a parent's sync it could never get,
+/// and its round 1 was ignored by children that had seen round 2: every broadcast stalled.)
+#[test]
+fn a_grow_that_moves_the_root_to_a_joiner_keeps_broadcasts_going() {
+    let mut h = Harness::new("joinroot", 5, 2);
+    h.crash(0);
+    h.run(us(2_000));
+    h.xcast(1, APP);
+    h.quiet();
+    assert_eq!(h.root(), 2);
+    h.crash(2);
+    h.run(us(h.time_now() + 2_000));
+    h.xcast(3, APP);
+    h.quiet();
+    assert_eq!(h.root(), 4);
+    // An op numbered by 4 and still on its way when the grow moves the root.
+    h.xcast(1, APP);
+    h.run(us(h.time_now() + 60));
+    h.join(7);
+    assert_eq!(h.root(), 6, "the grow put joiner 6 in the root slot");
+    h.run(us(h.time_now() + 100));
+    for o in [1, 3, 4, 5, 6] {
+        h.xcast(o, APP);
+    }
+    h.quiet();
+    assert!(
+        h.stats(6).xcast.recovered_ops >= 1,
+        "6 recovered the op in flight"
+    );
+    for r in [1, 3, 4] {
+        assert_eq!(h.rec().at(r).len(), 8, "rank {r}: {:?}", h.rec().at(r));
+    }
+    // The joiners owe the five ops started after the grow (`check` counts them exactly once);
+    // 6 adopted what 4 had completed.
+    for r in [5, 6] {
+        assert!(h.rec().at(r).len() >= 5, "joiner {r}: {:?}", h.rec().at(r));
+    }
+    assert!(h.stats(6).xcast.adopted_as_done >= 3);
+    h.check(false);
+}
+
+/// A joiner that becomes the root by a failover long after it joined knows only the recovery
+/// rounds run since: radix 2, n = 15, 0 then 2 crash (rounds 1 and 2; 6 is the root), 22 joins
+/// under 14, then 6 and 14 crash together and 22 takes the root. Its first round (1) is below
+/// what its children have seen: they say so, and it asks again above it.
+#[test]
+fn a_joiner_promoted_to_the_root_later_asks_above_the_rounds_it_missed() {
+    let mut h = Harness::new("joinerfailover", 15, 2);
+    h.crash(0);
+    h.run(us(2_000));
+    h.crash(2);
+    h.run(us(4_000));
+    h.xcast(1, APP);
+    h.quiet();
+    assert_eq!(h.root(), 6);
+    h.join(23);
+    let t = h.time_now();
+    h.run(us(t + 1_000));
+    h.xcast(22, APP);
+    h.quiet();
+    h.crash(6);
+    h.crash(14);
+    h.run(us(h.time_now() + 2_000));
+    h.xcast(1, APP);
+    h.xcast(22, APP);
+    h.quiet();
+    assert_eq!(h.root(), 22);
+    for r in h.sim.world().live_ranks().filter(|r| r.0 < 15) {
+        assert_eq!(h.rec().at(r.0).len(), 4, "rank {r}: {:?}", h.rec().at(r.0));
     }
     h.check(false);
 }

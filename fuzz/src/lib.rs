@@ -227,6 +227,7 @@ impl Msg {
             } => Message::Xcast(XcastMsg::Relay(RelayMsg {
                 origin: r(origin),
                 seq: u64::from(seq),
+                numbered: 0,
                 tag,
                 payload: bytes(len),
             })),

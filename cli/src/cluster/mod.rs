@@ -72,6 +72,10 @@
 //! run fails to start, so `startup_incomplete` fails it), the check-in view changes one rank
 //! applied (`startup_view_changes`) and the last `ready` since the launch (`ready_ms_max`);
 //! each required eviction gives the first, median and last survivor's confirmation.
+//! `detector` sums the heartbeat detector's counters over the ranks that printed `stats`
+//! (suspicions, refutations, accusations withheld by a frozen rank) and counts the ranks whose
+//! local health score rose (`ranks_health_raised`: their timers ran late, the machine was
+//! saturated), so a slow eviction on an overloaded machine can be told from a slow protocol.
 //! `--lines FILE` keeps every node line.
 //!
 //! With `--transport quic` the launcher generates a cluster CA and one certificate per rank

@@ -182,6 +182,7 @@ pub(super) fn report(
         .filter(|(_, m): &(u32, BTreeMap<&str, u64>)| !m.is_empty())
         .collect();
     let (relm_delivered, relm_dups, relm_lost, relm_failed) = t.relm_counts(survivors);
+    let detector = detector_load(&t.detect);
     let intruders = match args.transport {
         TransportKind::Tcp => 2,
         TransportKind::Quic => 3,
@@ -253,6 +254,7 @@ pub(super) fn report(
             "resume_ms": ev.resume_ms(),
             "confirmed_more_than_once": confirmed_twice,
             "startup": startup.json,
+            "detector": detector,
             "workload_ms": o.work_ms,
             "settled_ms": o.settled,
             "pass": pass,
@@ -584,4 +586,32 @@ fn startup(t: &Tally, survivors: &BTreeSet<u32>, nodes: u32, launch_wall: f64) -
         if ok { "ok" } else { "FAILED" }
     );
     Startup { ok, json, text }
+}
+
+/// The detector's counters summed over the ranks that printed `stats` (survivors at the end),
+/// and how many of them found themselves in trouble (`health_raised`: an overloaded host's
+/// timers ran late, or two observers suspected it): what a report needs to tell a slow
+/// eviction on a saturated machine from a slow protocol.
+fn detector_load(by_rank: &BTreeMap<u32, Value>) -> Value {
+    const KEYS: [&str; 7] = [
+        "suspicions",
+        "refuted",
+        "unresponsive",
+        "self_freeze_skips",
+        "self_refutations",
+        "health_raised",
+        "health_held",
+    ];
+    let mut v = serde_json::Map::new();
+    for k in KEYS {
+        let sum: u64 = by_rank.values().map(|d| d[k].as_u64().unwrap_or(0)).sum();
+        v.insert(k.to_string(), json!(sum));
+    }
+    let troubled = by_rank
+        .values()
+        .filter(|d| d["health_raised"].as_u64().unwrap_or(0) > 0)
+        .count();
+    v.insert("ranks_reporting".into(), json!(by_rank.len()));
+    v.insert("ranks_health_raised".into(), json!(troubled));
+    Value::Object(v)
 }

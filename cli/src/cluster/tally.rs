@@ -62,6 +62,8 @@ pub(super) struct Tally {
     pub(super) suspected: BTreeSet<u32>,
     /// rank -> handshakes refused (from `stats`).
     pub(super) refused: BTreeMap<u32, u64>,
+    /// rank -> its heartbeat detector's counters (the `detect` object of `stats`).
+    pub(super) detect: BTreeMap<u32, serde_json::Value>,
     /// QUIC: rank -> its endpoint's refusals, reason by reason ([`QUIC_REFUSALS`], from the
     /// `quic` counters of `stats`).
     pub(super) refused_quic: BTreeMap<u32, BTreeMap<&'static str, u64>>,
@@ -254,6 +256,9 @@ impl Tally {
             "stats" => {
                 let n = v["transport"]["handshakes_refused"].as_u64().unwrap_or(0);
                 self.refused.insert(rank, n);
+                if v["detect"].is_object() {
+                    self.detect.insert(rank, v["detect"].clone());
+                }
                 if v["quic"].is_object() {
                     let by = QUIC_REFUSALS
                         .iter()

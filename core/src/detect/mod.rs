@@ -97,6 +97,8 @@ pub(crate) struct Detect {
     /// a joiner's grace (`detect.join_grace`) counts from the view that admitted it.
     span_seen: u32,
     grows: Vec<(Rank, Instant)>,
+    /// A shrink target in leaving mode: it sends no refutations.
+    pub(super) leaving: bool,
 }
 
 /// Local health awareness (Lifeguard's LHM): how much evidence this rank has of its own
@@ -305,7 +307,7 @@ impl Detect {
                 self.raise_health(ctx);
             }
         }
-        if m.incarnation >= self.incarnation {
+        if m.incarnation >= self.incarnation && !self.leaving {
             self.incarnation = m.incarnation + 1;
             ctx.stats.detect.self_refutations += 1;
             self.heartbeat_all(ctx);
@@ -480,6 +482,7 @@ impl Machine for Detect {
             started: Instant::ZERO,
             span_seen: 0,
             grows: Vec::new(),
+            leaving: false,
         }
     }
 

@@ -22,6 +22,13 @@ impl Detector {
         self.0.iter().flat_map(|d| d.observers())
     }
 
+    /// This rank entered leaving mode (a shrink target): it stops refuting suspicions.
+    pub(crate) fn set_leaving(&mut self) {
+        if let Some(d) = &mut self.0 {
+            d.leaving = true;
+        }
+    }
+
     /// The running detector (tests inspect its state).
     #[cfg(test)]
     pub(crate) fn running(&self) -> &Detect {

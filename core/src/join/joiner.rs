@@ -390,6 +390,7 @@ mod tests {
                     layout: Layout::new(rank + 1, 2).unwrap(),
                     dead: RankSet::new(),
                 },
+                startup: None,
             }),
         }
         .encode()

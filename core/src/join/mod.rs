@@ -13,7 +13,11 @@
 //! 3. **Admit.** The coordinator queues joins FIFO (deduplicated by nonce: a retried or
 //!    duplicated join is one admission) and, `join.batch` after the first waiting one, admits
 //!    up to `join.max_per_view` of them in **one** view change: an ordered, process-first xcast
-//!    ([`AdmitNotice`]) under the next epoch, the same counter failure notices use.
+//!    ([`AdmitNotice`]) under the next epoch, the same counter failure notices use. It admits
+//!    only with its view settled (every notice it issued applied, every death it knows in an
+//!    applied notice): a new root's notices wait for its recovery, which brings it every
+//!    admission its predecessor issued, so a retry queued across the failover finds its nonce
+//!    admitted and is answered with the rank it has, never given a second.
 //! 4. **Apply.** Every member applies the admission in op order, giving the joiners
 //!    consecutive ranks from the span its admissions made (holes stay holes): the same ranks at
 //!    every member, whatever coordinator sent it. It reports

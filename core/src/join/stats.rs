@@ -26,8 +26,12 @@ pub struct JoinStats {
     pub joins_admitted: u64,
     /// Coordinator: views that admitted joiners.
     pub join_views: u64,
-    /// Admissions applied for a nonce already admitted (after a coordinator failover): the
-    /// extra rank is never started and is removed.
+    /// Coordinator: join batches put off because a view change was in flight here (a notice
+    /// it issued not applied yet, as a new root's wait for its recovery, or a death in no
+    /// applied notice yet).
+    pub join_batches_held: u64,
+    /// Admissions applied for a nonce already admitted (0 unless a coordinator admitted without
+    /// knowing an earlier admission): the extra rank is never started and is removed.
     pub joins_readmitted: u64,
     /// Times this rank grew its tree ahead of its admissions, on a new parent's notice
     /// computed under a larger span (it was behind: its parent had failed or had not started).

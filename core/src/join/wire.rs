@@ -18,8 +18,9 @@ use std::fmt;
 
 use bytes::{BufMut, Bytes, BytesMut};
 
+use crate::membership::StartupView;
 use crate::time::Duration;
-use crate::tree::{Rank, Snapshot};
+use crate::tree::{Rank, RankSet, Snapshot};
 use crate::wire::{Codec, DecodeError, Limits, Reader};
 
 /// First four bytes of every joiner ↔ contact message (`"LLJ1"`).
@@ -159,6 +160,10 @@ pub struct Admission {
     pub view_epoch: u64,
     /// The tree as of `view_epoch` (its span includes every rank admitted by then).
     pub snapshot: Snapshot,
+    /// Start-up from check-ins as of `view_epoch`, while it runs (`None` once it is over, or
+    /// without check-ins): a grow can make the joiner the coordinator, which then carries it
+    /// on.
+    pub startup: Option<StartupView>,
 }
 
 /// Contact to joiner: the answer to one [`JoinRequest`], echoing its id.
@@ -199,6 +204,7 @@ impl JoinReply {
                 let snap = a.snapshot.to_bytes();
                 b.put_u32(snap.len() as u32);
                 b.put_slice(&snap);
+                put_startup(&mut b, a.startup.as_ref());
             }
             JoinVerdict::Retry { reason, after } => {
                 b.put_u8(KIND_RETRY);
@@ -238,11 +244,13 @@ impl JoinReply {
                 if !snapshot.layout.contains(rank) || snapshot.dead.contains(rank) {
                     return Err(DecodeError::Invalid("admitted rank outside the snapshot"));
                 }
+                let startup = get_startup(&mut r, snapshot.layout.span())?;
                 JoinVerdict::Accepted(Admission {
                     rank,
                     epoch,
                     view_epoch,
                     snapshot,
+                    startup,
                 })
             }
             KIND_RETRY => JoinVerdict::Retry {
@@ -254,6 +262,46 @@ impl JoinReply {
         r.finish()?;
         Ok(Self { id, verdict })
     }
+}
+
+/// `0`, or `1 expected:u32 nranges:u32 (lo:u32 hi:u32)*` (the pending ranks, inclusive,
+/// ascending and canonical, as a snapshot's dead set).
+fn put_startup(b: &mut BytesMut, startup: Option<&StartupView>) {
+    let Some(v) = startup else {
+        b.put_u8(0);
+        return;
+    };
+    b.put_u8(1);
+    b.put_u32(v.expected);
+    b.put_u32(v.pending.ranges().count() as u32);
+    for (lo, hi) in v.pending.ranges() {
+        b.put_u32(lo.0);
+        b.put_u32(hi.0);
+    }
+}
+
+/// Decodes [`put_startup`]'s bytes: the expected span within the snapshot's, the ranges below
+/// it and canonical.
+fn get_startup(r: &mut Reader, span: u32) -> Result<Option<StartupView>, DecodeError> {
+    if !r.bool()? {
+        return Ok(None);
+    }
+    let expected = r.u32()?;
+    if expected == 0 || expected > span {
+        return Err(DecodeError::Invalid("join start-up span"));
+    }
+    let n = r.count(8, expected)?;
+    let mut pending = RankSet::new();
+    let mut next: u64 = 0;
+    for _ in 0..n {
+        let (lo, hi) = (r.u32()?, r.u32()?);
+        if u64::from(lo) < next || lo > hi || hi >= expected {
+            return Err(DecodeError::Invalid("join start-up ranges"));
+        }
+        pending.insert_range(Rank(lo), Rank(hi));
+        next = u64::from(hi) + 2;
+    }
+    Ok(Some(StartupView { expected, pending }))
 }
 
 /// Checks the magic and the kind byte; returns a reader past them.
@@ -434,7 +482,7 @@ mod tests {
         };
         assert_eq!(JoinRequest::decode(req.encode()), Ok(req));
         let dead: RankSet = [Rank(1)].into_iter().collect();
-        let acc = JoinReply {
+        let mut acc = JoinReply {
             id: id(),
             verdict: JoinVerdict::Accepted(Admission {
                 rank: Rank(4),
@@ -444,8 +492,16 @@ mod tests {
                     layout: Layout::new(5, 2).unwrap(),
                     dead,
                 },
+                startup: None,
             }),
         };
+        assert_eq!(JoinReply::decode(acc.encode(), 100), Ok(acc.clone()));
+        if let JoinVerdict::Accepted(a) = &mut acc.verdict {
+            a.startup = Some(StartupView {
+                expected: 4,
+                pending: [Rank(0), Rank(2), Rank(3)].into_iter().collect(),
+            });
+        }
         assert_eq!(JoinReply::decode(acc.encode(), 100), Ok(acc));
         let retry = JoinReply {
             id: id(),
@@ -488,6 +544,10 @@ mod tests {
                     layout: Layout::new(5, 2).unwrap(),
                     dead: RankSet::new(),
                 },
+                startup: Some(StartupView {
+                    expected: 4,
+                    pending: [Rank(0), Rank(2), Rank(3)].into_iter().collect(),
+                }),
             }),
         }
         .encode();
@@ -517,6 +577,39 @@ mod tests {
             JoinReply::decode(Bytes::from(v), 100),
             Err(DecodeError::Invalid("admitted rank outside the snapshot"))
         );
+        // Start-up past the snapshot's span, or pending ranges out of order, overlapping,
+        // adjacent (not canonical) or past the expected span.
+        let reply = |expected: u32, ranges: &[(u32, u32)]| {
+            let mut v = acc.slice(..acc.len() - (1 + 4 + 4 + 8 * 2)).to_vec();
+            v.push(1);
+            v.extend_from_slice(&expected.to_be_bytes());
+            v.extend_from_slice(&(ranges.len() as u32).to_be_bytes());
+            for &(lo, hi) in ranges {
+                v.extend_from_slice(&lo.to_be_bytes());
+                v.extend_from_slice(&hi.to_be_bytes());
+            }
+            JoinReply::decode(Bytes::from(v), 100)
+        };
+        assert!(reply(4, &[(0, 0), (2, 3)]).is_ok());
+        for (expected, ranges) in [
+            (6, &[(0, 0)][..]),
+            (0, &[][..]),
+            (4, &[(2, 3), (0, 0)][..]),
+            (4, &[(0, 2), (2, 3)][..]),
+            (4, &[(0, 0), (1, 1)][..]),
+            (4, &[(3, 2)][..]),
+            (4, &[(0, 4)][..]),
+        ] {
+            assert_eq!(
+                reply(expected, ranges).map(|_| ()),
+                Err(DecodeError::Invalid(if expected == 4 {
+                    "join start-up ranges"
+                } else {
+                    "join start-up span"
+                })),
+                "{expected} {ranges:?}"
+            );
+        }
         let long = JoinRequest {
             id: id(),
             addr: Bytes::from(vec![b'x'; MAX_ADDR_LEN as usize + 1]),

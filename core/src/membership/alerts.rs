@@ -25,6 +25,15 @@ impl Membership {
         if !ctx.tree.is_alive(subject) || ctx.tree.view().is_none() {
             return;
         }
+        if self.is_leaving() {
+            self.s().stats.leaving_suppressed += 1;
+            return;
+        }
+        if down && self.is_departing(subject) {
+            // Already departed: silence is its departure, not a failure.
+            self.s().stats.departures_observed += 1;
+            return;
+        }
         let me = ctx.me();
         let sends = match self.own.get(&subject) {
             Some(&(i, d, n)) if (i, d) == (incarnation, down) => n.saturating_add(1),
@@ -65,11 +74,9 @@ impl Membership {
                 ..p
             };
         }
-        // A relay holds evidence briefly (it was batched where it began): each hop adds
-        // `relay_batch`, not `alert_batch`.
-        let mine = p.hops == 0 && observer == ctx.me();
-        let m = &ctx.cfg.membership;
-        let at = ctx.now + if mine { m.alert_batch } else { m.relay_batch };
+        // Every hop holds evidence for `alert_batch` (zero by default: sent in this turn,
+        // merged with whatever else this turn produced).
+        let at = ctx.now + ctx.cfg.membership.alert_batch;
         if self.alert_timer.is_none_or(|(_, due)| at < due) {
             let key = MembershipTimer::Alerts;
             self.alert_timer = Some((ctx.timers.set(key, at), at));
@@ -259,6 +266,11 @@ impl Membership {
 
     /// Coordinator: records one observer's evidence about one subject.
     fn tally(&mut self, ctx: &mut Ctx<'_>, observer: Rank, subject: Rank, p: Pending) {
+        if p.down && self.is_departing(subject) {
+            // The already-departed guard: a departing rank's silence decides nothing.
+            self.s().stats.departures_observed += 1;
+            return;
+        }
         if !ctx.tree.is_alive(subject) || !ctx.tree.is_alive(observer) {
             ctx.stats.membership.alerts_stale += 1;
             return;

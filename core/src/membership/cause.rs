@@ -24,6 +24,9 @@ pub enum RemovalCause {
     /// rank removed on evidence before it checked in gets this cause too), so the tree routes
     /// around their slots; a process that starts later is fenced and may join as a new rank.
     NeverJoined,
+    /// Removed on purpose by a shrink campaign ([`Node::shrink`](crate::Node::shrink)): it
+    /// drained and left, or crashed while leaving (a departure, not a failure).
+    Left,
 }
 
 impl RemovalCause {
@@ -35,6 +38,7 @@ impl RemovalCause {
             Self::Unreachable => 2,
             Self::Declared => 3,
             Self::NeverJoined => 4,
+            Self::Left => 5,
         }
     }
 
@@ -46,6 +50,7 @@ impl RemovalCause {
             2 => Self::Unreachable,
             3 => Self::Declared,
             4 => Self::NeverJoined,
+            5 => Self::Left,
             _ => return None,
         })
     }
@@ -58,6 +63,7 @@ impl RemovalCause {
             Self::Unreachable => "unreachable",
             Self::Declared => "declared",
             Self::NeverJoined => "never_joined",
+            Self::Left => "left",
         }
     }
 

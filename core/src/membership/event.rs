@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use super::RemovalCause;
+use super::{CampaignId, RemovalCause};
 use crate::tree::{Rank, RankSet};
 
 /// What failure knowledge tells the application. Nested in [`Event`](crate::Event).
@@ -74,4 +74,65 @@ pub enum MembershipEvent {
         /// The failure epoch of the member that told it.
         epoch: u64,
     },
+    /// A shrink campaign's targets left (in op order, at every member): they are removed as of
+    /// `epoch`, cause [`RemovalCause::Left`], in one view change (the same list at every
+    /// survivor). Not a failure: no [`MembershipEvent::FailureConfirmed`] names them.
+    Departed {
+        /// The view's epoch.
+        epoch: u64,
+        /// The campaigns' targets newly removed here (a target that crashed while leaving may
+        /// have been removed already).
+        ranks: RankSet,
+        /// The campaigns this view completes.
+        campaigns: Vec<CampaignId>,
+        /// Members of the new view.
+        members: u32,
+    },
+    /// At the requester, exactly once: the campaign's targets are out of the view.
+    CampaignCompleted {
+        /// The campaign ([`Node::shrink`](crate::Node::shrink) returned it).
+        id: CampaignId,
+        /// Its targets, all removed (the live ones by this view change).
+        removed: RankSet,
+        /// The epoch of the view that removed them.
+        epoch: u64,
+    },
+    /// At the requester, at most once and instead of [`MembershipEvent::CampaignCompleted`]:
+    /// the campaign could not complete within `membership.shrink_timeout` (or this rank
+    /// stopped being a member). The coordinator may still complete it later; nothing more is
+    /// reported here.
+    CampaignFailed {
+        /// The campaign.
+        id: CampaignId,
+        /// Why.
+        reason: CampaignFailure,
+    },
+    /// This rank was a shrink target and left: it drained, was excluded (or lost its
+    /// lifeline, or its departure timer ran out). It takes no more commands and processes no
+    /// more frames; a runtime exits cleanly. Never followed by recovery.
+    Left {
+        /// The epoch this rank knew when it left.
+        epoch: u64,
+    },
+}
+
+/// Why a shrink campaign failed ([`MembershipEvent::CampaignFailed`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CampaignFailure {
+    /// `membership.shrink_timeout` passed without its completion (the coordinator was lost
+    /// and its successor did not finish it in time, or the order could not complete).
+    TimedOut,
+    /// The requester itself was removed (or left) before the campaign completed.
+    RequesterRemoved,
+}
+
+impl CampaignFailure {
+    /// A short name for logs and JSON.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::TimedOut => "timed_out",
+            Self::RequesterRemoved => "requester_removed",
+        }
+    }
 }

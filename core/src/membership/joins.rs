@@ -32,6 +32,8 @@ struct Waiting {
 struct Queued {
     id: JoinId,
     addr: Bytes,
+    /// The contact that forwarded it (told the rank if a notice admitted it meanwhile).
+    contact: Rank,
 }
 
 /// Join state of one member.
@@ -59,6 +61,11 @@ impl Joins {
     /// Requests and queued joins held (for leak checks).
     pub(super) fn held(&self) -> usize {
         self.waiting.len() + self.queue.len() + self.replies.len()
+    }
+
+    /// Coordinator: joins queued or a batch armed (a shrink waits).
+    pub(super) fn batch_open(&self) -> bool {
+        !self.queue.is_empty() || self.batch_timer.is_some()
     }
 
     pub(super) fn poll_reply(&mut self) -> Option<(JoinConn, JoinReply)> {
@@ -119,6 +126,7 @@ impl Membership {
             epoch,
             view_epoch: self.agreed.epoch.max(epoch),
             snapshot,
+            startup: self.startup_view(),
         };
         self.answer(conn, id, JoinVerdict::Accepted(a));
     }
@@ -240,7 +248,7 @@ impl Membership {
             return;
         }
         self.j().queued.insert(id.nonce);
-        self.j().queue.push_back(Queued { id, addr });
+        self.j().queue.push_back(Queued { id, addr, contact });
         if self.j().batch_timer.is_none() {
             let at = ctx.now + ctx.cfg.join.batch;
             self.j().batch_timer = Some(ctx.timers.set(MembershipTimer::JoinBatch, at));
@@ -279,6 +287,21 @@ impl Membership {
         }
     }
 
+    /// Coordinator: whether every view change it knows of is applied here, so its applied
+    /// admissions are all the admissions any member will apply before its next notice: no
+    /// notice it issued waits unapplied (its epoch counter is not ahead of the agreed view),
+    /// and every rank its tree holds dead is in an applied notice or was a hole from the
+    /// start (after a failover the old root is dead here and in no notice until the new
+    /// root's recovery is over and its announcement applied).
+    fn view_settled(&self, ctx: &Ctx<'_>) -> bool {
+        self.epoch <= self.agreed.epoch
+            && ctx
+                .tree
+                .dead()
+                .iter()
+                .all(|r| self.agreed.removed.contains(r) || ctx.cfg.dead.contains(r))
+    }
+
     /// Coordinator: the batch window passed: admit the queue's head in one view change.
     pub(super) fn on_join_batch(&mut self, ctx: &mut Ctx<'_>, token: TimerToken) {
         if self.j().batch_timer != Some(token) {
@@ -290,6 +313,35 @@ impl Membership {
             // No longer the coordinator: the contacts re-forward to the new one.
             self.j().queue.clear();
             self.j().queued.clear();
+            return;
+        }
+        if self.shrink_open() {
+            // Joins wait while a shrink is open (`membership.md` §4.3).
+            self.s().stats.joins_waited += 1;
+            let at = ctx.now
+                + ctx
+                    .cfg
+                    .join
+                    .batch
+                    .max(crate::time::Duration::from_millis(1));
+            self.j().batch_timer = Some(ctx.timers.set(MembershipTimer::JoinBatch, at));
+            return;
+        }
+        if !self.view_settled(ctx) {
+            // A view change is in flight here: a notice this coordinator issued is not applied
+            // yet (a new root's notices wait until its recovery has gathered and applied every
+            // op of its predecessor's, whose admissions the queue may repeat: a joiner's retry
+            // re-forwarded after the failover), or a death is in no applied notice yet.
+            // Admitting now could give a second rank to a nonce already admitted; the queue
+            // waits for the view to settle.
+            self.j().stats.join_batches_held += 1;
+            let at = ctx.now
+                + ctx
+                    .cfg
+                    .join
+                    .batch
+                    .max(crate::time::Duration::from_millis(1));
+            self.j().batch_timer = Some(ctx.timers.set(MembershipTimer::JoinBatch, at));
             return;
         }
         let limits = ctx.cfg.limits();
@@ -305,7 +357,14 @@ impl Membership {
             size += len;
             let q = self.j().queue.pop_front().expect("front exists");
             self.j().queued.remove(&q.id.nonce);
-            if self.j().admitted.contains_key(&q.id.nonce) {
+            if let Some(&(rank, epoch)) = self.j().admitted.get(&q.id.nonce) {
+                // Admitted since it was queued (by a predecessor's notice this rank applied
+                // after a failover): its contact gets the rank it has.
+                let m = JoinAnswerMsg {
+                    id: q.id,
+                    admitted: Some((rank, epoch)),
+                };
+                self.answer_contact(ctx, q.contact, m);
                 continue;
             }
             joiners.push((q.id, q.addr));
@@ -325,6 +384,7 @@ impl Membership {
         self.epoch += 1;
         self.j().stats.join_views += 1;
         self.j().stats.joins_admitted += n;
+        self.note_admission_broadcast();
         let m = AdmitNotice {
             epoch: self.epoch,
             joiners,
@@ -410,14 +470,15 @@ impl Membership {
                 epoch,
                 view_epoch: self.agreed.epoch.max(epoch),
                 snapshot: snapshot.clone(),
+                startup: self.startup_view(),
             };
             self.answer(w.conn, id, JoinVerdict::Accepted(a));
         }
     }
 
-    /// Remembers a nonce's admission; a nonce admitted again (a retry that reached a new
-    /// coordinator before its predecessor's admission did) keeps its first rank: the second
-    /// is a rank nobody starts, removed once its join grace is over.
+    /// Remembers a nonce's admission; a nonce admitted again keeps its first rank: the second
+    /// is a rank nobody starts, removed once its join grace is over. (A coordinator admits only
+    /// with its view settled, which rules out the failover that did this: see `view_settled`.)
     fn remember(&mut self, ctx: &Ctx<'_>, nonce: u64, rank: Rank, epoch: u64) {
         let j = self.j();
         if j.admitted.contains_key(&nonce) {

@@ -35,6 +35,10 @@ impl Membership {
     /// With the detector off, any loss of a tree link repairs (the link is the only detector)
     /// and a lateral link's loss never does.
     pub(super) fn link_down(&mut self, ctx: &mut Ctx<'_>, peer: Rank, cause: LinkCause) {
+        // Shrink campaigns (`shrink.rs`): a leaving rank leaves; a departing peer departs.
+        if self.leaving_link_down(ctx, peer) || self.departing_link_down(ctx, peer) {
+            return;
+        }
         let role = ctx.tree.link_role(peer);
         if ctx.cfg.detect.enabled && cause == LinkCause::Refused {
             // No hello to a refused parent: it would only be dialled and refused again.

@@ -59,6 +59,9 @@ mod corroborate;
 mod event;
 mod joins;
 mod links;
+mod shrink;
+#[cfg(test)]
+mod shrink_tests;
 mod startup;
 #[cfg(test)]
 mod startup_tests;
@@ -71,14 +74,16 @@ mod wire;
 
 pub use cause::RemovalCause;
 pub use config::MembershipConfig;
-pub use event::MembershipEvent;
-pub use startup::StartupStats;
-pub use stats::{CorroborationStats, MembershipStats};
+pub use event::{CampaignFailure, MembershipEvent};
+pub use shrink::ShrinkError;
+pub use startup::{StartupStats, StartupView};
+pub use stats::{CorroborationStats, MembershipStats, ShrinkStats};
 pub use timer::MembershipTimer;
 pub use view::MembershipView;
 pub use wire::{
-    AdoptMsg, AlertEntry, AlertMsg, CheckInMsg, CheckInNotice, CorroborateMsg, CorroborateOp,
-    EvictedMsg, GlobalFailureMsg, LineageMsg, MembershipMsg, RemovedMsg, UnreachableMsg,
+    AdoptMsg, AlertEntry, AlertMsg, CampaignId, CheckInMsg, CheckInNotice, CorroborateMsg,
+    CorroborateOp, EvictedMsg, GlobalFailureMsg, LeftNotice, LineageMsg, MembershipMsg, RemovedMsg,
+    ShrinkOrder, ShrinkRequestMsg, UnreachableMsg,
 };
 
 /// What the coordinator holds about one subject.
@@ -205,6 +210,9 @@ pub(crate) struct Membership {
     joins: Option<Box<joins::Joins>>,
     /// Start-up from check-ins (`startup.rs`; boxed, launched ranks with check-ins on only).
     startup: Option<Box<startup::Startup>>,
+    /// Shrink campaigns: requests, the coordinator's queue, recorded targets, leaving mode
+    /// (`shrink.rs`; boxed on first use).
+    shrink: Option<Box<shrink::Shrink>>,
 }
 
 /// One entry of the repair stack.
@@ -383,6 +391,8 @@ impl Membership {
             .dead()
             .iter()
             .filter(|r| !self.agreed.removed.contains(*r) && !self.announced.contains(*r))
+            // A departing rank's death is a departure: the departure notice carries it.
+            .filter(|&r| !self.is_departing(r))
             .take(ctx.cfg.max_list as usize)
             .collect();
         if new.is_empty() {
@@ -489,6 +499,7 @@ impl Membership {
             return;
         }
         self.joins_on_evicted(ctx);
+        self.shrink_on_evicted(ctx);
         let me = ctx.me();
         if ctx.tree.is_alive(me) {
             ctx.effect(Effect::Deaths {
@@ -496,7 +507,13 @@ impl Membership {
                 scope: Scope::Global,
             });
         }
-        ctx.effect(Effect::Event(MembershipEvent::Evicted { epoch }.into()));
+        // A leaving rank's exclusion is its departure, not an eviction.
+        let e = if self.is_leaving() {
+            MembershipEvent::Left { epoch }
+        } else {
+            MembershipEvent::Evicted { epoch }
+        };
+        ctx.effect(Effect::Event(e.into()));
     }
 
     /// Coordinator: removes `ranks` for `cause` (one decision): repairs here and floods the
@@ -781,13 +798,17 @@ impl Machine for Membership {
     }
 
     fn held(&self) -> usize {
-        self.joins.as_ref().map_or(0, |j| j.held())
+        self.joins.as_ref().map_or(0, |j| j.held()) + self.shrink.as_ref().map_or(0, |s| s.held())
     }
 
-    /// A joiner adopts its children at once (they may not know it yet).
+    /// A joiner adopts its children at once (they may not know it yet), and takes start-up
+    /// as its admission had it, if it still ran.
     fn on_start(&mut self, ctx: &mut Ctx<'_>) {
         if self.joiner {
             self.adopt_children(ctx);
+            if let Some(v) = ctx.cfg.startup.clone() {
+                self.startup_join(ctx, v);
+            }
         } else if ctx.cfg.membership.check_in {
             self.startup_begin(ctx);
         }
@@ -797,6 +818,7 @@ impl Machine for Membership {
         self.hello_sent = self.view_changed(ctx, d);
         self.joins_after_view_change(ctx);
         self.startup_after_view_change(ctx);
+        self.shrink_after_view_change(ctx);
     }
 
     /// Evidence about ranks now gone, and alerts for them, are moot (whether or not the deaths
@@ -872,14 +894,23 @@ impl Machine for Membership {
         xcast::TAG_FAILURE_NOTICE,
         xcast::TAG_JOIN_NOTICE,
         xcast::TAG_CHECK_IN_NOTICE,
+        xcast::TAG_SHRINK_ORDER,
+        xcast::TAG_LEFT_NOTICE,
     ];
 
     fn on_xcast(&mut self, ctx: &mut Ctx<'_>, tag: u16, payload: Bytes) {
         match tag {
             xcast::TAG_JOIN_NOTICE => self.on_admit_notice(ctx, payload),
             xcast::TAG_CHECK_IN_NOTICE => self.on_check_in_notice(ctx, payload),
+            xcast::TAG_SHRINK_ORDER => self.on_shrink_order(ctx, payload),
+            xcast::TAG_LEFT_NOTICE => self.on_left_notice(ctx, payload),
             _ => self.on_global_notice(ctx, payload),
         }
+    }
+
+    /// Root: the coordinator's own notices completed everywhere.
+    fn on_xcast_done(&mut self, ctx: &mut Ctx<'_>, tag: u16, payload: Bytes) {
+        self.on_notice_complete(ctx, tag, payload);
     }
 
     fn on_message(&mut self, ctx: &mut Ctx<'_>, from: Rank, msg: MembershipMsg) {
@@ -894,6 +925,7 @@ impl Machine for Membership {
             MembershipMsg::JoinAnswer(m) => self.on_join_answer(ctx, m),
             MembershipMsg::Corroborate(m) => self.on_corroborate(ctx, from, m),
             MembershipMsg::CheckIn(m) => self.on_check_in(ctx, from, m),
+            MembershipMsg::ShrinkRequest(m) => self.on_shrink_request(ctx, m),
         }
     }
 
@@ -910,6 +942,10 @@ impl Machine for Membership {
             MembershipTimer::CheckInBatch => self.on_check_in_batch(ctx, token),
             MembershipTimer::CheckInRelay => self.on_check_in_relay(ctx, token),
             MembershipTimer::StartupDeadline => self.on_startup_deadline(ctx, token),
+            MembershipTimer::ShrinkBatch => self.on_shrink_batch(ctx, token),
+            MembershipTimer::Campaign(seq) => self.on_campaign_timer(ctx, seq),
+            MembershipTimer::Drain => self.on_drain_timer(ctx),
+            MembershipTimer::Depart => self.on_depart_timer(ctx),
         }
     }
 }

@@ -27,6 +27,12 @@
 //!   or at the bound, carries the cause "never joined" in the root's notice. The detector holds
 //!   its silence until `detect.startup_grace` as for any rank never heard from.
 //!
+//! - **Joiners** admitted while start-up runs get it as their contact's view had it
+//!   ([`StartupView`], in the admission): a grow can move the root slot to a joiner (the slot
+//!   rule prefers the highest living descendant), which then coordinates start-up: it hears
+//!   check-ins, broadcasts the notices and removes the missing at the bound. A joiner reports
+//!   no start-up event (it never checked in).
+//!
 //! What this does not change: every expected rank keeps its slot in the tree from the start
 //! (its parent holds what is routed through it until it starts or is removed), so the tree
 //! and every rank's view function stay what they were.
@@ -62,7 +68,19 @@ pub struct StartupStats {
     pub never_joined_removed: u64,
 }
 
-/// Start-up state of a launched rank (boxed: joiners and ranks without check-ins hold none).
+/// Start-up as a view has it, for a joiner admitted while it runs
+/// ([`Admission::startup`](crate::join::Admission::startup)): a joiner that the tree makes the
+/// coordinator carries start-up on from it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StartupView {
+    /// The span the ranks were launched with (the expected size).
+    pub expected: u32,
+    /// Expected ranks that no notice of the view listed and none removed.
+    pub pending: RankSet,
+}
+
+/// Start-up state of a launched rank, or of a joiner admitted while start-up ran (boxed: other
+/// joiners and ranks without check-ins hold none).
 #[derive(Debug)]
 pub(super) struct Startup {
     /// The span this rank was launched with (the expected size).
@@ -89,7 +107,16 @@ pub(super) struct Startup {
     sent_to: Option<Rank>,
     /// Start-up is over here (`Ready` or `StartupIncomplete` given).
     done: bool,
+    /// A joiner's copy (from its admission): it reports no start-up event.
+    joiner: bool,
     pub(super) stats: StartupStats,
+}
+
+impl Startup {
+    /// Coordinator: check-ins heard and not yet announced, or a batch armed (a shrink waits).
+    pub(super) fn batch_open(&self) -> bool {
+        !self.heard.is_empty() || self.batch_timer.is_some()
+    }
 }
 
 impl Membership {
@@ -106,12 +133,53 @@ impl Membership {
         })
     }
 
-    /// Start-up counters (zero for a rank that never checked in: a joiner, or check-ins off).
+    /// Start-up counters (zero without start-up state: check-ins off, or a joiner admitted
+    /// after start-up).
     pub(crate) fn startup_stats(&self) -> StartupStats {
         self.startup
             .as_ref()
             .map(|s| s.stats.clone())
             .unwrap_or_default()
+    }
+
+    /// Start-up as this rank's view has it while it runs (a joiner admitted now gets it).
+    pub(super) fn startup_view(&self) -> Option<StartupView> {
+        self.startup
+            .as_deref()
+            .filter(|s| !s.done)
+            .map(|s| StartupView {
+                expected: s.expected,
+                pending: s.pending.clone(),
+            })
+    }
+
+    /// A joiner admitted while start-up ran starts with it as its admission had it (the
+    /// contact's agreed state: ranks dead there but not yet in a notice are still pending, as
+    /// at every member): it relays check-ins and, should the tree make it the coordinator,
+    /// carries start-up on.
+    pub(super) fn startup_join(&mut self, ctx: &mut Ctx<'_>, v: StartupView) {
+        self.startup = Some(Box::new(Startup {
+            expected: v.expected,
+            pending: v.pending,
+            never_joined: RankSet::default(),
+            heard: RankSet::default(),
+            announced: RankSet::default(),
+            relay: RankSet::default(),
+            relay_timer: None,
+            batch_timer: None,
+            resend_timer: None,
+            deadline_timer: None,
+            started: ctx.now,
+            coordinating: false,
+            sent_to: None,
+            done: false,
+            joiner: true,
+            stats: StartupStats::default(),
+        }));
+        self.startup_after_view_change(ctx);
+        let epoch = self.epoch;
+        let members = self.members_now(ctx, 0);
+        self.check_startup_done(ctx, epoch, members);
     }
 
     /// A launched rank starts: every expected rank alive is pending, this one checks in.
@@ -141,6 +209,7 @@ impl Membership {
             coordinating: false,
             sent_to: None,
             done: false,
+            joiner: false,
             stats: StartupStats::default(),
         }));
         self.startup_after_view_change(ctx);
@@ -342,6 +411,7 @@ impl Membership {
             return;
         }
         s.stats.check_in_views += 1;
+        self.note_admission_broadcast();
         self.epoch += 1;
         let m = CheckInNotice {
             epoch: self.epoch,
@@ -366,8 +436,8 @@ impl Membership {
         self.agreed.apply(m.epoch, &[]);
         let me = ctx.me();
         let Some(s) = self.startup.as_deref_mut() else {
-            // A joiner (its snapshot made it a member of everything before it) or a rank
-            // without check-ins: the epoch is all it takes from the notice.
+            // A joiner admitted after start-up (its snapshot made it a member of everything
+            // before it) or a rank without check-ins: the epoch is all it takes.
             return;
         };
         s.stats.check_in_notices += 1;
@@ -380,8 +450,9 @@ impl Membership {
         if fresh.contains(me) {
             s.resend_timer = None;
         }
+        let joiner = s.joiner;
         let members = self.members_now(ctx, 0);
-        if !fresh.is_empty() {
+        if !fresh.is_empty() && !joiner {
             ctx.effect(Effect::Event(
                 MembershipEvent::CheckedIn {
                     epoch: m.epoch,
@@ -433,6 +504,9 @@ impl Membership {
         s.deadline_timer = None;
         s.heard.clear();
         s.announced.clear();
+        if s.joiner {
+            return;
+        }
         let ev = if s.never_joined.is_empty() {
             MembershipEvent::Ready { epoch, members }
         } else {

@@ -229,3 +229,76 @@ fn live_ranks_below_ranks_that_never_start_are_not_removed() {
         check(&s, span, &absent);
     }
 }
+
+/// A grow can move the root slot to a joiner while start-up runs: radix 2, span 9, ranks 7 and
+/// 8 start late; 0, 2 and 6 crash one after the other and 4 holds the root (6's right child
+/// slot is past the span); two joiners are admitted through 4, and 10, a child of dead 6, takes
+/// the root.
+/// The joiner got start-up from its admission: it hears 7's and 8's check-ins, broadcasts the
+/// notice, and every live launched rank is ready once, at one epoch. (It used to drop the
+/// check-ins as a coordinator without start-up state, and every broadcast stalled under it.)
+#[test]
+fn a_joiner_the_grow_makes_the_coordinator_completes_start_up() {
+    let mut cfg = SimConfig::new(9, 2, 5);
+    cfg.node.detect.enabled = true;
+    cfg.node.detect.startup_grace = Duration::from_millis(8_000);
+    cfg.node.membership.check_in = true;
+    cfg.node.membership.startup_timeout = Duration::from_millis(8_000);
+    for r in [7, 8] {
+        cfg.late_starts.insert(Rank(r), Some(ms(4_000)));
+    }
+    let mut s = Sim::new(cfg, Log::default()).unwrap();
+    for (r, at) in [(0, 300), (2, 1_000), (6, 1_700)] {
+        s.run_until(ms(at)).unwrap();
+        s.apply(Fault::Crash(Rank(r)));
+    }
+    s.run_until(ms(2_500)).unwrap();
+    let root_of = |s: &Sim<Log>, r: u32| {
+        let v = s
+            .world()
+            .node(Rank(r))
+            .unwrap()
+            .tree()
+            .view()
+            .unwrap()
+            .clone();
+        v.ancestors().first().copied().unwrap_or(Rank(r))
+    };
+    assert_eq!(root_of(&s, 1), Rank(4), "4 holds the root slot");
+    // Broadcasts wait for 7 and 8 (the new roots' recovery rounds go through them), so the
+    // admission is numbered once they start, with their check-ins on their way to 4.
+    s.add_joiner(ms(2_600), vec![Rank(4)]);
+    s.add_joiner(ms(2_600), vec![Rank(4)]);
+    s.run_until(ms(7_000)).unwrap();
+    assert_eq!(root_of(&s, 1), Rank(10), "joiner 10 holds the root slot");
+    let joiner = s.world().node(Rank(10)).unwrap().startup_stats();
+    assert!(
+        joiner.check_in_views >= 1,
+        "10 broadcast a notice: {joiner:?}"
+    );
+    let mut epochs = Vec::new();
+    for r in [1, 3, 4, 5, 7, 8].map(Rank) {
+        let seen = s.observer().seen(r);
+        assert_eq!(
+            seen.done.len(),
+            1,
+            "rank {r}: start-up completions {seen:?}"
+        );
+        assert_eq!(seen.done[0].2, None, "rank {r}: {seen:?}");
+        let removed: RankSet = seen.removed.keys().copied().collect();
+        assert_eq!(
+            removed,
+            [0, 2, 6].map(Rank).into_iter().collect(),
+            "rank {r}"
+        );
+        epochs.push(seen.done[0].0);
+    }
+    epochs.dedup();
+    assert_eq!(epochs.len(), 1, "completion epochs differ: {epochs:?}");
+    for r in [9, 10].map(Rank) {
+        assert!(
+            s.observer().seen(r).done.is_empty(),
+            "joiner {r} reports no start-up"
+        );
+    }
+}

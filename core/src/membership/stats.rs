@@ -69,3 +69,40 @@ pub struct CorroborationStats {
     /// subject and accusation).
     pub decisions_held_overload: u64,
 }
+
+/// Shrink-campaign counters. Read with [`Node::shrink_stats`](crate::Node::shrink_stats); kept
+/// with the shrink state, which a rank allocates on first use (its first request, order or
+/// departure), so a node that never takes part carries none of them inline. Monotonic.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ShrinkStats {
+    /// Shrink campaigns this rank asked for ([`Node::shrink`](crate::Node::shrink)).
+    pub campaigns_requested: u64,
+    /// Campaigns this rank asked for that completed (`CampaignCompleted`).
+    pub campaigns_completed: u64,
+    /// Campaigns this rank asked for that failed (`CampaignFailed`).
+    pub campaigns_failed: u64,
+    /// Coordinator: shrink orders broadcast (each may carry several campaigns).
+    pub shrink_orders: u64,
+    /// Coordinator: departure notices broadcast (one view change each).
+    pub left_views: u64,
+    /// Coordinator: a shrink batch held back by an open join or check-in batch, or a shrink
+    /// still open (counted per hold).
+    pub shrinks_waited: u64,
+    /// Coordinator: a join batch held back by an open shrink (counted per hold).
+    pub joins_waited: u64,
+    /// Shrink requests dropped: the coordinator's queue was full, or not the coordinator.
+    pub shrink_requests_dropped: u64,
+    /// A departing rank's link lost, dial refused, or silence reported: a departure, not a
+    /// failure (no alert, no decision), counted apart from failures.
+    pub departures_observed: u64,
+    /// Ranks removed here by a departure notice (cause `left`).
+    pub departed: u64,
+    /// Own alerts and refutations suppressed while leaving.
+    pub leaving_suppressed: u64,
+    /// This rank entered leaving mode (a shrink order named it).
+    pub leaving_entered: u64,
+    /// A leaving rank acknowledged the order before its RELM sends drained (the drain bound
+    /// passed).
+    pub drain_timeouts: u64,
+}

@@ -28,4 +28,12 @@ pub enum MembershipTimer {
     /// Coordinator: `membership.startup_timeout` passed (or the re-collect window of a new
     /// coordinator): the ranks still missing are removed, cause "never joined".
     StartupDeadline,
+    /// Coordinator: sequence the shrink requests queued since the batch began.
+    ShrinkBatch,
+    /// Requester: this campaign's bound (`membership.shrink_timeout`) passed.
+    Campaign(u32),
+    /// Leaving: acknowledge the order even if RELM sends have not drained.
+    Drain,
+    /// Leaving: the departure fallback (nobody closed this rank's lifeline in time).
+    Depart,
 }

@@ -403,8 +403,137 @@ impl Codec for CheckInNotice {
     }
 }
 
+/// A shrink campaign's id: the requesting rank and its own sequence number (ranks are never
+/// reused, so the pair is unique for the cluster's life).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct CampaignId {
+    /// The rank that asked for the shrink ([`Node::shrink`](crate::Node::shrink)).
+    pub requester: Rank,
+    /// The requester's sequence number (1 for its first campaign).
+    pub seq: u32,
+}
+
+impl std::fmt::Display for CampaignId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{}", self.requester, self.seq)
+    }
+}
+
+impl CampaignId {
+    fn put(&self, buf: &mut impl BufMut) {
+        buf.put_u32(self.requester.0);
+        buf.put_u32(self.seq);
+    }
+
+    fn get(r: &mut Reader) -> Result<Self, DecodeError> {
+        Ok(Self {
+            requester: r.rank()?,
+            seq: r.u32()?,
+        })
+    }
+}
+
+/// A requester to the coordinator (the root of its view): "remove these ranks on purpose".
+/// Re-sent when the coordinator changes; the coordinator keeps one entry per campaign id.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ShrinkRequestMsg {
+    /// The campaign.
+    pub id: CampaignId,
+    /// The ranks to remove, ascending.
+    pub targets: Vec<Rank>,
+}
+
+impl Codec for ShrinkRequestMsg {
+    fn encoded_len(&self) -> usize {
+        8 + 4 + 4 * self.targets.len()
+    }
+    fn encode(&self, buf: &mut impl BufMut) {
+        self.id.put(buf);
+        put_ranks(buf, &self.targets);
+    }
+    fn decode(r: &mut Reader, limits: &Limits) -> Result<Self, DecodeError> {
+        Ok(Self {
+            id: CampaignId::get(r)?,
+            targets: get_ranks(r, limits)?,
+        })
+    }
+}
+
+/// The coordinator's shrink order, broadcast as a **forward-first** xcast payload: every rank
+/// forwards it to its children before it processes it, so the order reaches each target
+/// through its own lifeline before any survivor rewires around it. Every rank records the
+/// targets; a target enters leaving mode as it processes it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ShrinkOrder {
+    /// The campaigns this order carries, each with its targets (ascending).
+    pub campaigns: Vec<(CampaignId, Vec<Rank>)>,
+}
+
+impl Codec for ShrinkOrder {
+    fn encoded_len(&self) -> usize {
+        4 + self
+            .campaigns
+            .iter()
+            .map(|(_, t)| 8 + 4 + 4 * t.len())
+            .sum::<usize>()
+    }
+    fn encode(&self, buf: &mut impl BufMut) {
+        buf.put_u32(self.campaigns.len() as u32);
+        for (id, t) in &self.campaigns {
+            id.put(buf);
+            put_ranks(buf, t);
+        }
+    }
+    fn decode(r: &mut Reader, limits: &Limits) -> Result<Self, DecodeError> {
+        let n = r.count(12, limits.max_list)?;
+        let campaigns = (0..n)
+            .map(|_| Ok((CampaignId::get(r)?, get_ranks(r, limits)?)))
+            .collect::<Result<_, DecodeError>>()?;
+        Ok(Self { campaigns })
+    }
+}
+
+/// The coordinator's departure notice, broadcast as a process-first xcast payload once a
+/// shrink order completed: the campaigns' targets are removed as of `epoch` (cause
+/// [`RemovalCause::Left`]), in one view change, at every survivor in the same op order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LeftNotice {
+    /// The view this notice makes.
+    pub epoch: u64,
+    /// The campaigns it completes.
+    pub campaigns: Vec<CampaignId>,
+    /// Every target of those campaigns, ascending.
+    pub ranks: Vec<Rank>,
+}
+
+impl Codec for LeftNotice {
+    fn encoded_len(&self) -> usize {
+        8 + 4 + 8 * self.campaigns.len() + 4 + 4 * self.ranks.len()
+    }
+    fn encode(&self, buf: &mut impl BufMut) {
+        buf.put_u64(self.epoch);
+        buf.put_u32(self.campaigns.len() as u32);
+        for id in &self.campaigns {
+            id.put(buf);
+        }
+        put_ranks(buf, &self.ranks);
+    }
+    fn decode(r: &mut Reader, limits: &Limits) -> Result<Self, DecodeError> {
+        let epoch = crate::wire::counter(r.u64()?)?;
+        let n = r.count(8, limits.max_list)?;
+        let campaigns = (0..n)
+            .map(|_| CampaignId::get(r))
+            .collect::<Result<_, DecodeError>>()?;
+        Ok(Self {
+            epoch,
+            campaigns,
+            ranks: get_ranks(r, limits)?,
+        })
+    }
+}
+
 crate::message_family! { Membership =>
-    /// Failure-knowledge messages (kinds 2–3, 40–43, 49), joins (60–61) and check-ins (62).
+    /// Failure-knowledge messages (kinds 2–3, 40–43, 49), joins (60–61), check-ins (62) and shrink requests (63).
     pub enum MembershipMsg {
         /// Adoption notice, parent to new child ([`AdoptMsg`]).
         Adopt(AdoptMsg) = 2, Control, Adopt, "adopt";
@@ -424,6 +553,8 @@ crate::message_family! { Membership =>
         JoinAnswer(JoinAnswerMsg) = 61, Control, JoinAnswer, "join-answer";
         /// Launched ranks' check-ins, up the tree to the coordinator ([`CheckInMsg`]).
         CheckIn(CheckInMsg) = 62, Control, CheckIn, "check-in";
+        /// A shrink campaign's request, requester to coordinator ([`ShrinkRequestMsg`]).
+        ShrinkRequest(ShrinkRequestMsg) = 63, Control, ShrinkRequest, "shrink-request";
         /// Corroboration of a refused dial ([`CorroborateMsg`]).
         Corroborate(CorroborateMsg) = 49, Control, Corroborate, "corroborate";
     }

@@ -6,6 +6,7 @@ use bytes::Bytes;
 use super::{ctx, run, Node};
 use crate::error::CommandError;
 use crate::machine::Ctx;
+use crate::membership::{CampaignId, ShrinkError};
 use crate::relm::Uid;
 use crate::time::Instant;
 use crate::tree::{Rank, RankSet, Route, TreeError};
@@ -73,6 +74,9 @@ impl Node {
         if self.tree.view().is_none() {
             return Err(CommandError::Dead);
         }
+        if self.m.membership.is_leaving() {
+            return Err(CommandError::Leaving);
+        }
         if len > max_payload {
             return Err(CommandError::TooLarge {
                 len,
@@ -91,6 +95,23 @@ impl Node {
         self.m.membership.note_granted_span(new_span);
         self.drive_xcast();
         Ok(())
+    }
+
+    /// Starts a shrink campaign removing `targets` on purpose (see
+    /// [`membership`](crate::membership) and `membership/shrink.rs`): sent to the coordinator,
+    /// which orders it through xcast; the targets drain and leave
+    /// ([`MembershipEvent::Left`](crate::membership::MembershipEvent::Left)), every member
+    /// removes them in one view change
+    /// ([`MembershipEvent::Departed`](crate::membership::MembershipEvent::Departed)), and this
+    /// rank gets [`MembershipEvent::CampaignCompleted`](crate::membership::MembershipEvent::CampaignCompleted)
+    /// once, or [`MembershipEvent::CampaignFailed`](crate::membership::MembershipEvent::CampaignFailed)
+    /// after `membership.shrink_timeout`. Targets already dead are allowed (they count as
+    /// departed). Refused, nothing changed: see [`ShrinkError`].
+    pub fn shrink(&mut self, now: Instant, targets: &RankSet) -> Result<CampaignId, ShrinkError> {
+        self.clamp(now);
+        let id = run!(self, membership.request_shrink(targets))?;
+        self.drive_xcast();
+        Ok(id)
     }
 
     /// Declares `ranks` dead on the embedding runtime's word (out of band, e.g. its launcher

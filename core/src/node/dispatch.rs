@@ -103,6 +103,17 @@ macro_rules! machines {
                 Err(payload)
             }
 
+            /// Root: an internal op completed everywhere, to the machine whose
+            /// [`Machine::XCAST_TAGS`] hold its tag.
+            pub(super) fn xcast_done_to_machines(&mut self, tag: u16, payload: Bytes) {
+                $(
+                    if <$ty as Machine>::XCAST_TAGS.contains(&tag) {
+                        run!(self, $field.on_xcast_done(tag, payload));
+                        return;
+                    }
+                )*
+            }
+
             /// A repaired view, to every machine in table order.
             pub(super) fn view_change_to_machines(&mut self, d: &ViewDelta) {
                 $(run!(self, $field.on_view_change(d));)*

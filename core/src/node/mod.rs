@@ -84,6 +84,8 @@ pub struct Node {
     effects: Vec<Effect>,
     /// A span an admission being delivered grows to, applied once its op is forwarded.
     pending_grow: u32,
+    /// The op being delivered put this rank in leaving mode (`Effect::Leaving`).
+    leaving_hold: bool,
 }
 
 impl Node {
@@ -134,6 +136,7 @@ impl Node {
             stats: Stats::default(),
             effects: Vec::new(),
             pending_grow: 0,
+            leaving_hold: false,
         };
         node.start_machines();
         Ok(node)
@@ -308,10 +311,17 @@ impl Node {
     }
 
     /// Start-up counters (`membership.check_in`): check-ins sent and received, the
-    /// coordinator's check-in notices, ranks removed because they never checked in. Zero for
-    /// a joiner or with check-ins off.
+    /// coordinator's check-in notices, ranks removed because they never checked in. Zero
+    /// without start-up state: check-ins off, or a joiner admitted after start-up.
     pub fn startup_stats(&self) -> crate::membership::StartupStats {
         self.m.membership.startup_stats()
+    }
+
+    /// Shrink-campaign counters (campaigns asked for, completed, failed; orders and departure
+    /// views as coordinator; departures observed; leaving mode). Kept with the shrink state,
+    /// which a rank makes on first use: all zero before.
+    pub fn shrink_stats(&self) -> crate::membership::ShrinkStats {
+        self.m.membership.shrink_stats()
     }
 
     /// This rank's corroboration and overload-hold counters (refused dials reported, received

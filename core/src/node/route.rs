@@ -69,6 +69,12 @@ impl Node {
             Effect::Grow { new_span } => {
                 self.pending_grow = self.pending_grow.max(new_span);
             }
+            Effect::XcastDone { tag, payload } => self.xcast_done_to_machines(tag, payload),
+            // Taken by `drive_xcast` for the op being delivered.
+            Effect::Leaving => {
+                self.leaving_hold = true;
+                self.m.detect.set_leaving();
+            }
             Effect::Event(e) => ctx!(self).event(e),
         }
     }
@@ -142,7 +148,12 @@ impl Node {
     /// the rest become application events.
     pub(super) fn drive_xcast(&mut self) {
         while let Some(d) = run!(self, xcast.next_delivery()) {
-            if let Err(payload) = self.xcast_to_machines(d.tag, d.payload) {
+            let delivered = self.xcast_to_machines(d.tag, d.payload);
+            if std::mem::take(&mut self.leaving_hold) {
+                // A shrink order named this rank: its acknowledgement means "drained".
+                self.m.xcast.hold(d.op);
+            }
+            if let Err(payload) = delivered {
                 ctx!(self).event(XcastEvent::Delivered {
                     op: d.op,
                     origin: d.origin,
@@ -153,6 +164,19 @@ impl Node {
             }
             run!(self, xcast.processed(d.op));
             self.apply_pending_grow();
+        }
+        self.drive_drain();
+    }
+
+    /// A leaving rank acknowledges the shrink order once its own RELM sends are all
+    /// acknowledged, or once the drain bound passed.
+    fn drive_drain(&mut self) {
+        if !self.m.xcast.holding() || !self.m.membership.awaits_drain() {
+            return;
+        }
+        if self.m.relm.unacked() == 0 || self.m.membership.drain_expired() {
+            run!(self, membership.on_drained());
+            run!(self, xcast.release_hold());
         }
     }
 

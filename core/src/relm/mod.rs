@@ -122,6 +122,11 @@ impl Relm {
         self.out.len() + self.inbound.len()
     }
 
+    /// Messages this rank originated that are not acknowledged yet.
+    pub(crate) fn unacked(&self) -> usize {
+        self.out.values().map(|c| c.unacked.len()).sum()
+    }
+
     /// Unacknowledged payload bytes this rank originated.
     pub(crate) fn out_bytes(&self) -> usize {
         self.out_bytes

@@ -901,6 +901,31 @@ impl<O: Observer> Sim<O> {
         for t in sends {
             self.send(r, t.to.0, t.class, t.frame);
         }
+        let departed: Vec<u32> = events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Membership(crate::membership::MembershipEvent::Departed {
+                    ranks, ..
+                }) => Some(ranks.iter().map(|t| t.0).collect::<Vec<_>>()),
+                _ => None,
+            })
+            .flatten()
+            .collect();
+        for t in departed {
+            self.close_departed(r, t);
+        }
+        let left = events.iter().any(|e| {
+            matches!(
+                e,
+                Event::Membership(crate::membership::MembershipEvent::Left { .. })
+            )
+        });
+        if left {
+            // A target that left exits: its connections close (it stays inspectable here).
+            for p in self.world.net.peers(r) {
+                self.close_departed(r, p);
+            }
+        }
         for e in events {
             self.world.stats.events += 1;
             self.world
@@ -1005,6 +1030,24 @@ impl<O: Observer> Sim<O> {
                 },
             );
         }
+    }
+
+    /// `r`'s adapter closes its link to `t` (a survivor to a departed shrink target: the active
+    /// close; or a target that left, to each peer): `t` sees the connection close.
+    fn close_departed(&mut self, r: u32, t: u32) {
+        if !self.world.net.unlink(r, t) {
+            return;
+        }
+        let at = self.world.now + self.world.cfg.net.link_down_delay;
+        let cause = LinkCause::Closed;
+        self.world.push(
+            at,
+            SimEvent::LinkDown {
+                rank: t,
+                peer: r,
+                cause,
+            },
+        );
     }
 
     fn refuse_dials(&mut self, from: u32, to: u32) {

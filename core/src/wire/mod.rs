@@ -22,8 +22,9 @@ pub use reader::Reader;
 // Every machine's messages, re-exported where tools and tests have always found them.
 pub use crate::flood::FloodMsg;
 pub use crate::membership::{
-    AdoptMsg, AlertEntry, AlertMsg, CheckInMsg, CheckInNotice, CorroborateMsg, CorroborateOp,
-    EvictedMsg, GlobalFailureMsg, LineageMsg, MembershipMsg, RemovedMsg, UnreachableMsg,
+    AdoptMsg, AlertEntry, AlertMsg, CampaignId, CheckInMsg, CheckInNotice, CorroborateMsg,
+    CorroborateOp, EvictedMsg, GlobalFailureMsg, LeftNotice, LineageMsg, MembershipMsg, RemovedMsg,
+    ShrinkOrder, ShrinkRequestMsg, UnreachableMsg,
 };
 pub use crate::relm::{
     ChainMark, RelmAckMsg, RelmDataMsg, RelmLinkMsg, RelmMsg, RelmReqMsg, UidRange,

@@ -25,7 +25,10 @@
 //!   (the parent's replays come in op order): it then re-drives ops it had finished through its
 //!   new subtree without delivering them again locally.
 //! - **Late joiners** (ranks added by a grow) adopt everything up to their parent's `done` as
-//!   complete, then receive the rest as replays.
+//!   complete, then receive the rest as replays. A joiner in the root slot (a grow can move the
+//!   root to it) has no parent: it recovers as a new root does, after learning the global
+//!   watermark and the latest recovery round from its children (see `recovery.rs`), and adopts
+//!   everything up to that watermark as complete.
 //! - **Completion.** The root's contiguous `done` is the global watermark; it travels down on
 //!   forwards and polls. Completion of an op is an event at the root and a routed
 //!   [`CompleteMsg`] to the origin, which the origin de-duplicates, so it observes completion of
@@ -89,12 +92,28 @@ pub const TAG_JOIN_NOTICE: u16 = 3;
 /// Tag of the coordinator's check-in notice at start-up (internal, process-first, in op order:
 /// the payload is a [`crate::membership::CheckInNotice`]).
 pub const TAG_CHECK_IN_NOTICE: u16 = 4;
+/// Tag of the coordinator's shrink order (internal, **forward-first**: it reaches each target
+/// through its own lifeline before anyone rewires; the payload is a
+/// [`crate::membership::ShrinkOrder`]).
+pub const TAG_SHRINK_ORDER: u16 = 5;
+/// Tag of the coordinator's departure notice (internal, process-first: the payload is a
+/// [`crate::membership::LeftNotice`]).
+pub const TAG_LEFT_NOTICE: u16 = 6;
 /// Tags from here up are application tags (forward-first).
 pub const FIRST_APP_TAG: u16 = 16;
 
 /// Whether ops with `tag` are processed before being forwarded.
 pub fn is_process_first(tag: u16) -> bool {
-    tag < FIRST_APP_TAG
+    tag < FIRST_APP_TAG && tag != TAG_SHRINK_ORDER
+}
+
+/// Internal tags whose completion at the root is handed back to the machine that broadcast
+/// them (`Effect::XcastDone`).
+fn reports_done(tag: u16) -> bool {
+    matches!(
+        tag,
+        TAG_JOIN_NOTICE | TAG_CHECK_IN_NOTICE | TAG_SHRINK_ORDER | TAG_LEFT_NOTICE
+    )
 }
 
 /// One op a rank has received and not yet seen complete everywhere.
@@ -153,7 +172,9 @@ pub(crate) struct Delivery {
 /// Per-rank xcast state.
 #[derive(Debug, Default)]
 pub(crate) struct Xcast {
-    /// Added by a grow: adopts the parent's watermark on first contact.
+    /// Added by a grow and without a broadcast history yet: adopts the parent's watermark on
+    /// first contact (or, in the root slot, its children's, see `recovery.rs`). Delivers
+    /// nothing meanwhile.
     joiner: bool,
     /// Watermarks are trustworthy (false while a promoted rank or a joiner waits for its parent).
     unsynced: bool,
@@ -182,6 +203,10 @@ pub(crate) struct Xcast {
     recovery: Option<recovery::Recovery>,
     /// Root notices raised during recovery, numbered when it ends.
     deferred_notices: Vec<RelayMsg>,
+    /// An op processed here whose acknowledgement waits (a leaving rank draining its RELM
+    /// sends): nothing at or past it is done here until it is released (0: none; op ids
+    /// start at 1).
+    hold: u64,
 }
 
 impl Xcast {
@@ -237,16 +262,27 @@ impl Xcast {
             },
         );
         self.arm_retry(ctx);
+        let numbered = self.numbered();
         self.relay(
             ctx,
             RelayMsg {
                 origin: ctx.me(),
                 seq,
+                numbered,
                 tag,
                 payload,
             },
         );
         Ok(seq)
+    }
+
+    /// Every broadcast of this origin up to the returned seq was numbered: it heard it complete
+    /// (no longer pending) or delivered it (its op id known here).
+    fn numbered(&self) -> u64 {
+        self.pending
+            .iter()
+            .find(|(_, p)| p.op.is_none())
+            .map_or(self.my_seq, |(&seq, _)| seq - 1)
     }
 
     /// Root only: broadcasts an internal notice. Notices are idempotent, so they carry seq 0
@@ -257,6 +293,7 @@ impl Xcast {
         let m = RelayMsg {
             origin: ctx.me(),
             seq: 0,
+            numbered: 0,
             tag,
             payload,
         };
@@ -307,6 +344,7 @@ impl Xcast {
     /// Re-sends every broadcast the root has not numbered yet (duplicates are dropped there).
     pub(super) fn resend_relays(&mut self, ctx: &mut Ctx<'_>) {
         let me = ctx.me();
+        let numbered = self.numbered();
         let work: Vec<RelayMsg> = self
             .pending
             .iter()
@@ -314,6 +352,7 @@ impl Xcast {
             .map(|(&seq, p)| RelayMsg {
                 origin: me,
                 seq,
+                numbered,
                 tag: p.tag,
                 payload: p.payload.clone(),
             })
@@ -347,6 +386,9 @@ impl Xcast {
             }
             return;
         }
+        // The origin's earlier broadcasts up to `numbered` were numbered, whether or not this
+        // root saw them (a joiner does not: they completed before it joined).
+        let last = last.max(m.numbered);
         if m.seq != last + 1
             || self.max_seen.saturating_sub(self.done) >= ctx.cfg.xcast.max_inflight as u64
             || self.root_recovering(ctx)
@@ -436,10 +478,8 @@ impl Xcast {
         if global_done > self.global_done {
             self.global_done = global_done;
         }
-        if self.joiner && self.delivered == 0 && self.unsynced {
-            // A late joiner: everything up to the parent's watermark completed without it.
-            self.delivered = parent_done;
-            ctx.stats.xcast.adopted_as_done += parent_done;
+        if self.joiner && self.unsynced {
+            self.adopt_watermark(ctx, parent_done);
         }
         if parent_done > self.done {
             self.done = parent_done;
@@ -447,7 +487,6 @@ impl Xcast {
         self.max_seen = self.max_seen.max(self.done);
         if self.unsynced {
             self.unsynced = false;
-            self.joiner = false;
             let ids: Vec<u64> = self.ops.keys().copied().collect();
             for id in ids {
                 let fwd = self
@@ -460,6 +499,19 @@ impl Xcast {
             }
         }
         self.settle(ctx);
+    }
+
+    /// A late joiner's first watermark (its parent's `done`, or in the root slot its children's
+    /// global watermark): everything up to it completed without this rank, which now has a
+    /// history.
+    pub(super) fn adopt_watermark(&mut self, ctx: &mut Ctx<'_>, done: u64) {
+        if self.delivered == 0 {
+            self.delivered = done;
+            ctx.stats.xcast.adopted_as_done += done;
+        }
+        self.done = self.done.max(done);
+        self.max_seen = self.max_seen.max(self.done);
+        self.joiner = false;
     }
 
     /// Whether op id `id` lies in the window any legitimate root could have numbered: the
@@ -577,8 +629,10 @@ impl Xcast {
             global_done: self.global_done,
         };
         self.recovery_hello(ctx, child);
-        if self.unsynced {
-            return; // the child hears from us once our own parent has synced us
+        if self.unsynced || self.joiner {
+            // The child hears from us once our own parent has synced us (at the root: once we
+            // learned the watermark from our children): a joiner child would adopt ours.
+            return;
         }
         ctx.send(child, sync);
         let owed: Vec<u64> = self
@@ -693,7 +747,7 @@ impl Xcast {
     /// The next op to process locally, in op-id order (the node handles it, then calls
     /// [`Self::processed`]).
     pub(crate) fn next_delivery(&mut self, ctx: &mut Ctx<'_>) -> Option<Delivery> {
-        if self.joiner && self.unsynced {
+        if self.joiner {
             return None;
         }
         loop {
@@ -737,6 +791,24 @@ impl Xcast {
         self.settle(ctx);
     }
 
+    /// Holds this rank's acknowledgement of op `id` (and so of every later op) until
+    /// [`Self::release_hold`].
+    pub(crate) fn hold(&mut self, id: u64) {
+        self.hold = id;
+    }
+
+    /// Whether an acknowledgement is held.
+    pub(crate) fn holding(&self) -> bool {
+        self.hold != 0
+    }
+
+    /// Releases the held acknowledgement and finishes what it held back.
+    pub(crate) fn release_hold(&mut self, ctx: &mut Ctx<'_>) {
+        if std::mem::take(&mut self.hold) != 0 {
+            self.settle(ctx);
+        }
+    }
+
     /// Finishes every op that is ready, in id order; prunes ops the global watermark passed.
     pub(super) fn settle(&mut self, ctx: &mut Ctx<'_>) {
         if self.unsynced || self.root_recovering(ctx) {
@@ -758,7 +830,7 @@ impl Xcast {
             if !op.forwarded && has_children {
                 break;
             }
-            if !op.expected.is_empty() {
+            if !op.expected.is_empty() || self.hold == id {
                 break;
             }
             self.done = id;
@@ -787,6 +859,12 @@ impl Xcast {
         let c = self.completed_seq.or_insert(origin, 0);
         *c = (*c).max(seq);
         let tag = self.ops.get(&id).map_or(TAG_FAILURE_NOTICE, |o| o.tag);
+        if reports_done(tag) {
+            if let Some(op) = self.ops.get(&id) {
+                let payload = op.payload.clone();
+                ctx.effect(crate::machine::Effect::XcastDone { tag, payload });
+            }
+        }
         if tag >= FIRST_APP_TAG || tag == TAG_WIREUP {
             ctx.event(XcastEvent::RootCompleted {
                 op: id,
@@ -816,11 +894,15 @@ impl Xcast {
             match view.parent() {
                 Some(p) => ctx.send(p, m),
                 None => {
-                    if self
+                    // Complete by this root's record, or because the op id the origin
+                    // delivered it under is below the watermark (a root that joined after the
+                    // op completed has no record of it).
+                    let complete = self
                         .completed_seq
                         .get(&m.origin)
                         .is_some_and(|&c| c >= m.seq)
-                    {
+                        || (m.op != 0 && m.op <= self.global_done);
+                    if complete {
                         self.report_completion(ctx, m.origin, m.seq, m.op);
                     }
                 }
@@ -860,6 +942,15 @@ impl crate::machine::Machine for Xcast {
 
     fn new(cfg: &crate::Config, _me: Rank) -> Self {
         Self::new(cfg.joiner)
+    }
+
+    /// A joiner that starts in the root slot (the grow that admitted it moved the root there)
+    /// has no parent to sync it: it recovers as a new root, learning the watermark first.
+    fn on_start(&mut self, ctx: &mut Ctx<'_>) {
+        if self.joiner && ctx.tree.view().is_some_and(|v| v.is_root()) {
+            self.unsynced = false;
+            self.begin_root_recovery(ctx);
+        }
     }
 
     fn on_view_change(&mut self, ctx: &mut Ctx<'_>, d: &ViewDelta) {

@@ -8,6 +8,16 @@
 //! re-drives everything above its watermark in id order, and resumes numbering after the
 //! highest id recovered. A view change during recovery updates the set of children waited for;
 //! a root failover during recovery starts a new round with a higher `gen`.
+//!
+//! A grow can put a joiner in the root slot (the slot rule prefers the highest living
+//! descendant, and joiners have the highest ranks), and a joiner can be promoted there by a
+//! failover before any parent synced it: such a root has no broadcast history (no watermark, no
+//! round count), and a joiner synced later knows only the rounds run since it joined. Every
+//! [`RecoverDoneMsg`] therefore carries the highest round and global watermark its subtree
+//! knows, and a rank asked under round 0 or under a round older than one it served reports
+//! nothing and answers with them at once. A root with no history asks round 0 first and takes
+//! the watermark as its own (everything up to it reached every rank before it joined); a root
+//! whose round turns out old asks again above the highest round seen.
 
 use smallvec::SmallVec;
 
@@ -22,6 +32,9 @@ pub(super) struct Recovery {
     gen: u64,
     /// Children that have not finished reporting.
     waiting: SmallVec<[Rank; 4]>,
+    /// The highest round and global watermark the children that finished know.
+    seen_gen: u64,
+    global_done: u64,
 }
 
 impl Xcast {
@@ -30,8 +43,13 @@ impl Xcast {
         self.recovery.is_some() && ctx.tree.view().is_some_and(|v| v.is_root())
     }
 
-    /// This rank just became the root: start a recovery round.
+    /// This rank just became the root: start a recovery round (round 0 first for a root with
+    /// no broadcast history: a joiner no parent has synced).
     pub(super) fn begin_root_recovery(&mut self, ctx: &mut Ctx<'_>) {
+        if self.joiner {
+            self.start_round(ctx, 0);
+            return;
+        }
         self.recovery_gen += 1;
         let gen = self.recovery_gen;
         self.start_round(ctx, gen);
@@ -50,13 +68,26 @@ impl Xcast {
         self.recovery = Some(Recovery {
             gen,
             waiting: children,
+            seen_gen: 0,
+            global_done: 0,
         });
         self.maybe_finish(ctx);
     }
 
-    /// A recovery request from the parent: report what I hold, then ask my children.
+    /// A recovery request from the parent: report what I hold, then ask my children. Round 0,
+    /// or a round older than one this rank served, is answered at once with what this rank
+    /// knows (its parent has no history, or missed rounds).
     pub(crate) fn on_recover(&mut self, ctx: &mut Ctx<'_>, from: Rank, m: RecoverMsg) {
-        if !self.check_parent(ctx, from) || m.gen < self.recovery_gen {
+        if !self.check_parent(ctx, from) {
+            return;
+        }
+        if m.gen == 0 || m.gen < self.recovery_gen {
+            let done = RecoverDoneMsg {
+                gen: m.gen,
+                seen_gen: self.recovery_gen,
+                global_done: self.global_done,
+            };
+            ctx.send(from, done);
             return;
         }
         self.recovery_gen = m.gen;
@@ -116,6 +147,8 @@ impl Xcast {
         }
         if let Some(r) = self.recovery.as_mut() {
             r.waiting.retain(|c| *c != from);
+            r.seen_gen = r.seen_gen.max(m.seen_gen);
+            r.global_done = r.global_done.max(m.global_done);
         }
         self.maybe_finish(ctx);
     }
@@ -182,11 +215,33 @@ impl Xcast {
             return;
         }
         let gen = r.gen;
+        let seen_gen = r.seen_gen.max(self.recovery_gen);
+        let global_done = r.global_done.max(self.global_done);
         self.recovery = None;
         match ctx.tree.view().and_then(|v| v.parent()) {
-            Some(parent) => ctx.send(parent, RecoverDoneMsg { gen }),
+            Some(parent) => ctx.send(
+                parent,
+                RecoverDoneMsg {
+                    gen,
+                    seen_gen,
+                    global_done,
+                },
+            ),
+            None if gen == 0 || seen_gen > gen => self.recover_again(ctx, seen_gen, global_done),
             None => self.finish_root_recovery(ctx),
         }
+    }
+
+    /// Root: its round was round 0 (it had no history) or older than one its subtree served.
+    /// A root with no history takes the subtree's watermark as its own; then it asks again,
+    /// above the highest round seen.
+    fn recover_again(&mut self, ctx: &mut Ctx<'_>, seen_gen: u64, global_done: u64) {
+        if self.joiner {
+            self.global_done = self.global_done.max(global_done);
+            self.adopt_watermark(ctx, global_done);
+        }
+        self.recovery_gen = self.recovery_gen.max(seen_gen);
+        self.begin_root_recovery(ctx);
     }
 
     /// Root: fill holes with no-ops, re-drive everything above the watermark, resume numbering.

@@ -13,6 +13,11 @@ pub struct RelayMsg {
     pub origin: Rank,
     /// The origin's sequence number (1, 2, ...), assigned in order.
     pub seq: u64,
+    /// Every broadcast of the origin up to this seq was numbered (the origin delivered it or
+    /// heard it complete); below `seq`. A root with no record of them (a joiner: they completed
+    /// before it joined) numbers `numbered + 1` next instead of waiting for it. 0 for the
+    /// root's own notices.
+    pub numbered: u64,
     /// Application tag (its class, forward-first or process-first, follows from it).
     pub tag: u16,
     /// The broadcast bytes.
@@ -99,7 +104,7 @@ pub struct CompleteMsg {
 const BODY_LEN: usize = 4 + 8 + 2 + 4;
 
 /// A forward's body without its payload: the largest frame a broadcast's payload rides in (a
-/// relay carries [`BODY_LEN`], a recovered op `16 + BODY_LEN`).
+/// relay carries `8 + BODY_LEN`, a recovered op `16 + BODY_LEN`).
 const FORWARD_LEN: usize = 8 + 4 + 8 + 8 + BODY_LEN;
 
 /// The largest broadcast payload that fits `limits.max_frame` on every hop it takes (the relay,
@@ -204,16 +209,19 @@ fixed_codec!(
 
 impl Codec for RelayMsg {
     fn encoded_len(&self) -> usize {
-        BODY_LEN + self.payload.len()
+        8 + BODY_LEN + self.payload.len()
     }
     fn encode(&self, b: &mut impl BufMut) {
+        b.put_u64(self.numbered);
         put_body(b, self.origin, self.seq, self.tag, &self.payload);
     }
     fn decode(r: &mut Reader, limits: &Limits) -> Result<Self, DecodeError> {
+        let numbered = r.u64()?;
         let (origin, seq, tag, payload) = get_body(r, limits)?;
         Ok(Self {
             origin,
             seq,
+            numbered,
             tag,
             payload,
         })
@@ -248,10 +256,11 @@ impl Codec for ForwardMsg {
 }
 
 /// New root to its children, passed down the tree: "report every op above `base` you hold"
-/// (root-failover recovery round `gen`).
+/// (root-failover recovery round `gen`). Round 0 is a root with no broadcast history asking
+/// only for [`RecoverDoneMsg`]'s watermark and round: nothing is reported in it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RecoverMsg {
-    /// Recovery round (increases with each root failover).
+    /// Recovery round (increases with each root failover; 0: learn, report nothing).
     pub gen: u64,
     /// The new root's global watermark: only ops above it are reported.
     pub base: u64,
@@ -274,11 +283,18 @@ pub struct RecoveredOpMsg {
     pub payload: Bytes,
 }
 
-/// Child to parent: "my whole subtree has reported" for recovery round `gen`.
+/// Child to parent: "my whole subtree has reported" for recovery round `gen`, with what the
+/// subtree knows that a root with no history (a joiner) or with an old round count lacks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RecoverDoneMsg {
-    /// Recovery round.
+    /// Recovery round answered.
     pub gen: u64,
+    /// The highest round the subtree has served. Above `gen`: the request was older than a
+    /// round already served (or was round 0), so the sender reported nothing and the root asks
+    /// again above this one.
+    pub seen_gen: u64,
+    /// The highest global watermark in the subtree (every op up to it reached every rank).
+    pub global_done: u64,
 }
 
 fixed_codec!(
@@ -295,11 +311,17 @@ fixed_codec!(
 );
 fixed_codec!(
     RecoverDoneMsg,
-    8,
+    24,
     |s, b| {
         b.put_u64(s.gen);
+        b.put_u64(s.seen_gen);
+        b.put_u64(s.global_done);
     },
-    |r| Self { gen: r.u64()? }
+    |r| Self {
+        gen: r.u64()?,
+        seen_gen: r.u64()?,
+        global_done: r.u64()?,
+    }
 );
 
 impl Codec for RecoveredOpMsg {
@@ -355,6 +377,9 @@ impl XcastMsg {
     /// Checks a decoded message's counters (flood ids are opaque and unchecked).
     fn check_fields(&self) -> Result<(), DecodeError> {
         let (counters, watermarks): (&[u64], Option<(u64, u64)>) = match self {
+            Self::Relay(m) if m.numbered >= m.seq.max(1) => {
+                return Err(DecodeError::Invalid("relay numbered at or past its seq"));
+            }
             Self::Relay(m) => (&[m.seq], None),
             Self::Forward(m) => (&[m.op, m.seq, m.done], Some((m.done, m.global_done))),
             Self::Ack(m) => (&[m.op], None),
@@ -364,7 +389,7 @@ impl XcastMsg {
             Self::Complete(m) => (&[m.seq, m.op], None),
             Self::Recover(m) => (&[m.gen, m.base], None),
             Self::RecoveredOp(m) => (&[m.gen, m.op, m.seq], None),
-            Self::RecoverDone(m) => (&[m.gen], None),
+            Self::RecoverDone(m) => (&[m.gen, m.seen_gen, m.global_done], None),
         };
         for &c in counters {
             crate::wire::counter(c)?;

@@ -688,6 +688,45 @@ mod tests {
         }
     }
 
+    /// Seed 1122 (`sim elastic --ranks 32 --radix 16 --seed 1122 --joins 8 --contacts 1
+    /// --skew-ms 609 --contact-crashes 1 --crash-coordinator --starved 3 --launch-skew-ms
+    /// 2301`): the coordinator crashes during a skewed launch, and the new root's recovery
+    /// waits 1.5 s for members not started yet, its notices unapplied meanwhile. A joiner's
+    /// first try reached it through a contact that then crashed; the retry, through another
+    /// contact, arrived after the first try's admission was issued and before it was applied,
+    /// and was admitted again: one nonce got ranks 38 and 39, and 39 (never started) was
+    /// removed, a wrongful eviction. A coordinator now admits only once its view is settled.
+    #[test]
+    fn a_retry_across_a_coordinator_failover_is_admitted_once() {
+        let mut p = ElasticParams::new(32, 16, 1122, 8);
+        p.contacts = 1;
+        p.skew_ms = 609;
+        p.contact_crashes = 1;
+        p.crash_coordinator = true;
+        p.starved = 3;
+        p.launch_skew_ms = 2_301;
+        let r = check(&p);
+        assert_eq!((r.joins_admitted, r.span), (8, 40), "{r:?}");
+    }
+
+    /// Seed 1139: 0 crashes during start-up, 16 takes the root and crashes, 80 takes it; the
+    /// grow admitting the 22 joiners moves it to joiner 96 while seven launched ranks have yet
+    /// to check in. 96 must carry start-up on (it used to drop their check-ins) and recover
+    /// the broadcast state as a new root (every broadcast used to stall under it: the final
+    /// xcast reached none of the 109 nodes).
+    #[test]
+    fn a_joiner_the_grow_puts_in_the_root_slot_carries_start_up_and_broadcasts() {
+        let mut p = ElasticParams::new(90, 16, 1139, 22);
+        p.contacts = 0;
+        p.skew_ms = 306;
+        p.contact_crashes = 2;
+        p.crash_coordinator = true;
+        p.joiner_crashes = 0;
+        p.launch_skew_ms = 2_466;
+        let r = check(&p);
+        assert_eq!((r.joins_admitted, r.span), (22, 112));
+    }
+
     #[test]
     fn starved_members_are_not_removed() {
         for seed in 0..4 {
