@@ -107,6 +107,8 @@ impl Rings {
 /// What a [`LiveRings`] was computed for.
 #[derive(Debug, Clone)]
 struct Basis {
+    /// The rank the rings are for (a node given a new rank recomputes everything).
+    me: Rank,
     seed: u64,
     k: u32,
     span: u32,
@@ -121,8 +123,8 @@ struct Basis {
 /// survived is unchanged: the predecessor was the largest key below mine (or the largest
 /// overall) among a superset, so it still is, and likewise the successor. Only rings that lost
 /// one of the two are recomputed. Ranks added (a larger span, a rank no longer dead) replace a
-/// kept neighbour only where their key is nearer or farther; a smaller span or new parameters
-/// recompute every ring.
+/// kept neighbour only where their key is nearer or farther; a smaller span, new parameters or
+/// another `me` recompute every ring.
 #[derive(Debug, Default, Clone)]
 pub(crate) struct LiveRings {
     rings: Rings,
@@ -152,6 +154,7 @@ impl LiveRings {
         let me = tree.me();
         let span = tree.layout().span();
         let prev = self.basis.replace(Basis {
+            me,
             seed,
             k,
             span,
@@ -163,7 +166,11 @@ impl LiveRings {
             return;
         }
         let kept = prev.filter(|b| {
-            b.seed == seed && b.k == k && b.span <= span && self.per_ring.len() == k as usize
+            b.me == me
+                && b.seed == seed
+                && b.k == k
+                && b.span <= span
+                && self.per_ring.len() == k as usize
         });
         let Some(before) = kept else {
             let live = live(tree);
@@ -372,7 +379,7 @@ mod tests {
             seed in any::<u64>(),
             script in any::<u64>(),
         ) {
-            let me = Rank(me % span);
+            let mut me = Rank(me % span);
             let mut rng = Rng::new(script);
             let mut span = span;
             let mut dead = RankSet::new();
@@ -409,6 +416,13 @@ mod tests {
                         }
                     }
                     2 => seed ^= 1,
+                    // A smaller span (a view rolled back to fewer ranks): a full recompute.
+                    5 if span > me.0 + 2 => {
+                        span -= 1 + rng.below(u64::from(span - me.0 - 2).min(8)) as u32;
+                        dead = dead.iter().filter(|r| r.0 < span).collect();
+                    }
+                    // This node is given another rank (a rejoin): a full recompute.
+                    6 => me = Rank(rng.below(u64::from(span)) as u32),
                     // Deaths, sometimes several at once, sometimes this rank's neighbours.
                     _ => {
                         for _ in 0..=rng.below(3) {
