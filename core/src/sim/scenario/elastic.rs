@@ -727,6 +727,24 @@ mod tests {
         assert_eq!((r.joins_admitted, r.span), (22, 112));
     }
 
+    /// A launched rank starting 2.3 s late, after joiners grew the span past the launcher's,
+    /// under a parent slot a grow gave to a joiner: it must read that joiner's adoption notice
+    /// (its sender past its span) and catch up, or the new root's recovery waits on it forever
+    /// and start-up and every later admission stall (`Node::dispatch_frame`).
+    #[test]
+    fn a_late_launched_rank_under_a_joiner_past_its_span_catches_up() {
+        let mut p = ElasticParams::new(512, 16, 2007, 128);
+        p.contacts = 3;
+        p.skew_ms = 3_000;
+        p.contact_crashes = 2;
+        p.crash_coordinator = true;
+        p.joiner_crashes = 2;
+        p.starved = 3;
+        p.launch_skew_ms = 3_000;
+        let r = check(&p);
+        assert_eq!(r.joins_missing, 0);
+    }
+
     #[test]
     fn starved_members_are_not_removed() {
         for seed in 0..4 {
