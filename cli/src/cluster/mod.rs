@@ -144,6 +144,7 @@ mod intrude;
 mod procs;
 mod report;
 mod setup;
+mod shrink;
 mod tally;
 
 use std::time::Duration;
@@ -204,6 +205,19 @@ pub(crate) struct ClusterArgs {
     /// Repeatable.
     #[arg(long = "grow", value_name = "N@MS")]
     grows: Vec<String>,
+    /// Ask for a shrink campaign MS milliseconds into the workload: the launcher writes
+    /// `shrink R,R` to the requester's stdin (FROM; by default a live rank that is no target
+    /// of a campaign asked at the same moment, a different one for each such campaign). The
+    /// targets drain, print `left` and exit 0; the report's `campaigns` checks each campaign
+    /// (one completion, one repair pass at every survivor, no failure verdict for a target).
+    /// Repeatable.
+    #[arg(long = "shrink", value_name = "R,R@MS[/FROM]")]
+    shrinks: Vec<String>,
+    /// Start N more ops at once MS milliseconds into the workload: the next N xcasts and N
+    /// RELM messages of the workload's rotation in one tick (e.g. just before a `--shrink`,
+    /// so they are in flight across it). Repeatable.
+    #[arg(long = "burst", value_name = "N@MS")]
+    bursts: Vec<String>,
     /// Every node's `--join-batch-ms` (how long the coordinator lets a first waiting joiner
     /// wait for others to share its view change; the node's default when not given).
     #[arg(long, value_name = "MS")]
@@ -267,6 +281,9 @@ pub(crate) fn run(args: &ClusterArgs) -> Result<(), CliError> {
     }
     let faults = parse_faults(args)?;
     let grows = grow::parse_grows(args)?;
+    // Checked before any node starts (`drive` parses them again).
+    shrink::parse_shrinks(args)?;
+    shrink::parse_bursts(args)?;
     if !grows.is_empty() && args.transport == TransportKind::Quic {
         return Err(CliError::Usage(
             "--grow runs on TCP only: a QUIC joiner would need a certificate for a rank it \
