@@ -170,6 +170,41 @@ pub(super) async fn drive(
             m = rx.recv() => if let Some((r, v)) = m { t.take(r, &v) },
             _ = tick.tick() => {
                 reap(procs, &mut exits, start);
+                // Bursts, then shrink requests, then faults due in the same tick: a burst at
+                // a request's moment is in flight across the campaign, a kill at its moment
+                // lands while the campaign runs.
+                let unusable: BTreeSet<u32> = done
+                    .killed
+                    .keys()
+                    .chain(exits.keys())
+                    .copied()
+                    .chain(t.removed_at().into_keys())
+                    .chain(t.departed_ranks())
+                    .collect();
+                while next_burst < bursts.len()
+                    && start.elapsed() >= Duration::from_millis(bursts[next_burst].0)
+                {
+                    let ranks: Vec<u32> = (0..n).chain(t.joined.keys().copied()).collect();
+                    for _ in 0..bursts[next_burst].1 {
+                        ops.next(&ranks, &unusable, &done.stopped, procs).await;
+                    }
+                    next_burst += 1;
+                }
+                let unusable: BTreeSet<u32> = unusable.union(&done.stopped).copied().collect();
+                let mut used = BTreeSet::new();
+                while next_shrink < shrinks.len()
+                    && start.elapsed() >= Duration::from_millis(shrinks[next_shrink].at_ms)
+                {
+                    let s = &shrinks[next_shrink];
+                    if asked.last().is_some_and(|a| a.at_ms != s.at_ms) {
+                        used.clear();
+                    }
+                    if let Some(r) = requester(&shrinks, next_shrink, n, &unusable, &used) {
+                        used.insert(r);
+                        asked.push(ask(procs, s, r, s.at_ms).await);
+                    }
+                    next_shrink += 1;
+                }
                 while next < faults.len() && due(&faults[next], start, &done.stop_at, &net) {
                     let f = faults[next];
                     next += 1;
@@ -189,21 +224,6 @@ pub(super) async fn drive(
                     .chain(t.removed_at().into_keys())
                     .chain(t.departed_ranks())
                     .collect();
-                let mut used = BTreeSet::new();
-                while next_shrink < shrinks.len()
-                    && start.elapsed() >= Duration::from_millis(shrinks[next_shrink].at_ms)
-                {
-                    let s = &shrinks[next_shrink];
-                    if asked.last().is_some_and(|a| a.at_ms != s.at_ms) {
-                        used.clear();
-                    }
-                    let unusable: BTreeSet<u32> = gone.union(&done.stopped).copied().collect();
-                    if let Some(r) = requester(&shrinks, next_shrink, n, &unusable, &used) {
-                        used.insert(r);
-                        asked.push(ask(procs, s, r, s.at_ms).await);
-                    }
-                    next_shrink += 1;
-                }
                 while next_grow < grows.len()
                     && start.elapsed() >= Duration::from_millis(grows[next_grow].at_ms)
                 {
@@ -224,14 +244,6 @@ pub(super) async fn drive(
                     // admitted so far.
                     let ranks: Vec<u32> = (0..n).chain(t.joined.keys().copied()).collect();
                     ops.next(&ranks, &gone, &done.stopped, procs).await;
-                    while next_burst < bursts.len()
-                        && start.elapsed() >= Duration::from_millis(bursts[next_burst].0)
-                    {
-                        for _ in 0..bursts[next_burst].1 {
-                            ops.next(&ranks, &gone, &done.stopped, procs).await;
-                        }
-                        next_burst += 1;
-                    }
                 }
             }
             () = &mut interrupted => return Err(CliError::Failed("interrupted".into())),

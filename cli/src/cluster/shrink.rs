@@ -15,14 +15,16 @@
 //! be 0; those naming a crashed target are `failure_verdicts_crashed`), the `departed` views
 //! that named it at the survivors (`departed_epochs`: one epoch, seen by every such survivor:
 //! `survivors_agree`), and each target's end (`targets`: exit status or signal, whether it
-//! printed `left`, whether it crashed: killed by `--kill` or exited by a signal). A target
+//! printed `left`, whether it crashed: killed by `--kill` before it printed `left`, or ended
+//! by a signal without leaving; a kill after `left` finds the process gone). A target
 //! that did not crash must print `left` and exit 0 (`targets_ok`). `xcasts_across` and
 //! `relm_across` count the workload's xcasts and RELM messages in flight across it: started
 //! before its completion, delivered (an xcast at its last survivor) after its request.
 //!
 //! `--burst N@MS` starts N more xcasts and N more RELM messages at once MS milliseconds into
-//! the workload (the next N ops of the workload's rotation, in one tick): with MS just before a
-//! `--shrink`, they are in flight while the campaign runs.
+//! the workload (the next N ops of the workload's rotation, in one tick, written before any
+//! shrink request due in that tick): with the MS of a `--shrink`, they are in flight while the
+//! campaign runs.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -236,7 +238,11 @@ pub(super) fn campaigns(
             .iter()
             .copied()
             .filter(|r| {
-                killed.contains_key(r) || exits.get(r).is_some_and(|e| e.status.code().is_none())
+                // Killed before it printed `left` (a kill after it left finds it gone), or
+                // ended by a signal without leaving.
+                let left = t.left.get(r);
+                killed.get(r).is_some_and(|k| left.is_none_or(|l| k < l))
+                    || (left.is_none() && exits.get(r).is_some_and(|e| e.status.code().is_none()))
             })
             .collect();
         // Survivors that were members when it was asked.
