@@ -157,6 +157,28 @@ impl Membership {
             .is_some_and(|s| s.departing.contains(r))
     }
 
+    /// An adoption's lineage implies that `inferred` (all departing) are gone: this rank's
+    /// new parent removed them, which it does on the departure notice (or on their departure).
+    /// Every rank still departing goes with them in this one repair, so the notice, when it
+    /// arrives here, finds nothing left to repair: a survivor under a target repairs once, not
+    /// once for its parent and again for the other targets. Causes are `left`: a departure,
+    /// no failure.
+    pub(super) fn adopted_past_departures(&mut self, ctx: &mut Ctx<'_>, inferred: &RankSet) {
+        let mut ranks: RankSet = inferred.clone();
+        if let Some(s) = self.shrink.as_ref() {
+            ranks.extend(s.departing.iter());
+        }
+        let ranks: Vec<Rank> = ranks.iter().filter(|&r| r != ctx.me()).collect();
+        for &r in &ranks {
+            self.causes.insert(r, RemovalCause::Left);
+        }
+        self.s().stats.departures_observed += ranks.len() as u64;
+        ctx.effect(Effect::Deaths {
+            ranks,
+            scope: Scope::Local,
+        });
+    }
+
     /// Whether this rank is a shrink target in leaving mode.
     pub(crate) fn is_leaving(&self) -> bool {
         self.shrink.as_ref().is_some_and(|s| s.leaving.is_some())
