@@ -26,7 +26,9 @@
 //!    [`MembershipEvent::CampaignCompleted`] once.
 //! 5. **Already-departed guard.** A departing rank's lost link, refused dial or silence is a
 //!    departure: the tree routes around it (so the order still completes), but no alert, no
-//!    decision and no failure notice names it; the departure notice does.
+//!    decision and no failure notice names it; the departure notice does. A survivor under a
+//!    target, adopted by a rank that already processed the notice, removes every departing
+//!    rank in that one repair (`adopted_past_departures`): one pass, not two.
 //! 6. **No silent wedge.** A requester reports [`MembershipEvent::CampaignFailed`] for a
 //!    campaign not completed within `membership.shrink_timeout`. A new coordinator re-issues
 //!    the campaigns it recorded (orders are idempotent per campaign), and requesters re-send
