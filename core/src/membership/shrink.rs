@@ -161,14 +161,21 @@ impl Membership {
 
     /// An adoption's lineage implies that `inferred` (all departing) are gone: this rank's
     /// new parent removed them, which it does on the departure notice (or on their departure).
-    /// Every rank still departing goes with them in this one repair, so the notice, when it
-    /// arrives here, finds nothing left to repair: a survivor under a target repairs once, not
-    /// once for its parent and again for the other targets. Causes are `left`: a departure,
-    /// no failure.
+    /// The other targets of every campaign naming one of them go with them in this one repair
+    /// (a campaign's targets leave in one view change), so the notice, when it arrives here,
+    /// finds nothing left to repair: a survivor under a target repairs once, not once for its
+    /// parent and again for the other targets. Targets of campaigns naming none of them stay:
+    /// their order may still be draining (a campaign recorded here later, or one the notice
+    /// does not complete), and removing them early would cut a draining target's lifeline.
+    /// Causes are `left`: a departure, no failure.
     pub(super) fn adopted_past_departures(&mut self, ctx: &mut Ctx<'_>, inferred: &RankSet) {
         let mut ranks: RankSet = inferred.clone();
         if let Some(s) = self.shrink.as_ref() {
-            ranks.extend(s.departing.iter());
+            for targets in s.recorded.values() {
+                if targets.iter().any(|&t| inferred.contains(t)) {
+                    ranks.extend(targets.iter().copied());
+                }
+            }
         }
         let ranks: Vec<Rank> = ranks.iter().filter(|&r| r != ctx.me()).collect();
         for &r in &ranks {
