@@ -46,7 +46,7 @@ use bytes::Bytes;
 
 use crate::link::LinkCause;
 use crate::machine::{Ctx, Effect, Machine, MembersChange};
-use crate::time::Instant;
+use crate::time::{Duration, Instant};
 use crate::timer::TimerToken;
 use crate::tree::{Rank, RankSet, Reconcile, Scope, ViewDelta};
 use crate::wire::{Codec, Limits};
@@ -192,9 +192,14 @@ pub(crate) struct Membership {
     seen_decisions: BTreeMap<Rank, u64>,
     /// The agreed view: the notices applied so far.
     agreed: view::Agreed,
-    /// When each rank dead here was learned dead (root: the grace before re-flooding a
-    /// removal someone missed).
+    /// When each rank recently dead here was learned dead (root: the grace before re-flooding
+    /// a removal someone missed). Pruned at each change of entries older than
+    /// [`Self::dead_since_horizon`]: a rank dead here with no entry died long enough ago, so
+    /// the map holds the recent deaths only, not every rank ever removed.
     dead_since: BTreeMap<Rank, Instant>,
+    /// When the last death was learned here (start-up's bound waits two re-send intervals
+    /// past it).
+    last_death_at: Option<Instant>,
     /// Root: removals flooded again, and when last.
     reflooded: BTreeMap<Rank, Instant>,
     /// Repairs in progress and what they owe, as a stack: the decisions that cause a repair
@@ -227,6 +232,13 @@ enum Owed {
 }
 
 impl Membership {
+    /// How long a death's learning time matters: the root's grace before re-flooding a missed
+    /// removal (two detector periods), with room to spare. Older entries are pruned from
+    /// `dead_since`.
+    fn dead_since_horizon(cfg: &crate::Config) -> Duration {
+        Duration::from_nanos(cfg.detect.period.as_nanos().saturating_mul(4))
+    }
+
     /// A grow granted out of band ([`crate::Node::grow`]): its ranks are members.
     pub(crate) fn note_granted_span(&mut self, span: u32) {
         self.admitted_span = self.admitted_span.max(span);
@@ -829,13 +841,22 @@ impl Machine for Membership {
     /// Evidence about ranks now gone, and alerts for them, are moot (whether or not the deaths
     /// changed this rank's view). The repair's report and decisions wait for
     /// [`Machine::on_repaired`].
-    fn on_members_change(&mut self, ctx: &mut Ctx<'_>, _change: &MembersChange<'_>) {
+    fn on_members_change(&mut self, ctx: &mut Ctx<'_>, change: &MembersChange<'_>) {
         self.repairs.push(Owed::Repair {
             hello_sent: std::mem::take(&mut self.hello_sent),
         });
         let tree = ctx.tree;
-        for r in tree.dead().iter() {
+        // Only the ranks this change marked dead: the whole dead set grows with every removal
+        // (a 4,096-rank shrink), and walking it at every change at every rank was most of a
+        // large per-death run's time.
+        let horizon = Self::dead_since_horizon(ctx.cfg);
+        self.dead_since
+            .retain(|_, since| ctx.now.saturating_since(*since) < horizon);
+        for &r in change.fresh {
             self.dead_since.entry(r).or_insert(ctx.now);
+        }
+        if !change.fresh.is_empty() {
+            self.last_death_at = Some(ctx.now);
         }
         self.reports.retain(|s, _| tree.is_alive(*s));
         self.outgoing
