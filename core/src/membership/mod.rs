@@ -197,9 +197,6 @@ pub(crate) struct Membership {
     /// [`Self::dead_since_horizon`]: a rank dead here with no entry died long enough ago, so
     /// the map holds the recent deaths only, not every rank ever removed.
     dead_since: BTreeMap<Rank, Instant>,
-    /// When the last death was learned here (start-up's bound waits two re-send intervals
-    /// past it).
-    last_death_at: Option<Instant>,
     /// Root: removals flooded again, and when last.
     reflooded: BTreeMap<Rank, Instant>,
     /// Repairs in progress and what they owe, as a stack: the decisions that cause a repair
@@ -233,10 +230,12 @@ enum Owed {
 
 impl Membership {
     /// How long a death's learning time matters: the root's grace before re-flooding a missed
-    /// removal (two detector periods), with room to spare. Older entries are pruned from
-    /// `dead_since`.
+    /// removal (two detector periods) and start-up's wait past the last death (two check-in
+    /// re-send intervals), with room to spare. Older entries are pruned from `dead_since`.
     fn dead_since_horizon(cfg: &crate::Config) -> Duration {
-        Duration::from_nanos(cfg.detect.period.as_nanos().saturating_mul(4))
+        let detect = cfg.detect.period.as_nanos().saturating_mul(4);
+        let resend = cfg.membership.check_in_resend.as_nanos().saturating_mul(4);
+        Duration::from_nanos(detect.max(resend))
     }
 
     /// A grow granted out of band ([`crate::Node::grow`]): its ranks are members.
@@ -854,9 +853,6 @@ impl Machine for Membership {
             .retain(|_, since| ctx.now.saturating_since(*since) < horizon);
         for &r in change.fresh {
             self.dead_since.entry(r).or_insert(ctx.now);
-        }
-        if !change.fresh.is_empty() {
-            self.last_death_at = Some(ctx.now);
         }
         self.reports.retain(|s, _| tree.is_alive(*s));
         self.outgoing
