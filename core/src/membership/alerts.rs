@@ -229,12 +229,12 @@ impl Membership {
         if !ctx.tree.view().is_some_and(|v| v.is_root()) || !ctx.tree.layout().contains(subject) {
             return;
         }
-        let Some(&since) = self.dead_since.get(&subject) else {
-            return;
-        };
+        // No entry: learned dead longer ago than `dead_since` keeps (past the grace).
         let period = ctx.cfg.detect.period.as_nanos();
-        if ctx.now < since + Duration::from_nanos(period.saturating_mul(2)) {
-            return;
+        if let Some(&since) = self.dead_since.get(&subject) {
+            if ctx.now < since + Duration::from_nanos(period.saturating_mul(2)) {
+                return;
+            }
         }
         let every = Duration::from_nanos(period.saturating_mul(10));
         if self

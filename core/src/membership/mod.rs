@@ -46,7 +46,7 @@ use bytes::Bytes;
 
 use crate::link::LinkCause;
 use crate::machine::{Ctx, Effect, Machine, MembersChange};
-use crate::time::Instant;
+use crate::time::{Duration, Instant};
 use crate::timer::TimerToken;
 use crate::tree::{Rank, RankSet, Reconcile, Scope, ViewDelta};
 use crate::wire::{Codec, Limits};
@@ -192,8 +192,10 @@ pub(crate) struct Membership {
     seen_decisions: BTreeMap<Rank, u64>,
     /// The agreed view: the notices applied so far.
     agreed: view::Agreed,
-    /// When each rank dead here was learned dead (root: the grace before re-flooding a
-    /// removal someone missed).
+    /// When each rank recently dead here was learned dead (root: the grace before re-flooding
+    /// a removal someone missed). Pruned at each change of entries older than
+    /// [`Self::dead_since_horizon`]: a rank dead here with no entry died long enough ago, so
+    /// the map holds the recent deaths only, not every rank ever removed.
     dead_since: BTreeMap<Rank, Instant>,
     /// Root: removals flooded again, and when last.
     reflooded: BTreeMap<Rank, Instant>,
@@ -227,6 +229,15 @@ enum Owed {
 }
 
 impl Membership {
+    /// How long a death's learning time matters: the root's grace before re-flooding a missed
+    /// removal (two detector periods) and start-up's wait past the last death (two check-in
+    /// re-send intervals), with room to spare. Older entries are pruned from `dead_since`.
+    fn dead_since_horizon(cfg: &crate::Config) -> Duration {
+        let detect = cfg.detect.period.as_nanos().saturating_mul(4);
+        let resend = cfg.membership.check_in_resend.as_nanos().saturating_mul(4);
+        Duration::from_nanos(detect.max(resend))
+    }
+
     /// A grow granted out of band ([`crate::Node::grow`]): its ranks are members.
     pub(crate) fn note_granted_span(&mut self, span: u32) {
         self.admitted_span = self.admitted_span.max(span);
@@ -829,12 +840,18 @@ impl Machine for Membership {
     /// Evidence about ranks now gone, and alerts for them, are moot (whether or not the deaths
     /// changed this rank's view). The repair's report and decisions wait for
     /// [`Machine::on_repaired`].
-    fn on_members_change(&mut self, ctx: &mut Ctx<'_>, _change: &MembersChange<'_>) {
+    fn on_members_change(&mut self, ctx: &mut Ctx<'_>, change: &MembersChange<'_>) {
         self.repairs.push(Owed::Repair {
             hello_sent: std::mem::take(&mut self.hello_sent),
         });
         let tree = ctx.tree;
-        for r in tree.dead().iter() {
+        // Only the ranks this change marked dead: the whole dead set grows with every removal
+        // (a 4,096-rank shrink), and walking it at every change at every rank was most of a
+        // large per-death run's time.
+        let horizon = Self::dead_since_horizon(ctx.cfg);
+        self.dead_since
+            .retain(|_, since| ctx.now.saturating_since(*since) < horizon);
+        for &r in change.fresh {
             self.dead_since.entry(r).or_insert(ctx.now);
         }
         self.reports.retain(|s, _| tree.is_alive(*s));

@@ -1095,3 +1095,22 @@ fn the_coordinator_holds_decisions_against_a_quarter_of_its_members() {
         assert!(subjects[..16].iter().all(|&s| !n.tree().is_alive(s)));
     }
 }
+
+/// `dead_since` keeps the recent deaths only: after ten crashes 2.5 s apart every survivor
+/// holds at most the last one's entry (the whole dead set used to stay there for ever, about
+/// 40 B per removed rank at every member), while every survivor has all ten dead.
+#[test]
+fn learning_times_of_old_deaths_are_not_kept() {
+    let mut s = sim(64, 4, 11);
+    s.run_until(ms(300)).unwrap();
+    let crashed: Vec<u32> = (0..10).map(|i| 5 + 5 * i).collect();
+    for (i, &r) in crashed.iter().enumerate() {
+        s.schedule(ms(400 + 2_500 * i as u64), Fault::Crash(Rank(r)));
+    }
+    s.run_until(ms(400 + 2_500 * 10)).unwrap();
+    for r in others(64, &crashed) {
+        assert_eq!(dead_at(&s, r), crashed, "rank {r}");
+        let m = &s.world().node(r).unwrap().m.membership;
+        assert!(m.dead_since.len() <= 1, "rank {r}: {:?}", m.dead_since);
+    }
+}
