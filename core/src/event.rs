@@ -5,6 +5,7 @@ use crate::detect::DetectEvent;
 use crate::flood::FloodEvent;
 use crate::membership::MembershipEvent;
 use crate::relm::RelmEvent;
+use crate::revoke::RevokeEvent;
 use crate::tree::ViewDelta;
 use crate::xcast::XcastEvent;
 
@@ -36,4 +37,6 @@ events! {
     Relm(RelmEvent);
     /// Heartbeat failure detector (advisory).
     Detect(DetectEvent);
+    /// The revoke flood.
+    Revoke(RevokeEvent);
 }

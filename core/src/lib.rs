@@ -158,6 +158,7 @@ pub mod membership;
 mod node;
 mod outbox;
 pub mod relm;
+pub mod revoke;
 pub mod rng;
 #[cfg(feature = "sim")]
 pub mod sim;
@@ -186,6 +187,7 @@ pub use node::Node;
 pub use relm::{
     RelmConfig, RelmConfigError, RelmError, RelmEvent, RelmStats, RelmTimer, MAX_RELM_WINDOW,
 };
+pub use revoke::{RevokeConfig, RevokeError, RevokeEvent, RevokeStats, RevokeTimer};
 pub use stats::Stats;
 pub use time::{Duration, Instant};
 pub use timer::{TimerKey, TimerToken};
