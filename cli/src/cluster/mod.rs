@@ -67,6 +67,11 @@
 //! workload lasts at least 2.5 s past the last grow. `--join-batch-ms` passes every node
 //! `--join-batch-ms`.
 //!
+//! With `--revoke R@MS` (repeatable) rank R revokes a group of its own MS milliseconds into
+//! the workload (see [`revokes`]); the report's `revokes` gives for each the ranks reached,
+//! every rank's latency from the origin's own `revoked` line (`latency_ms`, max, median), the
+//! most overlay hops, `missing_survivors` and `delivered_twice`; `pass` needs both empty.
+//!
 //! Start-up: every node checks in (`lifeline node`'s default); the report's `startup` says how
 //! many launched survivors printed `ready` (all must, exactly once, at one epoch: no rank of the
 //! run fails to start, so `startup_incomplete` fails it), the check-in view changes one rank
@@ -143,6 +148,7 @@ mod grow;
 mod intrude;
 mod procs;
 mod report;
+mod revokes;
 mod setup;
 mod tally;
 
@@ -204,6 +210,12 @@ pub(crate) struct ClusterArgs {
     /// Repeatable.
     #[arg(long = "grow", value_name = "N@MS")]
     grows: Vec<String>,
+    /// Rank R revokes a group MS milliseconds into the workload (stdin `revoke GROUP 1`, a
+    /// new group per flag); the report gives, per revoke, every rank's latency from the
+    /// origin's `revoked` line (max, median) and the survivors that never printed `revoked`
+    /// (there must be none). Repeatable.
+    #[arg(long = "revoke", value_name = "R@MS")]
+    revokes: Vec<String>,
     /// Every node's `--join-batch-ms` (how long the coordinator lets a first waiting joiner
     /// wait for others to share its view change; the node's default when not given).
     #[arg(long, value_name = "MS")]

@@ -187,7 +187,10 @@ pub(super) fn report(
         TransportKind::Tcp => 2,
         TransportKind::Quic => 3,
     };
-    let pass = (!args.garbage || refused >= intruders * survivors.len() as u64)
+    let (revokes, revokes_ok, revoke_lines) =
+        super::revokes::summary(&o.revokes, &o.revokes_sent, &t.revoked, survivors);
+    let pass = revokes_ok
+        && (!args.garbage || refused >= intruders * survivors.len() as u64)
         && exactly_once
         && relm_dups == 0
         && relm_lost == 0
@@ -259,6 +262,9 @@ pub(super) fn report(
             "settled_ms": o.settled,
             "pass": pass,
         });
+        if !o.revokes.is_empty() {
+            v["revokes"] = revokes;
+        }
         if let Some(by) = &refused_by {
             v["refused_by_reason"] = json!(by);
             v["refused_at"] = json!(refused_at);
@@ -433,6 +439,9 @@ pub(super) fn report(
                 "  survivors continued: {continued}/{} delivered ops started after the last fault",
                 survivors.len()
             )?;
+            for l in &revoke_lines {
+                writeln!(out, "{l}")?;
+            }
             writeln!(
                 out,
                 "  false positives: {} {:?}; refused connections: {refused}{}",
