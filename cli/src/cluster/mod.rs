@@ -69,8 +69,9 @@
 //!
 //! With `--revoke R@MS` (repeatable) rank R revokes a group of its own MS milliseconds into
 //! the workload (see [`revokes`]); the report's `revokes` gives for each the ranks reached,
-//! every rank's latency from the origin's own `revoked` line (`latency_ms`, max, median), the
-//! most overlay hops, `missing_survivors` and `delivered_twice`; `pass` needs both empty.
+//! every rank's latency from the launcher's command to its `revoked` line (`latency_ms`; max
+//! and median over the ranks but the origin; `origin_latency_ms`), the most overlay hops,
+//! `missing_survivors` and `delivered_twice`; `pass` needs both empty.
 //!
 //! Start-up: every node checks in (`lifeline node`'s default); the report's `startup` says how
 //! many launched survivors printed `ready` (all must, exactly once, at one epoch: no rank of the
@@ -212,8 +213,8 @@ pub(crate) struct ClusterArgs {
     grows: Vec<String>,
     /// Rank R revokes a group MS milliseconds into the workload (stdin `revoke GROUP 1`, a
     /// new group per flag); the report gives, per revoke, every rank's latency from the
-    /// origin's `revoked` line (max, median) and the survivors that never printed `revoked`
-    /// (there must be none). Repeatable.
+    /// command to its `revoked` line (max, median) and the survivors that never printed
+    /// `revoked` (there must be none). Repeatable.
     #[arg(long = "revoke", value_name = "R@MS")]
     revokes: Vec<String>,
     /// Every node's `--join-batch-ms` (how long the coordinator lets a first waiting joiner

@@ -2,10 +2,11 @@
 //! stdin `revoke GROUP 1`, group `i + 1` for the `i`-th flag), and the report says, per revoke,
 //! how long every rank took to print `revoked` and which survivors never did.
 //!
-//! Latency is measured from the origin's own `revoked` line (printed when the command is
-//! applied there, before the notice leaves) to each other rank's, both on this machine's wall
-//! clock; without the origin's line (it was killed first) from the launcher's write of the
-//! command.
+//! Latency is measured from the launcher's write of the command to the origin's stdin to each
+//! rank's `revoked` line (its `t_ms`), both on this machine's wall clock: the origin's own
+//! line is not a usable start, as the origin may print it after its notices went out and other
+//! ranks printed theirs. The origin's latency (the command's way in and its line's way out) is
+//! listed with the others.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -88,10 +89,7 @@ pub(super) fn summary(
     for (i, a) in asked.iter().enumerate() {
         let empty = BTreeMap::new();
         let got = seen.0.get(&a.group).unwrap_or(&empty);
-        let base = got
-            .get(&a.rank)
-            .map(|g| g.0)
-            .or_else(|| sent.get(&i).copied());
+        let base = sent.get(&i).copied();
         let missing: Vec<u32> = survivors
             .iter()
             .copied()
@@ -106,7 +104,7 @@ pub(super) fn summary(
             Some(b) => got
                 .iter()
                 .filter(|(r, _)| **r != a.rank)
-                .map(|(_, g)| (g.0 - b).max(0.0))
+                .map(|(_, g)| g.0 - b)
                 .collect(),
             None => Vec::new(),
         };
@@ -126,8 +124,9 @@ pub(super) fn summary(
             "latency_ms_max": round(max),
             "latency_ms_median": round(median),
             "hops_max": hops_max,
-            "latency_ms": got.iter().filter(|(r, _)| **r != a.rank)
-                .filter_map(|(r, g)| base.map(|b| (r.to_string(), json!(round(Some((g.0 - b).max(0.0)))))))
+            "origin_latency_ms": round(got.get(&a.rank).zip(base).map(|(g, b)| g.0 - b)),
+            "latency_ms": got.iter()
+                .filter_map(|(r, g)| base.map(|b| (r.to_string(), json!(round(Some(g.0 - b))))))
                 .collect::<serde_json::Map<String, Value>>(),
             "missing_survivors": missing,
             "delivered_twice": twice,
