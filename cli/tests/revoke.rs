@@ -186,3 +186,60 @@ fn cluster_refuses_a_bad_revoke_flag() {
         assert!(err.contains("--revoke"), "{err}");
     }
 }
+
+/// `lifeline sim revoke`: fault-free at 1,024 ranks with no jitter the farthest rank is the
+/// overlay's diameter (5 hops) away and the flood costs d + (m − 1)(d − 1) notices; with
+/// faults, every seed passes; a trace takes one seed.
+#[test]
+fn sim_revoke_reports_the_overlay() {
+    let out = lifeline()
+        .args(["sim", "revoke", "--ranks", "1024", "--exact", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (&v["degree"], &v["diameter"]),
+        (&json!(19), &json!(5)),
+        "{v}"
+    );
+    assert_eq!(
+        (&v["hops_max"], &v["survivors"]),
+        (&json!(5), &json!(1024)),
+        "{v}"
+    );
+    assert_eq!(v["notices"], 19 + 1023 * 18, "{v}");
+    let out = lifeline()
+        .args([
+            "sim", "revoke", "--ranks", "300", "--faults", "--seeds", "5", "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 5);
+    for v in &lines {
+        assert_eq!(v["pass"], true, "{v}");
+        let lost = ["removed", "undetected", "crashed_during"]
+            .iter()
+            .map(|k| v[*k].as_u64().unwrap())
+            .sum::<u64>();
+        assert_eq!(v["survivors"].as_u64().unwrap(), 300 - lost, "{v}");
+    }
+    let out = lifeline()
+        .args(["sim", "revoke", "--seeds", "2", "--trace"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
