@@ -2,9 +2,10 @@
 //!
 //! The `scale` binary dispatches one subcommand per module: [`repair`] (batched versus
 //! one-death-at-a-time tree repair), [`flood`] (a fault-free flood over N simulated nodes),
-//! [`xcast`] (a failure-free stream of reliable broadcasts from the root) and [`relm`] (a
-//! failure-free stream of reliable point-to-point messages between random pairs) and
-//! [`membership`] (the membership scenario over many seeds). Each module
+//! [`xcast`] (a failure-free stream of reliable broadcasts from the root), [`relm`] (a
+//! failure-free stream of reliable point-to-point messages between random pairs),
+//! [`membership`] (the membership scenario over many seeds), [`joins`] (a cluster formed from
+//! joins) and [`shrink`] (a shrink campaign draining a whole branch against the per-death path). Each module
 //! exposes `USAGE` and `cli(&[String]) -> Result<(), CliError>`.
 
 pub mod args;
@@ -15,6 +16,8 @@ pub mod relm;
 pub mod repair;
 pub mod report;
 pub mod rng;
+pub mod shrink;
+pub mod shrink_sim;
 pub mod subtree;
 pub mod xcast;
 

@@ -179,7 +179,12 @@ stdin commands, one per line, each answered by one JSON line on stdout:
                       epoch), answered `revoke_started`. Every live rank, this one included,
                       prints `revoked` (group, epoch, origin, hops, now_ms) exactly once per
                       (group, epoch); an older epoch than one already revoked is refused.
-  stats               the transport's and the core's counters (answered `stats`).
+  stats               the transport's and the core's counters and this rank's tree view
+                      (`view`: slot, parent, children), answered `stats`.
+
+Every tree repair (a batch of deaths that recomputed this rank's view once) is printed as
+`repaired` (ranks newly dead, scope `local` or `global`): a shrink campaign's departure
+notice is one.
   quit                stop.
 
 Joining a running cluster: `--join HOST:PORT[,HOST:PORT...]` instead of --rank and --peers
@@ -470,6 +475,14 @@ fn event_json(e: &Event) -> (&'static str, Value) {
         Event::Relm(RelmEvent::Collision { src, dst, uid }) => (
             "relm_collision",
             json!({"src": src.0, "dst": dst.0, "uid": uid.get()}),
+        ),
+        Event::Repaired { ranks, scope } => (
+            "repaired",
+            json!({"ranks": ranks.iter().map(|r| r.0).collect::<Vec<_>>(),
+            "scope": match scope {
+                lifeline_core::tree::Scope::Local => "local",
+                lifeline_core::tree::Scope::Global => "global",
+            }}),
         ),
         other => ("event", json!({ "debug": format!("{other:?}") })),
     }
@@ -916,6 +929,8 @@ pub(crate) fn run(args: &NodeArgs) -> Result<(), CliError> {
         };
         let mut config = Config::new(book.span(), args.radix);
         config.detect.enabled = !args.no_detect;
+        // Every tree repair is printed (`repaired`): a supervisor counts repair passes.
+        config.report_repairs = true;
         // The same start-up grace as the links': a peer never heard from within it has not
         // started yet (a launcher spreads starts over seconds), it is not suspected.
         config.detect.startup_grace = Duration::from_millis(args.startup_grace_ms).into();
@@ -1218,7 +1233,18 @@ async fn command(h: &Handle, extra: Option<&ExtraStats>, p: &Printer, line: &str
             let startup = h.inspect(Node::startup_stats).await.unwrap_or_default();
             let shrink = h.inspect(Node::shrink_stats).await.unwrap_or_default();
             let revoke = h.inspect(Node::revoke_stats).await.unwrap_or_default();
-            let mut v = json!({"transport": transport, "core": core_stats_json(&core),
+            // This rank's tree view now: where its broadcasts and repairs go.
+            let view = h
+                .inspect(|n| {
+                    n.tree().view().map(|v| {
+                        json!({"slot": v.slot().0, "parent": v.parent().map(|r| r.0),
+                               "children": v.live_children().map(|r| r.0).collect::<Vec<_>>()})
+                    })
+                })
+                .await
+                .ok()
+                .flatten();
+            let mut v = json!({"view": view, "transport": transport, "core": core_stats_json(&core),
                                "detect": detect_stats_json(&core.detect),
                                "join": join_stats_json(&joins),
                                "startup": startup_stats_json(&startup),

@@ -38,6 +38,11 @@ pub struct Config {
     pub max_transmits: usize,
     /// Bound on events queued between two drains; past it, events are dropped and counted.
     pub max_events: usize,
+    /// Report every tree repair as an [`Event::Repaired`](crate::Event::Repaired): each batch
+    /// of deaths that marked at least one rank dead here (and so recomputed this rank's view
+    /// once), with the ranks and how they were learned. Off by default (one more event per
+    /// repair); a runtime that counts repair passes (`lifeline node`) turns it on.
+    pub report_repairs: bool,
     /// This rank joined after the start (a grow): it adopts earlier broadcasts as complete.
     pub joiner: bool,
     /// The view epoch this rank starts at (a joiner: the epoch of the view that admitted it;
@@ -74,6 +79,7 @@ impl Config {
             max_list: 1 << 16,
             max_transmits: 1 << 16,
             max_events: 1 << 16,
+            report_repairs: false,
             joiner: false,
             epoch: 0,
             startup: None,

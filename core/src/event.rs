@@ -6,7 +6,7 @@ use crate::flood::FloodEvent;
 use crate::membership::MembershipEvent;
 use crate::relm::RelmEvent;
 use crate::revoke::RevokeEvent;
-use crate::tree::ViewDelta;
+use crate::tree::{RankSet, Scope, ViewDelta};
 use crate::xcast::XcastEvent;
 
 /// Declares [`Event`] from one line per machine, with `From` conversions from each machine's
@@ -20,6 +20,18 @@ macro_rules! events {
             $($(#[$doc])* $variant($ty),)*
             /// This rank's tree view changed (a repair, a grow, root failover, or its own death).
             ViewChanged(ViewDelta),
+            /// One tree repair here (only with
+            /// [`Config::report_repairs`](crate::Config::report_repairs)): a batch of deaths
+            /// that marked `ranks` dead (none of them dead here before) and recomputed this
+            /// rank's view once, whether or not the view changed (a
+            /// [`Event::ViewChanged`] follows when it did). Exactly one per batch: a shrink
+            /// campaign's departure notice is one, as is each lost link or inferred death.
+            Repaired {
+                /// The ranks this repair marked dead, newly.
+                ranks: RankSet,
+                /// How they were learned: a local inference, or the root's notice.
+                scope: Scope,
+            },
         }
 
         from_parts!(Event { $($variant($ty)),* });

@@ -6,7 +6,7 @@
 
 use std::process::ExitCode;
 
-use lifeline_bench::{flood, joins, membership, relm, repair, xcast, CliError};
+use lifeline_bench::{flood, joins, membership, relm, repair, shrink, xcast, CliError};
 
 /// A subcommand: its name, one-line summary, usage text and entry point.
 struct Command {
@@ -53,6 +53,12 @@ const COMMANDS: &[Command] = &[
         about: "a cluster formed from joins: view changes, join latency, start-up time",
         usage: joins::USAGE,
         run: joins::cli,
+    },
+    Command {
+        name: "shrink",
+        about: "one campaign draining a whole branch against the per-death path: repair, time",
+        usage: shrink::USAGE,
+        run: shrink::cli,
     },
 ];
 

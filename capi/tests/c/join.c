@@ -5,32 +5,17 @@
  * admission; every member reports LIFELINE_EVENT_JOINED once, with the same epoch and the
  * joiner's nonce and address; then an xcast from rank 0 and one from the joiner reach all four
  * exactly once. Exits non-zero with a message on any violation of the contract. */
-#include "lifeline.h"
-
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 #define N 3          /* members at the start */
 #define R (N + 1)    /* ranks once the joiner is in */
 #define QCAP 8192
 #define JCAP 64
 #define MS 1000000ull
+#define TEST_NAME "join"
+#include "harness.h"
 
-#define CHECK(c, ...)                                                   \
-  do {                                                                  \
-    if (!(c)) {                                                         \
-      fprintf(stderr, "join: %s:%d: ", __FILE__, __LINE__);             \
-      fprintf(stderr, __VA_ARGS__);                                     \
-      fputc('\n', stderr);                                              \
-      exit(1);                                                          \
-    }                                                                   \
-  } while (0)
 
 /* Frames between ranks (FIFO; a frame to a rank whose process has not started waits). */
-typedef struct { uint32_t from, to; size_t len; uint8_t *data; } msg;
-static msg queue[QCAP];
-static size_t q_head, q_len;
 
 /* Join connections and the messages on them. */
 typedef struct { int open; uint32_t contact, rank; uint64_t nonce; uint32_t seq; } jconn;
@@ -61,10 +46,6 @@ static int joined[R], link_to_joiner[R];
 static uint64_t joined_epoch[R];
 static uint32_t xorigin;
 static int xdelivered[R][64], xcompleted[R][64];
-
-static void must(lifeline_result r, const char *what) {
-  CHECK(r == LIFELINE_OK, "%s: %s (%d)", what, lifeline_strerror(r), (int)r);
-}
 
 static void send_join(int reply, uint64_t conn, const uint8_t *data, size_t len) {
   CHECK(jq_len < JCAP, "join queue full");
@@ -122,14 +103,7 @@ static void drain(uint32_t i) {
   lifeline_result r;
   while ((r = lifeline_node_poll_transmit(nodes[i], txbuf, txcap, &t)) == LIFELINE_OK) {
     CHECK(t.to < R && t.to != i, "transmit from %u to bad rank %u", i, t.to);
-    CHECK(q_len < QCAP, "network queue full");
-    msg *m = &queue[(q_head + q_len++) % QCAP];
-    m->from = i;
-    m->to = t.to;
-    m->len = t.len;
-    m->data = malloc(t.len);
-    CHECK(m->data != NULL, "malloc");
-    memcpy(m->data, txbuf, t.len);
+    net_push(i, t.to, txbuf, t.len);
   }
   CHECK(r == LIFELINE_DONE, "poll_transmit: %s", lifeline_strerror(r));
   while ((r = lifeline_node_poll_event(nodes[i], &ev)) == LIFELINE_OK) on_event(i, ev);
@@ -205,11 +179,9 @@ static void step(void) {
   now += MS;
   size_t n = q_len;
   for (size_t k = 0; k < n; k++) {
-    msg m = queue[q_head];
-    q_head = (q_head + 1) % QCAP;
-    q_len--;
+    msg m = net_pop();
     if (!nodes[m.to]) { /* not started yet: the frame waits (a listening socket's backlog) */
-      queue[(q_head + q_len++) % QCAP] = m;
+      net_requeue(m);
       continue;
     }
     must(lifeline_node_handle_frame(nodes[m.to], now, m.from, m.data, m.len), "handle_frame");
@@ -361,7 +333,7 @@ int main(void) {
   for (uint32_t i = 0; i < R; i++) lifeline_node_free(nodes[i]);
   lifeline_joiner_free(joiner); /* NULL by now: a no-op */
   lifeline_config_free(cfg);
-  while (q_len) { free(queue[q_head].data); q_head = (q_head + 1) % QCAP; q_len--; }
+  net_clear();
   for (size_t k = 0; k < jq_len; k++) free(jq[k].data);
   free(txbuf);
   free(jbuf);

@@ -1,25 +1,8 @@
 /* Misuse of the C API: NULL everywhere, short buffers, reserved tags, unknown config keys,
  * ranks out of range. Every one is answered with its error code, never a crash. */
-#include "lifeline.h"
+#define TEST_NAME "misuse"
+#include "harness.h"
 
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-#define CHECK(c, ...)                                                   \
-  do {                                                                  \
-    if (!(c)) {                                                         \
-      fprintf(stderr, "misuse: %s:%d: ", __FILE__, __LINE__);           \
-      fprintf(stderr, __VA_ARGS__);                                     \
-      fputc('\n', stderr);                                              \
-      exit(1);                                                          \
-    }                                                                   \
-  } while (0)
-#define EXPECT(call, want)                                                            \
-  do {                                                                                \
-    lifeline_result r_ = (call);                                                      \
-    CHECK(r_ == (want), "%s: got %d (%s), want %s", #call, (int)r_, lifeline_strerror(r_), #want); \
-  } while (0)
 
 int main(void) {
   uint8_t buf[64];

@@ -13,38 +13,18 @@
  * departed ranks (they see LIFELINE_LINK_CLOSED one step later: their lifeline is gone), and a
  * target that polls LEFT exits (frames to it are dropped, its peers see their links close).
  * Exits non-zero with a message on any violation of the contract. */
-#include "lifeline.h"
-
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 #define N 8
 #define QCAP 8192
 #define LCAP 256
 #define MS 1000000ull
 #define REQUESTER 5u
+#define TEST_NAME "shrink"
+#include "harness.h"
 
-#define CHECK(c, ...)                                                   \
-  do {                                                                  \
-    if (!(c)) {                                                         \
-      fprintf(stderr, "shrink: %s:%d: ", __FILE__, __LINE__);           \
-      fprintf(stderr, __VA_ARGS__);                                     \
-      fputc('\n', stderr);                                              \
-      exit(1);                                                          \
-    }                                                                   \
-  } while (0)
-#define EXPECT(call, want)                                                            \
-  do {                                                                                \
-    lifeline_result r_ = (call);                                                      \
-    CHECK(r_ == (want), "%s: got %d (%s), want %s", #call, (int)r_, lifeline_strerror(r_), #want); \
-  } while (0)
 
 static const uint32_t targets[2] = {3, 6};
 
-typedef struct { uint32_t from, to; size_t len; uint8_t *data; } msg;
-static msg queue[QCAP];
-static size_t q_head, q_len;
 /* Link closures to deliver at the next step: `rank` sees its link to `peer` closed. */
 typedef struct { uint32_t rank, peer; } closure;
 static closure closures[LCAP];
@@ -68,10 +48,6 @@ static uint64_t xseq;
 static int xdelivered[N], xcompleted;
 
 static int is_target(uint32_t r) { return r == targets[0] || r == targets[1]; }
-
-static void must(lifeline_result r, const char *what) {
-  CHECK(r == LIFELINE_OK, "%s: %s (%d)", what, lifeline_strerror(r), (int)r);
-}
 
 /* `rank`'s connections to `peer` close: `peer` sees it at the next step (unless it exited). */
 static void close_link(uint32_t rank, uint32_t peer) {
@@ -160,14 +136,7 @@ static void drain(uint32_t i) {
   lifeline_result r;
   while ((r = lifeline_node_poll_transmit(nodes[i], txbuf, txcap, &t)) == LIFELINE_OK) {
     CHECK(t.to < N && t.to != i, "transmit from %u to bad rank %u", i, t.to);
-    CHECK(q_len < QCAP, "network queue full");
-    msg *m = &queue[(q_head + q_len++) % QCAP];
-    m->from = i;
-    m->to = t.to;
-    m->len = t.len;
-    m->data = malloc(t.len);
-    CHECK(m->data != NULL, "malloc");
-    memcpy(m->data, txbuf, t.len);
+    net_push(i, t.to, txbuf, t.len);
   }
   CHECK(r == LIFELINE_DONE, "poll_transmit: %s", lifeline_strerror(r));
   while ((r = lifeline_node_poll_event(nodes[i], &ev)) == LIFELINE_OK) on_event(i, ev);
@@ -180,9 +149,7 @@ static void step(void) {
   now += MS;
   size_t n = q_len;
   for (size_t k = 0; k < n; k++) {
-    msg m = queue[q_head];
-    q_head = (q_head + 1) % QCAP;
-    q_len--;
+    msg m = net_pop();
     if (!exited[m.to])
       must(lifeline_node_handle_frame(nodes[m.to], now, m.from, m.data, m.len), "handle_frame");
     free(m.data);
@@ -321,7 +288,7 @@ int main(void) {
     CHECK(xdelivered[i] == (is_target(i) ? 0 : 1), "rank %u: xcast delivered %d times", i, xdelivered[i]);
 
   for (uint32_t i = 0; i < N; i++) lifeline_node_free(nodes[i]);
-  while (q_len) { free(queue[q_head].data); q_head = (q_head + 1) % QCAP; q_len--; }
+  net_clear();
   free(txbuf);
   printf("shrink: ok (virtual ms from request: completed %llu, rank %u left %llu, rank %u left "
          "%llu; epoch %llu)\n",

@@ -2,29 +2,14 @@
  * virtual time (1 ms steps). Every rank sees every rank check in, then exactly one
  * LIFELINE_EVENT_READY, at the same epoch everywhere, with four members; the view agrees and
  * the start-up counters moved. Exits non-zero with a message on any violation. */
-#include "lifeline.h"
-
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 #define N 4
 #define QCAP 4096
 #define MS 1000000ull
+#define TEST_NAME "startup"
+#include "harness.h"
 
-#define CHECK(c, ...)                                                   \
-  do {                                                                  \
-    if (!(c)) {                                                         \
-      fprintf(stderr, "startup: %s:%d: ", __FILE__, __LINE__);          \
-      fprintf(stderr, __VA_ARGS__);                                     \
-      fputc('\n', stderr);                                              \
-      exit(1);                                                          \
-    }                                                                   \
-  } while (0)
 
-typedef struct { uint32_t from, to; size_t len; uint8_t *data; } msg;
-static msg queue[QCAP];
-static size_t q_head, q_len;
 static lifeline_node *nodes[N];
 static uint64_t now;
 static uint8_t *txbuf;
@@ -35,24 +20,13 @@ static int checked_in[N][N]; /* [observer][rank]: times `rank` was reported chec
 static int ready[N], incomplete[N];
 static uint64_t ready_epoch[N], ready_members[N];
 
-static void must(lifeline_result r, const char *what) {
-  CHECK(r == LIFELINE_OK, "%s: %s (%d)", what, lifeline_strerror(r), (int)r);
-}
-
 static void drain(uint32_t i) {
   lifeline_transmit t;
   const lifeline_event *ev;
   lifeline_result r;
   while ((r = lifeline_node_poll_transmit(nodes[i], txbuf, txcap, &t)) == LIFELINE_OK) {
     CHECK(t.to < N && t.to != i, "transmit from %u to bad rank %u", i, t.to);
-    CHECK(q_len < QCAP, "network queue full");
-    msg *m = &queue[(q_head + q_len++) % QCAP];
-    m->from = i;
-    m->to = t.to;
-    m->len = t.len;
-    m->data = malloc(t.len);
-    CHECK(m->data != NULL, "malloc");
-    memcpy(m->data, txbuf, t.len);
+    net_push(i, t.to, txbuf, t.len);
   }
   CHECK(r == LIFELINE_DONE, "poll_transmit: %s", lifeline_strerror(r));
   while ((r = lifeline_node_poll_event(nodes[i], &ev)) == LIFELINE_OK) {
@@ -93,9 +67,7 @@ static void step(void) {
   now += MS;
   size_t n = q_len;
   for (size_t k = 0; k < n; k++) {
-    msg m = queue[q_head];
-    q_head = (q_head + 1) % QCAP;
-    q_len--;
+    msg m = net_pop();
     must(lifeline_node_handle_frame(nodes[m.to], now, m.from, m.data, m.len), "handle_frame");
     free(m.data);
   }
@@ -166,7 +138,7 @@ int main(void) {
         "the coordinator's start-up counters");
 
   for (uint32_t i = 0; i < N; i++) lifeline_node_free(nodes[i]);
-  while (q_len) { free(queue[q_head].data); q_head = (q_head + 1) % QCAP; q_len--; }
+  net_clear();
   free(txbuf);
   printf("startup: ok\n");
   return 0;

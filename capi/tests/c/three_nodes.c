@@ -1,29 +1,14 @@
 /* Three nodes over an in-memory FIFO network in virtual time (1 ms steps): an xcast, a RELM
  * message, then a crash of rank 2 and a later xcast among the survivors. Exits non-zero with a
  * message on any violation of the contract. */
-#include "lifeline.h"
-
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 #define N 3
 #define QCAP 8192
 #define MS 1000000ull
+#define TEST_NAME "three_nodes"
+#include "harness.h"
 
-#define CHECK(c, ...)                                                   \
-  do {                                                                  \
-    if (!(c)) {                                                         \
-      fprintf(stderr, "three_nodes: %s:%d: ", __FILE__, __LINE__);      \
-      fprintf(stderr, __VA_ARGS__);                                     \
-      fputc('\n', stderr);                                              \
-      exit(1);                                                          \
-    }                                                                   \
-  } while (0)
 
-typedef struct { uint32_t from, to; size_t len; uint8_t *data; } msg;
-static msg queue[QCAP];
-static size_t q_head, q_len;
 static lifeline_node *nodes[N];
 static int crashed[N];
 static uint64_t now;
@@ -40,10 +25,6 @@ static int failures[N];
 static uint32_t failed_rank[N];
 static char last_payload[N][64];
 
-static void must(lifeline_result r, const char *what) {
-  CHECK(r == LIFELINE_OK, "%s: %s (%d)", what, lifeline_strerror(r), (int)r);
-}
-
 static void drain(uint32_t i) {
   lifeline_transmit t;
   const lifeline_event *ev;
@@ -56,14 +37,7 @@ static void drain(uint32_t i) {
     CHECK(t.traffic_class == LIFELINE_CLASS_CONTROL || t.traffic_class == LIFELINE_CLASS_DATA,
           "bad traffic class %u", t.traffic_class);
     if (crashed[i] || crashed[t.to]) continue;
-    CHECK(q_len < QCAP, "network queue full");
-    msg *m = &queue[(q_head + q_len++) % QCAP];
-    m->from = i;
-    m->to = t.to;
-    m->len = t.len;
-    m->data = malloc(t.len);
-    CHECK(m->data != NULL, "malloc");
-    memcpy(m->data, txbuf, t.len);
+    net_push(i, t.to, txbuf, t.len);
   }
   CHECK(r == LIFELINE_DONE, "poll_transmit: %s", lifeline_strerror(r));
   while ((r = lifeline_node_poll_event(nodes[i], &ev)) == LIFELINE_OK) {
@@ -110,9 +84,7 @@ static void step(void) {
   now += MS;
   size_t n = q_len;
   for (size_t k = 0; k < n; k++) {
-    msg m = queue[q_head];
-    q_head = (q_head + 1) % QCAP;
-    q_len--;
+    msg m = net_pop();
     if (!crashed[m.to] && !crashed[m.from])
       must(lifeline_node_handle_frame(nodes[m.to], now, m.from, m.data, m.len), "handle_frame");
     free(m.data);
@@ -224,7 +196,7 @@ int main(void) {
     CHECK(st.dropped_decode_error == 0, "rank %u dropped frames", i);
   }
   for (uint32_t i = 0; i < N; i++) lifeline_node_free(nodes[i]);
-  while (q_len) { free(queue[q_head].data); q_head = (q_head + 1) % QCAP; q_len--; }
+  net_clear();
   free(txbuf);
   printf("three_nodes: ok\n");
   return 0;

@@ -20,6 +20,7 @@ use super::intrude::{intrude, intrude_quic};
 use super::procs::{reap, signal, spawn_nodes, Exit, Lines, Procs};
 use super::report::report;
 use super::setup::{prepare, rank_ip, Setup};
+use super::shrink::{ask, parse_bursts, parse_shrinks, requester, Asked, SHRINK_TAIL_MS};
 use super::tally::Tally;
 use super::{ClusterArgs, STARTUP_GRACE};
 use crate::nft;
@@ -94,14 +95,25 @@ pub(super) async fn drive(
     let n = args.nodes;
     let detect = !args.no_detect;
     let expect = Expect::new(&faults, detect);
+    let shrinks = parse_shrinks(args)?;
+    let bursts = parse_bursts(args)?;
+    let mut next_burst = 0usize;
     // Past the last grow, long enough for the joiners to join and the workload to reach them.
-    let work_ms = workload_ms(args, &faults).max(
-        grows
-            .iter()
-            .map(|g| g.at_ms + GROW_TAIL_MS)
-            .max()
-            .unwrap_or(0),
-    );
+    let work_ms = workload_ms(args, &faults)
+        .max(
+            grows
+                .iter()
+                .map(|g| g.at_ms + GROW_TAIL_MS)
+                .max()
+                .unwrap_or(0),
+        )
+        .max(
+            shrinks
+                .iter()
+                .map(|s| s.at_ms + SHRINK_TAIL_MS)
+                .max()
+                .unwrap_or(0),
+        );
     let Faults {
         timeline: faults,
         mut net,
@@ -152,6 +164,8 @@ pub(super) async fn drive(
         .then(|| start + Duration::from_secs_f64(args.duration / 2.0));
     let mut next_grow = 0usize;
     let mut joiners: Vec<Started> = Vec::new();
+    let mut next_shrink = 0usize;
+    let mut asked: Vec<Asked> = Vec::new();
     // Runs until the workload is over and every fault was injected (a SIGCONT or a fault's end
     // is never lost).
     while Tick::now() < end || next < faults.len() {
@@ -159,6 +173,41 @@ pub(super) async fn drive(
             m = rx.recv() => if let Some((r, v)) = m { t.take(r, &v) },
             _ = tick.tick() => {
                 reap(procs, &mut exits, start);
+                // Bursts, then shrink requests, then faults due in the same tick: a burst at
+                // a request's moment is in flight across the campaign, a kill at its moment
+                // lands while the campaign runs.
+                let unusable: BTreeSet<u32> = done
+                    .killed
+                    .keys()
+                    .chain(exits.keys())
+                    .copied()
+                    .chain(t.removed_at().into_keys())
+                    .chain(t.departed_ranks())
+                    .collect();
+                while next_burst < bursts.len()
+                    && start.elapsed() >= Duration::from_millis(bursts[next_burst].0)
+                {
+                    let ranks: Vec<u32> = (0..n).chain(t.joined.keys().copied()).collect();
+                    for _ in 0..bursts[next_burst].1 {
+                        ops.next(&ranks, &unusable, &done.stopped, procs).await;
+                    }
+                    next_burst += 1;
+                }
+                let unusable: BTreeSet<u32> = unusable.union(&done.stopped).copied().collect();
+                let mut used = BTreeSet::new();
+                while next_shrink < shrinks.len()
+                    && start.elapsed() >= Duration::from_millis(shrinks[next_shrink].at_ms)
+                {
+                    let s = &shrinks[next_shrink];
+                    if asked.last().is_some_and(|a| a.at_ms != s.at_ms) {
+                        used.clear();
+                    }
+                    if let Some(r) = requester(&shrinks, next_shrink, n, &unusable, &used) {
+                        used.insert(r);
+                        asked.push(ask(procs, s, r, s.at_ms).await);
+                    }
+                    next_shrink += 1;
+                }
                 while next < faults.len() && due(&faults[next], start, &done.stop_at, &net) {
                     let f = faults[next];
                     next += 1;
@@ -180,6 +229,7 @@ pub(super) async fn drive(
                     .chain(exits.keys())
                     .copied()
                     .chain(t.removed_at().into_keys())
+                    .chain(t.departed_ranks())
                     .collect();
                 while next_grow < grows.len()
                     && start.elapsed() >= Duration::from_millis(grows[next_grow].at_ms)
@@ -232,7 +282,15 @@ pub(super) async fn drive(
     }
     reap(procs, &mut exits, start);
     let survivors = survivors_of(n, &killed, &t, &exits);
-    wind_down(&survivors, (&mut t, &mut rx), (procs, &mut exits, start)).await;
+    // Targets still running at the end (a campaign that never completed) are no survivors
+    // either: their `stats` and `quit` still go to them.
+    let running: BTreeSet<u32> = survivors
+        .iter()
+        .copied()
+        .chain(asked.iter().flat_map(|a| a.targets.iter().copied()))
+        .filter(|r| !killed.contains_key(r) && !exits.contains_key(r))
+        .collect();
+    wind_down(&running, (&mut t, &mut rx), (procs, &mut exits, start)).await;
     t.drop_reports_of_the_removed();
     let outcome = Outcome {
         start_wall,
@@ -246,6 +304,7 @@ pub(super) async fn drive(
         detect,
         work_ms,
         joiners,
+        asked,
         settled: settled.then_some(settled_ms),
         revokes,
         revokes_sent,
@@ -519,7 +578,8 @@ impl Ops {
 }
 
 /// Survivors: the ranks neither killed, nor exited, nor evicted (told, or confirmed removed by
-/// a rank not removed itself) so far. The settling waits for nothing from the others.
+/// a rank not removed itself), nor removed by a shrink (named by a `departed` line, or
+/// printed `left`) so far. The settling waits for nothing from the others.
 fn survivors_of(
     n: u32,
     killed: &BTreeMap<u32, f64>,
@@ -527,9 +587,15 @@ fn survivors_of(
     exits: &BTreeMap<u32, Exit>,
 ) -> BTreeSet<u32> {
     let removed = t.removed_at();
+    let departed = t.departed_ranks();
     (0..n)
         .chain(t.joined.keys().copied())
-        .filter(|r| !killed.contains_key(r) && !exits.contains_key(r) && !removed.contains_key(r))
+        .filter(|r| {
+            !killed.contains_key(r)
+                && !exits.contains_key(r)
+                && !removed.contains_key(r)
+                && !departed.contains(r)
+        })
         .collect()
 }
 
@@ -543,12 +609,12 @@ fn all_confirmed(
     exits: &BTreeMap<u32, Exit>,
 ) -> bool {
     killed.keys().chain(expect.required.keys()).all(|d| {
-        t.confirmed.get(d).is_some_and(|m| {
-            survivors
-                .iter()
-                .filter(|s| t.must_confirm(**s, *d))
-                .all(|s| m.contains_key(s))
-        })
+        // A killed shrink target may be removed as a departure (`departed`), not a failure.
+        let m = t.removed_by(*d);
+        survivors
+            .iter()
+            .filter(|s| t.must_confirm(**s, *d))
+            .all(|s| m.contains_key(s))
     }) && expect.required.keys().all(|r| exits.contains_key(r))
 }
 

@@ -32,6 +32,8 @@ pub(super) struct Outcome {
     pub(super) work_ms: u64,
     /// The joiners started (`--grow`).
     pub(super) joiners: Vec<Started>,
+    /// The shrink campaigns asked (`--shrink`).
+    pub(super) asked: Vec<super::shrink::Asked>,
     /// When every survivor had answered every command, every op was settled and every
     /// required confirmation and eviction was in, ms into the workload; `None`: not within the
     /// settling time (a hang).
@@ -100,6 +102,10 @@ pub(super) fn attribute(
         // A joiner that exited before its admission never was a rank (its `join_failed` is
         // the report's `join_failures`).
         .filter(|r| *r < UNJOINED)
+        // A shrink target that left (printed `left`) departed: neither a death nor an
+        // eviction (the report's `campaigns` checks how it exited); one killed mid-campaign
+        // is still a death.
+        .filter(|r| killed_at_ms.contains_key(r) || !t.left.contains_key(r))
         .collect();
     for r in ranks {
         let exit = o.exits.get(&r);

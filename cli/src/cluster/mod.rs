@@ -73,6 +73,28 @@
 //! and median over the ranks but the origin; `origin_latency_ms`), the most overlay hops,
 //! `missing_survivors` and `delivered_twice`; `pass` needs both empty.
 //!
+//! With `--shrink R,R@MS[/FROM]` (repeatable) the launcher writes `shrink R,R` to the
+//! requester's stdin MS milliseconds into the workload (FROM, or a live rank that is no target
+//! of a campaign asked at that moment, a different one per such campaign; see [`shrink`]). A
+//! target that printed `left` (or that a `departed` line named) is no survivor, neither a death
+//! nor an eviction: what it delivered before it left counts once, ops started after are not
+//! owed to it; a target killed mid-campaign is a death that the departure notice may remove
+//! (no `failure_confirmed` needed). The report's `campaigns` gives, per campaign, `targets`,
+//! `requester`, `id`, `campaign_started`, `completions` (must be 1), `epoch`, `removed`,
+//! `complete_ms` (request to completion at the requester), `failed`, `repair_passes` (survivor ->
+//! `repaired` lines naming a target; must be 1 unless a target crashed), `failure_verdicts`
+//! (`failure_confirmed` lines naming a target that did not crash, at any rank; must be 0),
+//! `failure_verdicts_crashed`, `departed_epochs` and `survivors_agree` (one departure view per
+//! survivor, one epoch), `targets_exits` (status, signal, `left`, `crashed`, `killed`; a target
+//! that did not crash must print `left` and exit 0), `xcasts_across` and `relm_across` (ops in
+//! flight across it) and `ok`; `routes_via_holes` lists survivors whose final tree view (their
+//! `stats` line's `view`, all in `views`) has a parent or child that is not a survivor;
+//! `pass` needs every campaign `ok`, no route via a hole and no refused request
+//! (`shrink_errors`). `--burst N@MS` starts N more xcasts and RELM messages in one tick.
+//! Every report gives `delivery_gap_ms` (survivor -> the longest wait between two of its
+//! deliveries during the workload) and `delivery_gap_ms_max`, so a survivor that stalled and
+//! caught up shows even when everything was delivered.
+//!
 //! Start-up: every node checks in (`lifeline node`'s default); the report's `startup` says how
 //! many launched survivors printed `ready` (all must, exactly once, at one epoch: no rank of the
 //! run fails to start, so `startup_incomplete` fails it), the check-in view changes one rank
@@ -151,6 +173,7 @@ mod procs;
 mod report;
 mod revokes;
 mod setup;
+mod shrink;
 mod tally;
 
 use std::time::Duration;
@@ -217,6 +240,19 @@ pub(crate) struct ClusterArgs {
     /// `revoked` (there must be none). Repeatable.
     #[arg(long = "revoke", value_name = "R@MS")]
     revokes: Vec<String>,
+    /// Ask for a shrink campaign MS milliseconds into the workload: the launcher writes
+    /// `shrink R,R` to the requester's stdin (FROM; by default a live rank that is no target
+    /// of a campaign asked at the same moment, a different one for each such campaign). The
+    /// targets drain, print `left` and exit 0; the report's `campaigns` checks each campaign
+    /// (one completion, one repair pass at every survivor, no failure verdict for a target).
+    /// Repeatable.
+    #[arg(long = "shrink", value_name = "R,R@MS[/FROM]")]
+    shrinks: Vec<String>,
+    /// Start N more ops at once MS milliseconds into the workload: the next N xcasts and N
+    /// RELM messages of the workload's rotation in one tick (e.g. just before a `--shrink`,
+    /// so they are in flight across it). Repeatable.
+    #[arg(long = "burst", value_name = "N@MS")]
+    bursts: Vec<String>,
     /// Every node's `--join-batch-ms` (how long the coordinator lets a first waiting joiner
     /// wait for others to share its view change; the node's default when not given).
     #[arg(long, value_name = "MS")]
@@ -280,6 +316,9 @@ pub(crate) fn run(args: &ClusterArgs) -> Result<(), CliError> {
     }
     let faults = parse_faults(args)?;
     let grows = grow::parse_grows(args)?;
+    // Checked before any node starts (`drive` parses them again).
+    shrink::parse_shrinks(args)?;
+    shrink::parse_bursts(args)?;
     if !grows.is_empty() && args.transport == TransportKind::Quic {
         return Err(CliError::Usage(
             "--grow runs on TCP only: a QUIC joiner would need a certificate for a rank it \

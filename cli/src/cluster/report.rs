@@ -9,6 +9,7 @@ use super::evictions::{attribute, evictions, Gone, Outcome, Required};
 use super::expect::EVICT_BOUND_MS;
 use super::grow::joins;
 use super::procs::exit_words;
+use super::shrink::{campaigns, routes_via_holes};
 use super::tally::{Tally, QUIC_REFUSALS};
 use super::ClusterArgs;
 use crate::node_cmd::TransportKind;
@@ -55,7 +56,9 @@ pub(super) fn report(
     let repair: BTreeMap<u32, Option<f64>> = timed
         .iter()
         .map(|(r, (at, _))| {
-            let m = t.confirmed.get(r);
+            // Confirmed failed, or (a shrink target killed mid-campaign) departed.
+            let m = Some(t.removed_by(*r)).filter(|m| !m.is_empty());
+            let m = m.as_ref();
             let all = m.is_some_and(|m| {
                 survivors
                     .iter()
@@ -113,9 +116,19 @@ pub(super) fn report(
     let startup = startup(t, survivors, args.nodes, o.launch_wall);
     // The last fault event (a kill, a SIGCONT, a network fault's start or end): every survivor
     // must deliver an op started after it.
+    // Shrink campaigns (`--shrink`): each checked, and its completion is a fault event.
+    let shrink = campaigns(t, &o.asked, killed, &o.exits, survivors, o.start_wall);
+    let holes = routes_via_holes(t, survivors);
+    let shrink_ok = args.shrinks.is_empty()
+        || (shrink.ok
+            && o.asked.len() == args.shrinks.len()
+            && holes.is_empty()
+            && t.shrink_errors.is_empty());
+    let gaps = delivery_gaps(t, survivors, o.start_wall, o.work_ms);
     let last_event = killed
         .values()
         .copied()
+        .chain(shrink.last_completion)
         .chain(pauses.iter().map(|p| p.wall + p.for_ms as f64))
         .chain(o.net.iter().filter_map(|f| f.applied.map(|a| a.2)))
         .chain(o.net.iter().filter_map(|f| f.removed_wall))
@@ -200,6 +213,7 @@ pub(super) fn report(
         && ev.ok()
         && confirmed_twice == 0
         && grow_ok
+        && shrink_ok
         && startup.ok
         && o.settled.is_some();
     let round = |x: Option<f64>| x.map(|v| (v * 1000.0).round() / 1000.0);
@@ -264,6 +278,23 @@ pub(super) fn report(
         });
         if !o.revokes.is_empty() {
             v["revokes"] = revokes;
+        }
+        v["delivery_gap_ms_max"] = json!(gaps.values().copied().reduce(f64::max));
+        v["delivery_gap_ms"] = json!(gaps);
+        if !args.shrinks.is_empty() {
+            v["campaigns"] = shrink.json.clone();
+            v["campaigns_asked"] = json!(o.asked.len());
+            v["shrink_errors"] = json!(t
+                .shrink_errors
+                .iter()
+                .map(|(r, m)| json!({"rank": r, "message": m}))
+                .collect::<Vec<_>>());
+            v["routes_via_holes"] = json!(holes
+                .iter()
+                .map(|(r, h)| json!({"rank": r, "neighbour": h}))
+                .collect::<Vec<_>>());
+            v["views"] = json!(t.views);
+            v["shrink_ok"] = json!(shrink_ok);
         }
         if let Some(by) = &refused_by {
             v["refused_by_reason"] = json!(by);
@@ -505,6 +536,26 @@ pub(super) fn report(
                     }
                 )?;
             }
+            for c in shrink.json.as_array().into_iter().flatten() {
+                writeln!(
+                    out,
+                    "  shrink {} from rank {} at {} ms: {} completion(s) at epoch {} after {} ms; \
+                     repair passes {}; {} failure verdict(s) for targets; targets {}: {}",
+                    c["targets"],
+                    c["requester"],
+                    c["at_ms"],
+                    c["completions"],
+                    c["epoch"],
+                    c["complete_ms"],
+                    c["repair_passes"],
+                    c["failure_verdicts"],
+                    c["targets_exits"],
+                    if c["ok"] == true { "ok" } else { "FAILED" }
+                )?;
+            }
+            if !holes.is_empty() {
+                writeln!(out, "  routes through holes (rank, neighbour): {holes:?}")?;
+            }
             if o.settled.is_none() {
                 writeln!(
                     out,
@@ -623,4 +674,32 @@ fn detector_load(by_rank: &BTreeMap<u32, Value>) -> Value {
     v.insert("ranks_reporting".into(), json!(by_rank.len()));
     v.insert("ranks_health_raised".into(), json!(troubled));
     Value::Object(v)
+}
+
+/// Per survivor, the longest wait between two of its consecutive deliveries of the workload's
+/// ops (ms; the start and the end of the workload count as deliveries), so a survivor that
+/// stalled a while and then caught up shows.
+fn delivery_gaps(
+    t: &Tally,
+    survivors: &BTreeSet<u32>,
+    start_wall: f64,
+    work_ms: u64,
+) -> BTreeMap<u32, f64> {
+    let end = start_wall + work_ms as f64;
+    survivors
+        .iter()
+        .map(|s| {
+            let mut at: Vec<f64> = t
+                .delivered_at
+                .values()
+                .filter_map(|m| m.get(s).copied())
+                .filter(|x| *x <= end)
+                .collect();
+            at.push(start_wall.max(t.joined.get(s).map_or(start_wall, |j| j.t)));
+            at.push(end);
+            at.sort_by(f64::total_cmp);
+            let gap = at.windows(2).map(|w| w[1] - w[0]).fold(0.0, f64::max);
+            (*s, gap.round())
+        })
+        .collect()
 }

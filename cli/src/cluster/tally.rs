@@ -38,6 +38,12 @@ pub(super) struct AdmitView {
     pub(super) reporters: BTreeSet<u32>,
 }
 
+/// A `campaign_completed` line: wall time, campaign id, ranks removed, epoch.
+pub(super) type Completed = (f64, String, Vec<u32>, u64);
+
+/// A `departed` line: wall time, epoch, ranks, campaign ids.
+pub(super) type DepartedLine = (f64, u64, Vec<u32>, Vec<String>);
+
 /// What the nodes reported, and when.
 #[derive(Default)]
 pub(super) struct Tally {
@@ -77,6 +83,10 @@ pub(super) struct Tally {
     pub(super) link_downs: Vec<(f64, u32, u32, String)>,
     /// RELM payload -> (src, dst, uid).
     pub(super) relm_started: BTreeMap<String, (u32, u32, u32)>,
+    /// RELM payload -> wall time its sender reported it started.
+    pub(super) relm_started_at: BTreeMap<String, f64>,
+    /// RELM payload -> wall time of its first delivery.
+    pub(super) relm_delivered_at: BTreeMap<String, f64>,
     pub(super) relm_refused: u64,
     /// RELM payload -> ranks that delivered it (one entry per delivery).
     pub(super) relm_delivered: BTreeMap<String, Vec<u32>>,
@@ -97,8 +107,33 @@ pub(super) struct Tally {
     pub(super) checked_in: BTreeMap<u32, u32>,
     /// Every `revoked` line (`--revoke`).
     pub(super) revoked: super::revokes::Seen,
+    /// Shrink: requester -> its `campaign_started` lines (wall time, id, targets).
+    pub(super) campaign_started: BTreeMap<u32, Vec<(f64, String, Vec<u32>)>>,
+    /// Shrink: requester -> its `campaign_completed` lines (wall time, id, removed, epoch).
+    pub(super) campaign_completed: BTreeMap<u32, Vec<Completed>>,
+    /// Shrink: requester -> its `campaign_failed` lines (id, reason).
+    pub(super) campaign_failed: BTreeMap<u32, Vec<(String, String)>>,
+    /// Shrink: requests refused with an `error` line (rank, message).
+    pub(super) shrink_errors: Vec<(u32, String)>,
+    /// Shrink: rank -> its `departed` lines (wall time, epoch, ranks, campaign ids).
+    pub(super) departed: BTreeMap<u32, Vec<DepartedLine>>,
+    /// Shrink: target -> wall time of its `left` line.
+    pub(super) left: BTreeMap<u32, f64>,
+    /// rank -> its `repaired` lines (wall time, ranks newly dead, scope).
+    pub(super) repaired: BTreeMap<u32, Vec<(f64, Vec<u32>, String)>>,
+    /// rank -> its tree view in its last `stats` line (slot, parent, children).
+    pub(super) views: BTreeMap<u32, Value>,
     /// `--lines FILE`: every node line, tagged with its rank, as it was read.
     pub(super) dump: Option<std::io::BufWriter<std::fs::File>>,
+}
+
+/// The ranks of a JSON array (others skipped).
+fn ranks(v: &Value) -> Vec<u32> {
+    v.as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r.as_u64().map(|r| r as u32))
+        .collect()
 }
 
 impl Tally {
@@ -224,10 +259,12 @@ impl Tally {
                 *self.answers.entry(rank).or_default() += 1;
                 if let (Some(p), Some(d), Some(uid)) = (v["payload"].as_str(), u("dst"), u("uid")) {
                     self.relm_started.insert(p.to_string(), (rank, d, uid));
+                    self.relm_started_at.insert(p.to_string(), t);
                 }
             }
             "relm_delivered" => {
                 if let Some(p) = v["payload"].as_str() {
+                    self.relm_delivered_at.entry(p.to_string()).or_insert(t);
                     self.relm_delivered
                         .entry(p.to_string())
                         .or_default()
@@ -248,6 +285,62 @@ impl Tally {
                         .push((first, count));
                 }
             }
+            "error"
+                if v["command"]
+                    .as_str()
+                    .is_some_and(|c| c.starts_with("shrink")) =>
+            {
+                let why = v["message"].as_str().unwrap_or("").to_string();
+                self.shrink_errors.push((rank, why));
+            }
+            "campaign_started" => {
+                let id = v["id"].as_str().unwrap_or("").to_string();
+                self.campaign_started
+                    .entry(rank)
+                    .or_default()
+                    .push((t, id, ranks(&v["targets"])));
+            }
+            "campaign_completed" => {
+                let id = v["id"].as_str().unwrap_or("").to_string();
+                let epoch = v["epoch"].as_u64().unwrap_or(0);
+                self.campaign_completed.entry(rank).or_default().push((
+                    t,
+                    id,
+                    ranks(&v["removed"]),
+                    epoch,
+                ));
+            }
+            "campaign_failed" => {
+                let id = v["id"].as_str().unwrap_or("").to_string();
+                let why = v["reason"].as_str().unwrap_or("").to_string();
+                self.campaign_failed
+                    .entry(rank)
+                    .or_default()
+                    .push((id, why));
+            }
+            "departed" => {
+                let ids = v["campaigns"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|c| c.as_str().map(str::to_string))
+                    .collect();
+                let epoch = v["epoch"].as_u64().unwrap_or(0);
+                self.departed
+                    .entry(rank)
+                    .or_default()
+                    .push((t, epoch, ranks(&v["ranks"]), ids));
+            }
+            "left" => {
+                self.left.entry(rank).or_insert(t);
+            }
+            "repaired" => {
+                let scope = v["scope"].as_str().unwrap_or("").to_string();
+                self.repaired
+                    .entry(rank)
+                    .or_default()
+                    .push((t, ranks(&v["ranks"]), scope));
+            }
             "error" => {
                 *self.answers.entry(rank).or_default() += 1;
                 if v["command"].as_str().is_some_and(|c| c.starts_with("relm")) {
@@ -257,6 +350,9 @@ impl Tally {
                 }
             }
             "stats" => {
+                if v["view"].is_object() {
+                    self.views.insert(rank, v["view"].clone());
+                }
                 let n = v["transport"]["handshakes_refused"].as_u64().unwrap_or(0);
                 self.refused.insert(rank, n);
                 if v["detect"].is_object() {
@@ -272,6 +368,31 @@ impl Tally {
             }
             _ => {}
         }
+    }
+
+    /// Ranks a shrink removed: named by some rank's `departed` line, or that printed `left`.
+    pub(super) fn departed_ranks(&self) -> BTreeSet<u32> {
+        self.departed
+            .values()
+            .flatten()
+            .flat_map(|(_, _, r, _)| r.iter().copied())
+            .chain(self.left.keys().copied())
+            .collect()
+    }
+
+    /// Survivor -> wall time it removed `r`: its `failure_confirmed` or its `departed` line
+    /// naming `r` (a target killed mid-campaign is removed as a departure), the earlier.
+    pub(super) fn removed_by(&self, r: u32) -> BTreeMap<u32, f64> {
+        let mut m = self.confirmed.get(&r).cloned().unwrap_or_default();
+        for (by, lines) in &self.departed {
+            for (at, _, ranks, _) in lines {
+                if ranks.contains(&r) {
+                    let e = m.entry(*by).or_insert(*at);
+                    *e = e.min(*at);
+                }
+            }
+        }
+        m
     }
 
     /// Whether op `p` must reach survivor `s`: always for a rank started from the peers file;

@@ -9,7 +9,10 @@
 //! after every change of the live set. [`LiveRings`] keeps them across changes: a change that
 //! only removes ranks recomputes just the rings on which this rank's predecessor or successor
 //! was removed (removing any other rank moves neither neighbour), so at thousands of ranks a
-//! death costs its own 2K neighbours a recomputation and everyone else nothing.
+//! death costs its own 2K neighbours a recomputation and everyone else nothing. Ranks added
+//! (joiners admitted, a wider span) are compared with the two neighbours on each ring, O(K)
+//! hashes per added rank instead of O(K · live ranks) per view change: forming 65,536 ranks
+//! from joins no longer costs every rank a full recomputation per admitting view.
 
 use std::collections::BTreeSet;
 
@@ -35,6 +38,12 @@ fn live(tree: &Tree) -> Vec<Rank> {
         .collect()
 }
 
+/// A key as one 96-bit number in a u128: distances wrap modulo 2^128, which orders them as
+/// modulo 2^96 would (no two keys are 2^96 or more apart).
+fn wide((h, r): (u64, u32)) -> u128 {
+    u128::from(h) << 32 | u128::from(r)
+}
+
 /// `me`'s (predecessor, successor) on ring `ring` among `live` (`me` need not be in it);
 /// `None` when nobody else is live.
 ///
@@ -44,9 +53,6 @@ fn live(tree: &Tree) -> Vec<Rank> {
 /// space, orders those above mine first, then those below, each by key; the successor is the
 /// nearest and the predecessor the farthest.
 fn neighbours(live: &[Rank], me: Rank, seed: u64, ring: u32) -> Option<(Rank, Rank)> {
-    // A key as one 96-bit number in a u128: distances wrap modulo 2^128, which orders them
-    // as modulo 2^96 would (no two keys are 2^96 or more apart).
-    let wide = |(h, r): (u64, u32)| u128::from(h) << 32 | u128::from(r);
     let mine = wide(key(seed, ring, me));
     let (mut near, mut far) = (u128::MAX, 0u128);
     for &r in live {
@@ -101,6 +107,8 @@ impl Rings {
 /// What a [`LiveRings`] was computed for.
 #[derive(Debug, Clone)]
 struct Basis {
+    /// The rank the rings are for (a node given a new rank recomputes everything).
+    me: Rank,
     seed: u64,
     k: u32,
     span: u32,
@@ -114,8 +122,9 @@ struct Basis {
 /// When the live set only shrank, a ring on which this rank's predecessor and successor both
 /// survived is unchanged: the predecessor was the largest key below mine (or the largest
 /// overall) among a superset, so it still is, and likewise the successor. Only rings that lost
-/// one of the two are recomputed. A change that adds a rank (a larger span, a rank no longer
-/// dead), or new parameters, recomputes every ring.
+/// one of the two are recomputed. Ranks added (a larger span, a rank no longer dead) replace a
+/// kept neighbour only where their key is nearer or farther; a smaller span, new parameters or
+/// another `me` recompute every ring.
 #[derive(Debug, Default, Clone)]
 pub(crate) struct LiveRings {
     rings: Rings,
@@ -144,10 +153,8 @@ impl LiveRings {
     pub(crate) fn update(&mut self, tree: &Tree, seed: u64, k: u32) {
         let me = tree.me();
         let span = tree.layout().span();
-        let shrank = self.basis.as_ref().is_some_and(|b| {
-            b.seed == seed && b.k == k && b.span == span && b.dead.is_subset(tree.dead())
-        });
-        self.basis = Some(Basis {
+        let prev = self.basis.replace(Basis {
+            me,
             seed,
             k,
             span,
@@ -158,23 +165,51 @@ impl LiveRings {
             self.per_ring.clear();
             return;
         }
-        if shrank && self.per_ring.len() == k as usize {
-            // Neighbours computed before, over a superset of today's live ranks.
-            let stale: Vec<u32> = (0..k)
-                .filter(|&ring| {
-                    let (pred, succ) = self.per_ring[ring as usize];
-                    !tree.is_alive(pred) || !tree.is_alive(succ)
-                })
-                .collect();
-            if stale.is_empty() {
-                return;
-            }
+        let kept = prev.filter(|b| {
+            b.me == me
+                && b.seed == seed
+                && b.k == k
+                && b.span <= span
+                && self.per_ring.len() == k as usize
+        });
+        let Some(before) = kept else {
             let live = live(tree);
-            let mut fresh = Vec::with_capacity(stale.len());
+            self.per_ring.clear();
+            if live.len() >= 2 {
+                for ring in 0..k {
+                    self.rings_computed += 1;
+                    if let Some(n) = neighbours(&live, me, seed, ring) {
+                        self.per_ring.push(n);
+                    }
+                }
+            }
+            self.rings = Rings::from_neighbours(self.per_ring.iter().copied());
+            return;
+        };
+        // Ranks live now that were not then: revived within the old span, or past it.
+        let added: Vec<Rank> = before
+            .dead
+            .iter()
+            .filter(|&r| r.0 < before.span && tree.is_alive(r))
+            .chain((before.span..span).map(Rank).filter(|&r| tree.is_alive(r)))
+            .collect();
+        // Rings that lost this rank's predecessor or successor: recomputed over today's live
+        // ranks (the added ones included).
+        let stale: Vec<u32> = (0..k)
+            .filter(|&ring| {
+                let (pred, succ) = self.per_ring[ring as usize];
+                !tree.is_alive(pred) || !tree.is_alive(succ)
+            })
+            .collect();
+        if stale.is_empty() && added.is_empty() {
+            return;
+        }
+        if !stale.is_empty() {
+            let live = live(tree);
             for &ring in &stale {
                 self.rings_computed += 1;
                 match neighbours(&live, me, seed, ring) {
-                    Some(n) => fresh.push((ring, n)),
+                    Some(n) => self.per_ring[ring as usize] = n,
                     None => {
                         // Nobody else is left: no ring has neighbours.
                         self.rings = Rings::default();
@@ -183,17 +218,23 @@ impl LiveRings {
                     }
                 }
             }
-            for (ring, n) in fresh {
-                self.per_ring[ring as usize] = n;
-            }
-        } else {
-            let live = live(tree);
-            self.per_ring.clear();
-            if live.len() >= 2 {
-                for ring in 0..k {
-                    self.rings_computed += 1;
-                    if let Some(n) = neighbours(&live, me, seed, ring) {
-                        self.per_ring.push(n);
+        }
+        // The other rings kept both neighbours, the extremes among the survivors (a subset of
+        // the ranks they were computed over); an added rank replaces one only where it is
+        // nearer (successor) or farther (predecessor): O(added) per ring, not O(live ranks).
+        if !added.is_empty() {
+            for ring in (0..k).filter(|r| stale.binary_search(r).is_err()) {
+                let (pred, succ) = &mut self.per_ring[ring as usize];
+                let mine = wide(key(seed, ring, me));
+                let dist = |r: Rank| wide(key(seed, ring, r)).wrapping_sub(mine);
+                let (mut near, mut far) = (dist(*succ), dist(*pred));
+                for &r in added.iter().filter(|&&r| r != me) {
+                    let d = dist(r);
+                    if d < near {
+                        (near, *succ) = (d, r);
+                    }
+                    if d > far {
+                        (far, *pred) = (d, r);
                     }
                 }
             }
@@ -288,8 +329,20 @@ mod tests {
             .count() as u64;
         assert_eq!(live.rings_computed, 8 + hit);
         assert_eq!(*live.get(), Rings::compute(&t, seed, k));
-        // A rank back (a new tree without a death) recomputes every ring.
+        // A rank back (a new tree without a death) recomputes no ring: it is compared with
+        // the neighbours kept.
         live.update(&tree(span, 0, &[far]), seed, k);
+        assert_eq!(live.rings_computed, 8 + hit);
+        assert_eq!(*live.get(), Rings::compute(&tree(span, 0, &[far]), seed, k));
+        // Joiners past the span, one of them a neighbour of mine on some ring: no ring
+        // recomputed either.
+        let t = tree(span + 64, 0, &[far]);
+        live.update(&t, seed, k);
+        assert_eq!(live.rings_computed, 8 + hit);
+        assert_eq!(*live.get(), Rings::compute(&t, seed, k));
+        assert_ne!(*live.get(), Rings::compute(&tree(span, 0, &[far]), seed, k));
+        // A smaller span recomputes every ring.
+        live.update(&tree(span, 0, &[]), seed, k);
         assert_eq!(live.rings_computed, 16 + hit);
     }
 
@@ -326,7 +379,7 @@ mod tests {
             seed in any::<u64>(),
             script in any::<u64>(),
         ) {
-            let me = Rank(me % span);
+            let mut me = Rank(me % span);
             let mut rng = Rng::new(script);
             let mut span = span;
             let mut dead = RankSet::new();
@@ -337,6 +390,25 @@ mod tests {
                 match rng.below(20) {
                     // A new span (joiners).
                     0 => span += 1 + rng.below(8) as u32,
+                    // Joiners and a death in one change.
+                    3 => {
+                        span += 1 + rng.below(8) as u32;
+                        if let Some(&(p, _)) = kept.per_ring.first() {
+                            if p != me {
+                                dead.insert(p);
+                            }
+                        }
+                    }
+                    // A dead rank back and another rank dead in one change.
+                    4 => {
+                        if let Some(r) = dead.iter().find(|&r| r != me) {
+                            dead.remove(r);
+                        }
+                        let r = Rank(rng.below(u64::from(span)) as u32);
+                        if r != me {
+                            dead.insert(r);
+                        }
+                    }
                     // A dead rank back (a tree rebuilt from an older snapshot).
                     1 => {
                         if let Some(r) = dead.iter().nth(rng.below(dead.len() as u64 + 1) as usize) {
@@ -344,6 +416,13 @@ mod tests {
                         }
                     }
                     2 => seed ^= 1,
+                    // A smaller span (a view rolled back to fewer ranks): a full recompute.
+                    5 if span > me.0 + 2 => {
+                        span -= 1 + rng.below(u64::from(span - me.0 - 2).min(8)) as u32;
+                        dead = dead.iter().filter(|r| r.0 < span).collect();
+                    }
+                    // This node is given another rank (a rejoin): a full recompute.
+                    6 => me = Rank(rng.below(u64::from(span)) as u32),
                     // Deaths, sometimes several at once, sometimes this rank's neighbours.
                     _ => {
                         for _ in 0..=rng.below(3) {

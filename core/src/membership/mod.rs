@@ -722,6 +722,11 @@ impl Membership {
             }
             // The inferred deaths change the view or are reported up: either way a hello with
             // them goes to the parent, so none is added here.
+            Reconcile::Inferred(set)
+                if !self.is_leaving() && set.iter().all(|r| self.is_departing(r)) =>
+            {
+                self.adopted_past_departures(ctx, &set);
+            }
             Reconcile::Inferred(set) => ctx.effect(Effect::Deaths {
                 ranks: set.iter().collect(),
                 scope: Scope::Local,

@@ -26,7 +26,9 @@
 //!    [`MembershipEvent::CampaignCompleted`] once.
 //! 5. **Already-departed guard.** A departing rank's lost link, refused dial or silence is a
 //!    departure: the tree routes around it (so the order still completes), but no alert, no
-//!    decision and no failure notice names it; the departure notice does.
+//!    decision and no failure notice names it; the departure notice does. A survivor under a
+//!    target, adopted by a rank that already processed the notice, removes every departing
+//!    rank in that one repair (`adopted_past_departures`): one pass, not two.
 //! 6. **No silent wedge.** A requester reports [`MembershipEvent::CampaignFailed`] for a
 //!    campaign not completed within `membership.shrink_timeout`. A new coordinator re-issues
 //!    the campaigns it recorded (orders are idempotent per campaign), and requesters re-send
@@ -155,6 +157,35 @@ impl Membership {
         self.shrink
             .as_ref()
             .is_some_and(|s| s.departing.contains(r))
+    }
+
+    /// An adoption's lineage implies that `inferred` (all departing) are gone: this rank's
+    /// new parent removed them, which it does on the departure notice (or on their departure).
+    /// The other targets of every campaign naming one of them go with them in this one repair
+    /// (a campaign's targets leave in one view change), so the notice, when it arrives here,
+    /// finds nothing left to repair: a survivor under a target repairs once, not once for its
+    /// parent and again for the other targets. Targets of campaigns naming none of them stay:
+    /// their order may still be draining (a campaign recorded here later, or one the notice
+    /// does not complete), and removing them early would cut a draining target's lifeline.
+    /// Causes are `left`: a departure, no failure.
+    pub(super) fn adopted_past_departures(&mut self, ctx: &mut Ctx<'_>, inferred: &RankSet) {
+        let mut ranks: RankSet = inferred.clone();
+        if let Some(s) = self.shrink.as_ref() {
+            for targets in s.recorded.values() {
+                if targets.iter().any(|&t| inferred.contains(t)) {
+                    ranks.extend(targets.iter().copied());
+                }
+            }
+        }
+        let ranks: Vec<Rank> = ranks.iter().filter(|&r| r != ctx.me()).collect();
+        for &r in &ranks {
+            self.causes.insert(r, RemovalCause::Left);
+        }
+        self.s().stats.departures_observed += ranks.len() as u64;
+        ctx.effect(Effect::Deaths {
+            ranks,
+            scope: Scope::Local,
+        });
     }
 
     /// Whether this rank is a shrink target in leaving mode.

@@ -10,17 +10,27 @@ use super::{CampaignId, MembershipEvent, ShrinkError};
 use crate::event::Event;
 use crate::sim::{Fault, Observer, Sim, SimConfig, World};
 use crate::time::{Duration, Instant};
-use crate::tree::{Rank, RankSet};
+use crate::tree::{Rank, RankSet, Scope};
 use crate::CommandError;
 
-/// Membership events per rank.
+/// Membership events per rank, and the tree repairs (with `report_repairs`).
 #[derive(Default)]
-struct Log(BTreeMap<Rank, Vec<MembershipEvent>>);
+struct Log(
+    BTreeMap<Rank, Vec<MembershipEvent>>,
+    BTreeMap<Rank, Vec<(RankSet, Scope)>>,
+);
 
 impl Observer for Log {
     fn on_event(&mut self, _w: &World, rank: Rank, e: &Event) {
-        if let Event::Membership(m) = e {
-            self.0.entry(rank).or_default().push(m.clone());
+        match e {
+            Event::Membership(m) => self.0.entry(rank).or_default().push(m.clone()),
+            Event::Repaired { ranks, scope } => {
+                self.1
+                    .entry(rank)
+                    .or_default()
+                    .push((ranks.clone(), *scope));
+            }
+            _ => {}
         }
     }
 }
@@ -61,6 +71,17 @@ impl Log {
                 _ => None,
             })
             .flatten()
+            .collect()
+    }
+
+    /// The repairs at `r` that marked any of `targets` dead.
+    fn repairs_naming(&self, r: u32, targets: &RankSet) -> Vec<(RankSet, Scope)> {
+        self.1
+            .get(&Rank(r))
+            .into_iter()
+            .flatten()
+            .filter(|(ranks, _)| ranks.iter().any(|x| targets.contains(x)))
+            .cloned()
             .collect()
     }
 
@@ -311,6 +332,75 @@ fn a_whole_branch_and_an_interior_target_leave_in_one_view() {
             run(&mut s, 1_800);
             let delivered = s.world().node(Rank(0)).unwrap().stats().xcast.clone();
             let _ = delivered;
+        }
+    }
+}
+
+/// `report_repairs`: a shrink is one repair pass at every survivor. The departure notice is
+/// that pass (global, every target) for a whole branch (`2,4,6,8`) and for targets with no
+/// surviving descendant (`3,7,8`). For `4,6`, rank 8 survives under target 4: the rank that
+/// processed the notice first adopts it, and the adoption's lineage removes 4 and every other
+/// departing rank (6) in one local pass; the notice then finds nothing left to repair. A target
+/// that crashes mid-campaign is seen by its tree neighbours first (a local pass naming it).
+#[test]
+fn a_shrink_is_one_repair_pass_at_every_survivor() {
+    for (targets, from) in [
+        (&[2u32, 4, 6, 8][..], 9u32),
+        (&[3, 7, 8][..], 5),
+        (&[4, 6][..], 1),
+    ] {
+        for detect in [false, true] {
+            let mut cfg = SimConfig::new(10, 2, 11);
+            cfg.node.detect.enabled = detect;
+            cfg.node.report_repairs = true;
+            let mut s = Sim::new(cfg, Log::default()).unwrap();
+            run(&mut s, 100);
+            shrink(&mut s, from, targets);
+            run(&mut s, 1_500);
+            let t = set(targets);
+            for r in (0..10u32).filter(|r| !targets.contains(r)) {
+                let reps = s.observer().repairs_naming(r, &t);
+                if r == 8 && targets == [4, 6] {
+                    // Adopted by 2 past its departed parent: one local pass with both.
+                    assert_eq!(reps, vec![(t.clone(), Scope::Local)], "{detect}");
+                } else {
+                    assert_eq!(
+                        reps,
+                        vec![(t.clone(), Scope::Global)],
+                        "rank {r} {targets:?} {detect}"
+                    );
+                }
+            }
+        }
+    }
+    // Without the setting, no repair is reported.
+    let mut s = sim(false, 11);
+    run(&mut s, 100);
+    shrink(&mut s, 1, &[4, 6]);
+    run(&mut s, 1_000);
+    assert!(s.observer().1.is_empty());
+    // A target crashing mid-campaign.
+    for seed in 0..8 {
+        let mut cfg = SimConfig::new(10, 2, seed);
+        cfg.node.detect.enabled = seed % 2 == 1;
+        cfg.node.report_repairs = true;
+        let mut s = Sim::new(cfg, Log::default()).unwrap();
+        run(&mut s, 100);
+        shrink(&mut s, 1, &[4, 6]);
+        s.schedule(
+            ms(100) + Duration::from_micros(200 * seed),
+            Fault::Crash(Rank(6)),
+        );
+        run(&mut s, 2_000);
+        let t = set(&[4, 6]);
+        for r in [0u32, 1, 2, 3, 5, 7, 8, 9] {
+            let reps = s.observer().repairs_naming(r, &t);
+            assert!(
+                !reps.is_empty() && reps.len() <= 2,
+                "seed {seed} rank {r}: {reps:?}"
+            );
+            let named: RankSet = reps.iter().flat_map(|(x, _)| x.iter()).collect();
+            assert_eq!(named, t, "seed {seed} rank {r}: {reps:?}");
         }
     }
 }

@@ -180,9 +180,17 @@ impl Node {
 
     /// One whole frame: peer checks, decode, the machine's admission check, then the machine.
     /// Nothing changes before the frame has decoded completely; every refusal is counted.
+    ///
+    /// A frame from a rank past this rank's span is dropped and counted, except a new parent's
+    /// adoption notice that [`Self::catch_up_span`] believes: a launched rank that starts late
+    /// holds the launcher's span while joiners were admitted past it, and the rank a grow put
+    /// in its parent's slot may be one of them (`sim elastic --ranks 512 --radix 16 --seed 2007
+    /// --joins 128 --contacts 3 --skew-ms 3000 --contact-crashes 2 --crash-coordinator
+    /// --joiner-crashes 2 --starved 3 --launch-skew-ms 3000`: rank 280 started at 2.3 s under
+    /// joiner 536, dropped its every frame, and the new root's recovery waited on it forever).
     pub(super) fn dispatch_frame(&mut self, from: Rank, frame: Bytes) {
         if !self.tree.layout().contains(from) {
-            self.stats.dropped_unknown_peer += 1;
+            self.dispatch_from_past_span(from, frame);
             return;
         }
         // A removed rank's frame: membership decides whether it is heard (see
@@ -208,5 +216,92 @@ impl Node {
         self.frame_from_to_machines(from);
         self.catch_up_span(from, &msg);
         self.dispatch_message(from, msg);
+    }
+
+    /// A frame from `from`, past this rank's span: only an adoption notice under a span that
+    /// holds `from` is read, and only if catching up on it makes `from` a rank of the span;
+    /// then the frame goes the usual way. Anything else is dropped and counted
+    /// (`dropped_unknown_peer`), nothing changed.
+    fn dispatch_from_past_span(&mut self, from: Rank, frame: Bytes) {
+        use crate::membership::MembershipMsg;
+        let adopt_span = match Message::decode(frame.clone(), &self.limits) {
+            Ok(Message::Membership(MembershipMsg::Adopt(m))) if from.0 < m.span => Some(m),
+            _ => None,
+        };
+        let Some(m) = adopt_span.filter(|_| self.tree.view().is_some()) else {
+            self.stats.dropped_unknown_peer += 1;
+            return;
+        };
+        self.catch_up_span(from, &Message::Membership(MembershipMsg::Adopt(m)));
+        if !self.tree.layout().contains(from) {
+            self.stats.dropped_unknown_peer += 1;
+            return;
+        }
+        self.dispatch_frame(from, frame);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::Config;
+    use crate::membership::{AdoptMsg, MembershipMsg};
+    use crate::time::Instant;
+    use crate::tree::{Rank, Tree};
+    use crate::wire::{FloodMsg, Message};
+    use crate::Node;
+    use bytes::Bytes;
+
+    /// Rank 5 of a launch of 16 (radix 4) that started after 8 joiners were admitted.
+    fn late_starter() -> Node {
+        Node::new(Config::new(16, 4), Rank(5), 1, Instant::ZERO).unwrap()
+    }
+
+    /// The adoption notice `from` sends rank 5 in a tree of `span` ranks.
+    fn adopt(from: u32, span: u32) -> Bytes {
+        let tree = Tree::new(span, 4, Rank(from)).unwrap();
+        let mut lineage = tree.view().unwrap().ancestors().to_vec();
+        lineage.push(Rank(from));
+        Message::Membership(MembershipMsg::Adopt(AdoptMsg { span, lineage })).encode()
+    }
+
+    #[test]
+    fn a_new_parent_past_the_span_is_believed_and_anything_else_from_there_dropped() {
+        let mut n = late_starter();
+        let now = Instant::ZERO;
+        // Anything but an adoption notice from past the span: dropped, counted, nothing grown.
+        let flood = Message::Flood(FloodMsg {
+            origin: Rank(20),
+            id: 1,
+            hops: 0,
+            payload: Bytes::from_static(b"x"),
+        });
+        n.handle_frame(now, Rank(20), flood.encode());
+        assert_eq!(n.stats().dropped_unknown_peer, 1);
+        // An adoption notice under a span that does not hold its sender, or garbage.
+        n.handle_frame(now, Rank(30), adopt(30, 31).slice(..5));
+        n.handle_frame(now, Rank(30), {
+            let m = AdoptMsg {
+                span: 24,
+                lineage: vec![Rank(0), Rank(30)],
+            };
+            Message::Membership(MembershipMsg::Adopt(m)).encode()
+        });
+        assert_eq!(n.stats().dropped_unknown_peer, 3);
+        assert_eq!(n.tree().layout().span(), 16);
+        assert_eq!(n.join_stats().spans_caught_up, 0);
+        // Past the catch-up bound (join.max_per_view x 64 ranks ahead): not believed.
+        let far = 16 + 1024 * 64 + 1;
+        n.handle_frame(now, Rank(far - 1), adopt(far - 1, far));
+        assert_eq!(n.stats().dropped_unknown_peer, 4);
+        assert_eq!(n.tree().layout().span(), 16);
+        // Joiner 20's notice under span 24: the tree grows to it, and the notice goes on to
+        // membership (read, or refused there as any notice would be).
+        let read = |n: &Node| n.stats().frames_in + n.stats().dropped_bad_origin;
+        let before = read(&n);
+        n.handle_frame(now, Rank(20), adopt(20, 24));
+        assert_eq!(n.tree().layout().span(), 24);
+        assert_eq!(n.join_stats().spans_caught_up, 1);
+        assert_eq!(n.stats().dropped_unknown_peer, 4);
+        assert_eq!(read(&n), before + 1);
     }
 }

@@ -207,8 +207,10 @@ impl Node {
 /// Each clamps `now`, changes nothing on a peer's mistake but a counter, and never errors.
 impl Node {
     /// One whole frame received from `from`. Frames from ranks outside the span or known dead,
-    /// frames over `max_frame`, and frames that fail to decode are dropped and counted; nothing
-    /// changes before a frame has decoded completely. Never panics, never returns an error: a
+    /// frames over `max_frame`, and frames that fail to decode are dropped and counted, except
+    /// a new parent's adoption notice from past the span, which grows the span to the one it
+    /// was sent under (within `join.max_per_view` × 64 ranks) before it is read: this rank
+    /// missed admissions. Nothing changes before a frame has decoded completely. Never panics, never returns an error: a
     /// peer's mistake is not the application's.
     pub fn handle_frame(&mut self, now: Instant, from: Rank, frame: Bytes) {
         self.clamp(now);

@@ -93,6 +93,10 @@ impl Node {
                 return;
             }
         };
+        if self.cfg.report_repairs && !fresh.is_empty() {
+            let ranks = fresh.iter().copied().collect();
+            ctx!(self).event(Event::Repaired { ranks, scope });
+        }
         self.fan_out(delta, &fresh);
         if !fresh.is_empty() {
             self.members_change_to_machines(&MembersChange {
