@@ -6,36 +6,14 @@
  * LIFELINE_ERR_REVOKE_STALE; a newer one is a new revoke; NULL is LIFELINE_ERR_NULL; the
  * revoke counters moved; the config key revoke_max_groups reads, writes, and refuses 0.
  * Exits non-zero with a message on any violation of the contract. */
-#include "lifeline.h"
-
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
 #define N 12
 #define QCAP 8192
 #define MS 1000000ull
 #define ORIGIN 3u
 #define CRASHED 5u
+#define TEST_NAME "revoke"
+#include "harness.h"
 
-#define CHECK(c, ...)                                                   \
-  do {                                                                  \
-    if (!(c)) {                                                         \
-      fprintf(stderr, "revoke: %s:%d: ", __FILE__, __LINE__);           \
-      fprintf(stderr, __VA_ARGS__);                                     \
-      fputc('\n', stderr);                                              \
-      exit(1);                                                          \
-    }                                                                   \
-  } while (0)
-#define EXPECT(call, want)                                                            \
-  do {                                                                                \
-    lifeline_result r_ = (call);                                                      \
-    CHECK(r_ == (want), "%s: got %d (%s), want %s", #call, (int)r_, lifeline_strerror(r_), #want); \
-  } while (0)
-
-typedef struct { uint32_t from, to; size_t len; uint8_t *data; } msg;
-static msg queue[QCAP];
-static size_t q_head, q_len;
 static lifeline_node *nodes[N];
 static int crashed[N];
 static uint64_t now;
@@ -44,10 +22,6 @@ static size_t txcap;
 
 static int revoked[N][2]; /* per rank: REVOKED events for epoch 7, epoch 8 */
 static int others;
-
-static void must(lifeline_result r, const char *what) {
-  CHECK(r == LIFELINE_OK, "%s: %s (%d)", what, lifeline_strerror(r), (int)r);
-}
 
 static void on_event(uint32_t i, const lifeline_event *ev) {
   if (ev->kind != LIFELINE_EVENT_REVOKED) return; /* other kinds are ignorable */
@@ -67,14 +41,7 @@ static void drain(uint32_t i) {
   lifeline_result r;
   while ((r = lifeline_node_poll_transmit(nodes[i], txbuf, txcap, &t)) == LIFELINE_OK) {
     CHECK(t.to < N && t.to != i, "transmit from %u to bad rank %u", i, t.to);
-    CHECK(q_len < QCAP, "network queue full");
-    msg *m = &queue[(q_head + q_len++) % QCAP];
-    m->from = i;
-    m->to = t.to;
-    m->len = t.len;
-    m->data = malloc(t.len);
-    CHECK(m->data != NULL, "malloc");
-    memcpy(m->data, txbuf, t.len);
+    net_push(i, t.to, txbuf, t.len);
   }
   CHECK(r == LIFELINE_DONE, "poll_transmit: %s", lifeline_strerror(r));
   while ((r = lifeline_node_poll_event(nodes[i], &ev)) == LIFELINE_OK) on_event(i, ev);
@@ -87,9 +54,7 @@ static void step(void) {
   now += MS;
   size_t n = q_len;
   for (size_t k = 0; k < n; k++) {
-    msg m = queue[q_head];
-    q_head = (q_head + 1) % QCAP;
-    q_len--;
+    msg m = net_pop();
     if (!crashed[m.to])
       must(lifeline_node_handle_frame(nodes[m.to], now, m.from, m.data, m.len), "handle_frame");
     free(m.data);
@@ -159,7 +124,7 @@ int main(void) {
   CHECK(others > 0, "no duplicate notice anywhere: the flood did not overlap");
 
   for (uint32_t i = 0; i < N; i++) lifeline_node_free(nodes[i]);
-  while (q_len) { free(queue[q_head].data); q_head = (q_head + 1) % QCAP; q_len--; }
+  net_clear();
   free(txbuf);
   printf("revoke: ok (%d duplicate notices dropped over two floods)\n", others);
   return 0;
