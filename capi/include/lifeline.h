@@ -178,6 +178,12 @@
 // reported here.
 #define LIFELINE_EVENT_CAMPAIGN_FAILED 23
 
+// A group is revoked (`lifeline_node_revoke`, here or at another rank): `seq` the group,
+// `epoch` its revoked epoch, `rank` the origin, `count` the overlay hops the notice crossed
+// (0 at the origin). Exactly once per (group, epoch) at every live rank, the origin included;
+// never for an epoch older than one already revoked for the group.
+#define LIFELINE_EVENT_REVOKED 24
+
 // `LIFELINE_EVENT_VIEW_CHANGED` flag: the slot moved up (shallower).
 #define LIFELINE_VIEW_PROMOTED 1
 
@@ -432,6 +438,9 @@ typedef enum lifeline_result {
   // `lifeline_node_shrink`: `membership_shrink_max_pending` campaigns of this rank are open:
   // retry after `LIFELINE_EVENT_CAMPAIGN_COMPLETED` or `_FAILED`. Nothing changed.
   LIFELINE_ERR_SHRINK_BUSY = -24,
+  // `lifeline_node_revoke`: a newer epoch of the group is already revoked here; the asked
+  // one is stale. Nothing changed.
+  LIFELINE_ERR_REVOKE_STALE = -25,
   // A refusal this version of the C API has no specific code for. Nothing changed.
   LIFELINE_ERR_OTHER = -99,
   // A bug: the library panicked. The node is poisoned: every later call on it returns this
@@ -617,10 +626,10 @@ typedef struct lifeline_event {
   uint32_t parent;
   // An xcast op id.
   uint64_t op;
-  // A sequence number, flood id, incarnation, or campaign id
-  // (`LIFELINE_EVENT_CAMPAIGN_COMPLETED`, `_FAILED`).
+  // A sequence number, flood id, incarnation, campaign id
+  // (`LIFELINE_EVENT_CAMPAIGN_COMPLETED`, `_FAILED`) or group (`LIFELINE_EVENT_REVOKED`).
   uint64_t seq;
-  // A failure epoch.
+  // A failure epoch, or the revoked epoch (`LIFELINE_EVENT_REVOKED`).
   uint64_t epoch;
   // A count (messages, members, hops).
   uint64_t count;
@@ -919,6 +928,18 @@ typedef struct lifeline_stats {
   // (shrink) A leaving rank acknowledged the order before its reliable sends drained (the drain
   // bound passed).
   uint64_t shrink_drain_timeouts;
+  // (revoke) Revokes this rank started (new (group, epoch) pairs to `lifeline_node_revoke`).
+  uint64_t revoke_started;
+  // (revoke) `LIFELINE_EVENT_REVOKED` events emitted (this rank's own revokes included).
+  uint64_t revoke_delivered;
+  // (revoke) Notices forwarded to overlay neighbours.
+  uint64_t revoke_forwarded;
+  // (revoke) Notices for a (group, epoch) already revoked here: dropped.
+  uint64_t revoke_duplicates;
+  // (revoke) Notices for an epoch older than the newest revoked here for the group: dropped.
+  uint64_t revoke_stale;
+  // (revoke) Groups forgotten because `revoke_max_groups` was reached (oldest first).
+  uint64_t revoke_forgotten;
 } lifeline_stats;
 
 #ifdef __cplusplus
@@ -965,6 +986,19 @@ enum lifeline_result lifeline_node_relm_send(struct lifeline_node *node, uint64_
 // As for `lifeline_node_xcast`; `id` is NULL or writable.
 enum lifeline_result lifeline_node_flood(struct lifeline_node *node, uint64_t now_ns, const uint8_t *payload, size_t len, uint64_t *id);
 
+// Revokes `group` as of `epoch` (ULFM's `MPIX_Comm_revoke`): this rank gets
+// `LIFELINE_EVENT_REVOKED` at once, and a notice floods a binomial-graph overlay of the live
+// members so that every live rank gets it exactly once, despite up to the overlay's degree − 1
+// ranks dying during the flood (degree 19 at 1,024 members, 23 at 4,096). Idempotent: a
+// (group, epoch) already revoked here is `LIFELINE_OK` and does nothing. Refusals change
+// nothing: `LIFELINE_ERR_DEAD` (not a member), `LIFELINE_ERR_REVOKE_STALE` (a newer epoch of the
+// group is already revoked here). At most `revoke_max_groups` groups are remembered (the one
+// revoked longest ago is forgotten first).
+//
+// # Safety
+// `node` is NULL or a live node used by one thread at a time.
+enum lifeline_result lifeline_node_revoke(struct lifeline_node *node, uint64_t now_ns, uint64_t group, uint64_t epoch);
+
 // A configuration for a tree of `span` rank positions (holes included) and radix `radix`,
 // every other field at its default. Not validated here: `lifeline_node_new` refuses an invalid
 // one with `LIFELINE_ERR_INVALID_CONFIG`. Returns NULL only if the library panicked. Free it
@@ -1000,6 +1034,7 @@ void lifeline_config_free(struct lifeline_config *config);
 //   answer was lost gets its rank again): how members answer and admit joiners. The counts
 //   and the timeout must be positive.
 // - `flood_linger_ns`, `flood_max`: the flood test protocol's duplicate memory.
+// - `revoke_max_groups`: groups the revoke flood remembers (`lifeline_node_revoke`).
 // - `membership_notice_batch_ns`, `membership_stable_reports`, `membership_flux_reports`,
 //   `membership_flux_hold_ns`, `membership_alert_batch_ns`, `membership_relay_batch_ns`,
 //   `membership_evicted_interval_ns`, `membership_majority_window_ns`,

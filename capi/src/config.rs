@@ -99,6 +99,7 @@ unsafe fn with_key(
 ///   answer was lost gets its rank again): how members answer and admit joiners. The counts
 ///   and the timeout must be positive.
 /// - `flood_linger_ns`, `flood_max`: the flood test protocol's duplicate memory.
+/// - `revoke_max_groups`: groups the revoke flood remembers (`lifeline_node_revoke`).
 /// - `membership_notice_batch_ns`, `membership_stable_reports`, `membership_flux_reports`,
 ///   `membership_flux_hold_ns`, `membership_alert_batch_ns`, `membership_relay_batch_ns`,
 ///   `membership_evicted_interval_ns`, `membership_majority_window_ns`,

@@ -5,6 +5,7 @@ use lifeline_core::detect::DetectEvent;
 use lifeline_core::flood::FloodEvent;
 use lifeline_core::membership::MembershipEvent;
 use lifeline_core::relm::RelmEvent;
+use lifeline_core::revoke::RevokeEvent;
 use lifeline_core::xcast::XcastEvent;
 use lifeline_core::Event as CoreEvent;
 
@@ -103,6 +104,11 @@ pub const LIFELINE_EVENT_CAMPAIGN_COMPLETED: u32 = 22;
 /// `LIFELINE_CAMPAIGN_*`. The coordinator may still complete it later; nothing more is
 /// reported here.
 pub const LIFELINE_EVENT_CAMPAIGN_FAILED: u32 = 23;
+/// A group is revoked (`lifeline_node_revoke`, here or at another rank): `seq` the group,
+/// `epoch` its revoked epoch, `rank` the origin, `count` the overlay hops the notice crossed
+/// (0 at the origin). Exactly once per (group, epoch) at every live rank, the origin included;
+/// never for an epoch older than one already revoked for the group.
+pub const LIFELINE_EVENT_REVOKED: u32 = 24;
 
 /// `LIFELINE_EVENT_VIEW_CHANGED` flag: the slot moved up (shallower).
 pub const LIFELINE_VIEW_PROMOTED: u16 = 1;
@@ -171,10 +177,10 @@ pub struct Event {
     pub parent: u32,
     /// An xcast op id.
     pub op: u64,
-    /// A sequence number, flood id, incarnation, or campaign id
-    /// (`LIFELINE_EVENT_CAMPAIGN_COMPLETED`, `_FAILED`).
+    /// A sequence number, flood id, incarnation, campaign id
+    /// (`LIFELINE_EVENT_CAMPAIGN_COMPLETED`, `_FAILED`) or group (`LIFELINE_EVENT_REVOKED`).
     pub seq: u64,
-    /// A failure epoch.
+    /// A failure epoch, or the revoked epoch (`LIFELINE_EVENT_REVOKED`).
     pub epoch: u64,
     /// A count (messages, members, hops).
     pub count: u64,
@@ -424,6 +430,15 @@ impl EventSlot {
                 }
                 _ => {}
             },
+            CoreEvent::Revoke(RevokeEvent::Revoked {
+                group,
+                epoch,
+                origin,
+                hops,
+            }) => {
+                ev.kind = LIFELINE_EVENT_REVOKED;
+                (ev.rank, ev.seq, ev.epoch, ev.count) = (origin.0, group, epoch, u64::from(hops));
+            }
             CoreEvent::Flood(FloodEvent::Delivered {
                 origin,
                 id,

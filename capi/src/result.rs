@@ -6,7 +6,7 @@ use std::ffi::c_char;
 use lifeline_core::membership::ShrinkError;
 use lifeline_core::relm::RelmError;
 use lifeline_core::tree::TreeError;
-use lifeline_core::{CommandError, ConfigError, XcastError};
+use lifeline_core::{CommandError, ConfigError, RevokeError, XcastError};
 
 /// The result of a call. `LIFELINE_OK` (0) is success, `LIFELINE_DONE` (1) means "no more
 /// output" (or "need more bytes" for `lifeline_node_frame_len`), and every negative value is an
@@ -82,6 +82,9 @@ pub enum LifelineResult {
     /// `lifeline_node_shrink`: `membership_shrink_max_pending` campaigns of this rank are open:
     /// retry after `LIFELINE_EVENT_CAMPAIGN_COMPLETED` or `_FAILED`. Nothing changed.
     LIFELINE_ERR_SHRINK_BUSY = -24,
+    /// `lifeline_node_revoke`: a newer epoch of the group is already revoked here; the asked
+    /// one is stale. Nothing changed.
+    LIFELINE_ERR_REVOKE_STALE = -25,
     /// A refusal this version of the C API has no specific code for. Nothing changed.
     LIFELINE_ERR_OTHER = -99,
     /// A bug: the library panicked. The node is poisoned: every later call on it returns this
@@ -167,6 +170,10 @@ impl LifelineResult {
                 c"too many shrink campaigns open: retry after one ends",
             ),
             (LIFELINE_ERR_OTHER, c"refused (no specific code)"),
+            (
+                LIFELINE_ERR_REVOKE_STALE,
+                c"a newer epoch of the group is already revoked",
+            ),
             (LIFELINE_ERR_PANIC, c"internal panic: the node is poisoned"),
         ];
         all.iter()
@@ -190,6 +197,7 @@ impl From<&CommandError> for LifelineResult {
             CommandError::Xcast(XcastError::Backpressure { .. }) => LIFELINE_ERR_XCAST_BACKPRESSURE,
             CommandError::Xcast(XcastError::ReservedTag(_)) => LIFELINE_ERR_RESERVED_TAG,
             CommandError::Relm(RelmError::Backpressure { .. }) => LIFELINE_ERR_RELM_BACKPRESSURE,
+            CommandError::Revoke(RevokeError::Stale { .. }) => LIFELINE_ERR_REVOKE_STALE,
             _ => LIFELINE_ERR_OTHER,
         }
     }
@@ -248,6 +256,14 @@ mod tests {
             ),
             (CommandError::PeerDead(Rank(1)), LIFELINE_ERR_PEER_DEAD),
             (CommandError::Unreachable(Rank(1)), LIFELINE_ERR_UNREACHABLE),
+            (
+                CommandError::Revoke(RevokeError::Stale {
+                    group: 1,
+                    epoch: 1,
+                    newest: 2,
+                }),
+                LIFELINE_ERR_REVOKE_STALE,
+            ),
             (
                 CommandError::Xcast(XcastError::ReservedTag(3)),
                 LIFELINE_ERR_RESERVED_TAG,
@@ -318,6 +334,6 @@ mod tests {
                 assert!(seen.insert(s.to_owned()), "duplicate text for {code}");
             }
         }
-        assert_eq!(seen.len(), 28);
+        assert_eq!(seen.len(), 29);
     }
 }

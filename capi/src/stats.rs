@@ -270,16 +270,29 @@ pub struct Stats {
     /// (shrink) A leaving rank acknowledged the order before its reliable sends drained (the drain
     /// bound passed).
     pub shrink_drain_timeouts: u64,
+    /// (revoke) Revokes this rank started (new (group, epoch) pairs to `lifeline_node_revoke`).
+    pub revoke_started: u64,
+    /// (revoke) `LIFELINE_EVENT_REVOKED` events emitted (this rank's own revokes included).
+    pub revoke_delivered: u64,
+    /// (revoke) Notices forwarded to overlay neighbours.
+    pub revoke_forwarded: u64,
+    /// (revoke) Notices for a (group, epoch) already revoked here: dropped.
+    pub revoke_duplicates: u64,
+    /// (revoke) Notices for an epoch older than the newest revoked here for the group: dropped.
+    pub revoke_stale: u64,
+    /// (revoke) Groups forgotten because `revoke_max_groups` was reached (oldest first).
+    pub revoke_forgotten: u64,
 }
 
 impl Stats {
-    /// Every counter of `node`: its `Stats`, its join, corroboration, start-up and shrink
-    /// counters (kept apart in the core, with their state).
+    /// Every counter of `node`: its `Stats`, its join, corroboration, start-up, shrink and
+    /// revoke counters (kept apart in the core, with their state).
     pub(crate) fn of(node: &lifeline_core::Node) -> Self {
         let j = node.join_stats();
         let c = node.corroboration_stats();
         let st = node.startup_stats();
         let sh = node.shrink_stats();
+        let rv = node.revoke_stats();
         Self {
             shrink_campaigns_requested: sh.campaigns_requested,
             shrink_campaigns_completed: sh.campaigns_completed,
@@ -294,6 +307,13 @@ impl Stats {
             shrink_leaving_suppressed: sh.leaving_suppressed,
             shrink_leaving_entered: sh.leaving_entered,
             shrink_drain_timeouts: sh.drain_timeouts,
+
+            revoke_started: rv.started,
+            revoke_delivered: rv.delivered,
+            revoke_forwarded: rv.forwarded,
+            revoke_duplicates: rv.duplicates,
+            revoke_stale: rv.stale,
+            revoke_forgotten: rv.forgotten,
 
             startup_check_ins_out: st.check_ins_out,
             startup_check_ins_in: st.check_ins_in,

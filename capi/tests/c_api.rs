@@ -113,7 +113,14 @@ fn build_and_run(name: &str, extra: &[&str], dir: &Path) {
     );
 }
 
-const PROGRAMS: [&str; 5] = ["three_nodes", "misuse", "join", "startup", "shrink"];
+const PROGRAMS: [&str; 6] = [
+    "three_nodes",
+    "misuse",
+    "join",
+    "startup",
+    "shrink",
+    "revoke",
+];
 
 #[test]
 fn c_programs_run() {

@@ -263,6 +263,10 @@ fn json(msg: &Message) -> String {
             m.payload.len(),
             hex(&m.payload)
         ),
+        Message::Revoke(m) => format!(
+            r#"{{"kind":"revoke","group":{},"epoch":{},"origin":{},"hops":{}}}"#,
+            m.group, m.epoch, m.origin, m.hops
+        ),
         // A kind this printer does not know yet: its name and size.
         other => format!(
             r#"{{"kind":"{}","frame_len":{}}}"#,

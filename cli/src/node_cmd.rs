@@ -89,7 +89,8 @@
 //!
 //! stdin takes commands, one per line: `xcast TAG TEXT` (answered `xcast_started` with its
 //! `seq`, or `error`), `relm DST TAG TEXT` (a reliable message to rank DST; answered
-//! `relm_started` with its `uid`, or `error`), `flood TEXT`, `stats` (answered `stats` with the
+//! `relm_started` with its `uid`, or `error`), `flood TEXT`, `revoke GROUP [EPOCH]` (answered
+//! `revoke_started`; every rank, this one included, prints `revoked` once), `stats` (answered `stats` with the
 //! adapter's and the core's counters, `stdout.queue_waits` (lines that waited for room in the
 //! stdout queue), with `--transport quic` the QUIC endpoint's own, `quic`: each refusal reason
 //! apart, where the adapter's `handshakes_refused` is their sum, and with `--transport
@@ -100,6 +101,7 @@
 use lifeline_core::FloodEvent;
 use lifeline_core::MembershipEvent;
 use lifeline_core::RelmEvent;
+use lifeline_core::RevokeEvent;
 use lifeline_core::XcastEvent;
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -172,6 +174,11 @@ stdin commands, one per line, each answered by one JSON line on stdout:
                       removed and the epoch once every member removed them, or
                       `campaign_failed`). Every member prints `departed`; each target
                       drains, prints `left` and exits 0.
+  revoke GROUP [EPOCH]
+                      revoke GROUP (0..2^64) as of EPOCH (default: the current view's
+                      epoch), answered `revoke_started`. Every live rank, this one included,
+                      prints `revoked` (group, epoch, origin, hops, now_ms) exactly once per
+                      (group, epoch); an older epoch than one already revoked is refused.
   stats               the transport's and the core's counters and this rank's tree view
                       (`view`: slot, parent, children), answered `stats`.
 
@@ -427,6 +434,15 @@ fn event_json(e: &Event) -> (&'static str, Value) {
             json!({"slot": d.new_slot.map(|r| r.0), "parent": d.new_parent.map(|r| r.0),
                    "promoted": d.promoted}),
         ),
+        Event::Revoke(RevokeEvent::Revoked {
+            group,
+            epoch,
+            origin,
+            hops,
+        }) => (
+            "revoked",
+            json!({"group": group, "epoch": epoch, "origin": origin.0, "hops": hops}),
+        ),
         Event::Flood(FloodEvent::Delivered {
             origin,
             id,
@@ -525,6 +541,18 @@ fn shrink_stats_json(s: &lifeline_core::ShrinkStats) -> Value {
         "departed": s.departed,
         "leaving_entered": s.leaving_entered,
         "drain_timeouts": s.drain_timeouts,
+    })
+}
+
+/// The revoke flood's counters.
+fn revoke_stats_json(s: &lifeline_core::RevokeStats) -> Value {
+    json!({
+        "started": s.started,
+        "delivered": s.delivered,
+        "forwarded": s.forwarded,
+        "duplicates": s.duplicates,
+        "stale": s.stale,
+        "forgotten": s.forgotten,
     })
 }
 
@@ -1175,6 +1203,24 @@ async fn command(h: &Handle, extra: Option<&ExtraStats>, p: &Printer, line: &str
                 Err(e) => p.line(now, "error", json!({"command": line, "message": e.to_string()})).await,
             }
         }
+        "revoke" => {
+            let mut parts = rest.split_whitespace();
+            let group = parts.next().and_then(|g| g.parse::<u64>().ok());
+            let epoch = parts.next().map(|e| e.parse::<u64>().ok());
+            let (Some(group), None | Some(Some(_)), None) = (group, epoch, parts.next()) else {
+                p.line(now, "error", json!({"command": line, "message": "usage: revoke GROUP [EPOCH]"})).await;
+                return true;
+            };
+            let epoch = epoch.flatten();
+            match h.command(move |n, now| {
+                let epoch = epoch.unwrap_or_else(|| n.epoch());
+                n.revoke(now, group, epoch).map(|()| epoch)
+            }).await {
+                Ok(Ok(epoch)) => p.line(now, "revoke_started", json!({"group": group, "epoch": epoch})).await,
+                Ok(Err(e)) => p.line(now, "error", json!({"command": line, "message": e.to_string()})).await,
+                Err(e) => p.line(now, "error", json!({"command": line, "message": e.to_string()})).await,
+            }
+        }
         "stats" => {
             let core = h.inspect(|n| n.stats().clone()).await.unwrap_or_default();
             let transport: serde_json::Map<String, Value> = h
@@ -1186,6 +1232,7 @@ async fn command(h: &Handle, extra: Option<&ExtraStats>, p: &Printer, line: &str
             let joins = h.inspect(Node::join_stats).await.unwrap_or_default();
             let startup = h.inspect(Node::startup_stats).await.unwrap_or_default();
             let shrink = h.inspect(Node::shrink_stats).await.unwrap_or_default();
+            let revoke = h.inspect(Node::revoke_stats).await.unwrap_or_default();
             // This rank's tree view now: where its broadcasts and repairs go.
             let view = h
                 .inspect(|n| {
@@ -1202,6 +1249,7 @@ async fn command(h: &Handle, extra: Option<&ExtraStats>, p: &Printer, line: &str
                                "join": join_stats_json(&joins),
                                "startup": startup_stats_json(&startup),
                                "shrink": shrink_stats_json(&shrink),
+                               "revoke": revoke_stats_json(&revoke),
                                "stdout": {"queue_waits": p.waits()}});
             if let Some((key, snapshot)) = extra {
                 let fields: serde_json::Map<String, Value> = snapshot()
@@ -1215,7 +1263,7 @@ async fn command(h: &Handle, extra: Option<&ExtraStats>, p: &Printer, line: &str
         _ => p.line(
             now,
             "error",
-            json!({"command": line, "message": "commands: xcast TAG TEXT | relm DST TAG TEXT | flood TEXT | shrink R[,R...] | stats | quit"}),
+            json!({"command": line, "message": "commands: xcast TAG TEXT | relm DST TAG TEXT | flood TEXT | shrink R[,R...] | revoke GROUP [EPOCH] | stats | quit"}),
         ).await,
     }
     true

@@ -75,6 +75,11 @@ enum SimCommand {
     /// targets, none open past its bound, no failure verdict for a departing rank, only
     /// targets leave, nothing lost or duplicated among survivors, survivors agree).
     Shrink(crate::sim_shrink::ShrinkArgs),
+    /// One revoke from a random origin: every survivor must get `Revoked` exactly once, even
+    /// with ranks crashed before it (removed, or not yet detected) and during the flood (at
+    /// most the overlay's degree − 1 undetected in all). Reports hops against the binomial
+    /// overlay's diameter, latency, and notices per revoke.
+    Revoke(crate::sim_revoke::RevokeArgs),
 }
 
 /// Arguments of `lifeline sim flood`.
@@ -179,6 +184,7 @@ pub(crate) fn run(args: &SimArgs) -> Result<(), CliError> {
         SimCommand::Membership(a) => crate::sim_membership::run(a),
         SimCommand::Elastic(a) => crate::sim_elastic::run(a),
         SimCommand::Shrink(a) => crate::sim_shrink::run(a),
+        SimCommand::Revoke(a) => crate::sim_revoke::run(a),
     }
 }
 

@@ -118,6 +118,14 @@ fn the_documented_example() {
     assert_eq!(v["payload_len"], 8);
 }
 
+/// A revoke notice prints its fields (the golden frame of `core/tests/golden/frames.hex`).
+#[test]
+fn a_revoke_notice() {
+    let frame = "01320000001601020304050607080000000000000009000000050003";
+    let want = r#"{"kind":"revoke","group":72623859790382856,"epoch":9,"origin":5,"hops":3}"#;
+    assert_eq!(ok(&["--hex"], frame.as_bytes()), [want]);
+}
+
 #[test]
 fn empty_input_prints_nothing() {
     assert!(ok(&[], b"").is_empty());

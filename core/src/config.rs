@@ -5,6 +5,7 @@ use crate::flood::FloodConfig;
 use crate::join::JoinConfig;
 use crate::membership::MembershipConfig;
 use crate::relm::{RelmConfig, RelmConfigError};
+use crate::revoke::RevokeConfig;
 use crate::tree::{Layout, LayoutError, Rank, RankSet};
 use crate::wire::{Limits, HEADER_LEN};
 use crate::xcast::XcastConfig;
@@ -63,6 +64,8 @@ pub struct Config {
     pub relm: RelmConfig,
     /// Heartbeat failure detector.
     pub detect: DetectConfig,
+    /// The revoke flood.
+    pub revoke: RevokeConfig,
 }
 
 impl Config {
@@ -86,6 +89,7 @@ impl Config {
             xcast: XcastConfig::default(),
             relm: RelmConfig::default(),
             detect: DetectConfig::default(),
+            revoke: RevokeConfig::default(),
         }
     }
 
@@ -140,6 +144,7 @@ impl Config {
         self.xcast.validate()?;
         self.relm.validate()?;
         self.detect.validate()?;
+        self.revoke.validate()?;
         debug_assert!(MIN_FRAME as usize > HEADER_LEN);
         Ok(layout)
     }

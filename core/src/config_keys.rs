@@ -127,6 +127,7 @@ keys! {
     "join_remembered" => join.remembered,
     "flood_linger_ns" => flood.linger,
     "flood_max" => flood.max,
+    "revoke_max_groups" => revoke.max_groups,
     "membership_notice_batch_ns" => membership.notice_batch,
     "membership_stable_reports" => membership.stable_reports,
     "membership_flux_reports" => membership.flux_reports,

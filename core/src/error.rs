@@ -2,6 +2,7 @@
 //! errors nested.
 
 use crate::relm::RelmError;
+use crate::revoke::RevokeError;
 use crate::tree::{Rank, TreeError};
 use crate::xcast::XcastError;
 
@@ -39,4 +40,7 @@ pub enum CommandError {
     /// Reliable messaging refused the command.
     #[error(transparent)]
     Relm(#[from] RelmError),
+    /// The revoke flood refused the command.
+    #[error(transparent)]
+    Revoke(#[from] RevokeError),
 }

@@ -5,6 +5,7 @@ use crate::detect::DetectEvent;
 use crate::flood::FloodEvent;
 use crate::membership::MembershipEvent;
 use crate::relm::RelmEvent;
+use crate::revoke::RevokeEvent;
 use crate::tree::{RankSet, Scope, ViewDelta};
 use crate::xcast::XcastEvent;
 
@@ -48,4 +49,6 @@ events! {
     Relm(RelmEvent);
     /// Heartbeat failure detector (advisory).
     Detect(DetectEvent);
+    /// The revoke flood.
+    Revoke(RevokeEvent);
 }

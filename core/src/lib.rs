@@ -12,7 +12,7 @@
 //! # Layout: machines, and a node that routes
 //!
 //! Each protocol is a machine in its own module ([`flood`], [`membership`], [`xcast`],
-//! [`relm`], [`detect`]) owning its state, its message family (kind bytes and codecs), its timer
+//! [`relm`], [`detect`], [`revoke`]) owning its state, its message family (kind bytes and codecs), its timer
 //! keys, its stats, its config section, its command errors and its events; [`Stats`],
 //! [`Config`], [`Event`], [`TimerKey`], [`CommandError`] and [`wire::Message`] nest them, one
 //! line per machine. A machine sees only a context (outbox, timers, counters, read-only config
@@ -40,7 +40,7 @@
 //!      timed out, closed): the evidence, not a verdict;
 //!    - [`Node::handle_timeout`]`(now)` when the deadline from `poll_timeout` passes;
 //!    - application commands such as [`Node::xcast`], [`Node::relm_send`], [`Node::flood`],
-//!      [`Node::grow`] and [`Node::declare_dead`], which return `Err` only for misuse or
+//!      [`Node::grow`], [`Node::revoke`] and [`Node::declare_dead`], which return `Err` only for misuse or
 //!      back-pressure (never for a peer's fault).
 //!
 //!    A `now` earlier than one already seen is clamped to the latest, so a non-monotonic clock
@@ -158,6 +158,7 @@ pub mod membership;
 mod node;
 mod outbox;
 pub mod relm;
+pub mod revoke;
 pub mod rng;
 #[cfg(feature = "sim")]
 pub mod sim;
@@ -186,6 +187,7 @@ pub use node::Node;
 pub use relm::{
     RelmConfig, RelmConfigError, RelmError, RelmEvent, RelmStats, RelmTimer, MAX_RELM_WINDOW,
 };
+pub use revoke::{RevokeConfig, RevokeError, RevokeEvent, RevokeStats, RevokeTimer};
 pub use stats::Stats;
 pub use time::{Duration, Instant};
 pub use timer::{TimerKey, TimerToken};

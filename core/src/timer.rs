@@ -8,6 +8,7 @@ use crate::detect::DetectTimer;
 use crate::flood::FloodTimer;
 use crate::membership::MembershipTimer;
 use crate::relm::RelmTimer;
+use crate::revoke::RevokeTimer;
 use crate::xcast::XcastTimer;
 
 /// Declares [`TimerKey`] from one line per machine, with `From` conversions from each machine's
@@ -39,6 +40,8 @@ timer_keys! {
     Relm(RelmTimer);
     /// Heartbeat failure detector.
     Detect(DetectTimer);
+    /// The revoke flood (arms none).
+    Revoke(RevokeTimer);
 }
 
 /// The generation a timer was armed with. A machine that keeps the token can tell a current

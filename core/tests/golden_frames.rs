@@ -272,8 +272,21 @@ fn frames() -> Vec<(&'static str, Bytes)> {
             }),
         ),
     ];
-    let msgs: Vec<(&'static str, Message)> =
-        msgs.into_iter().chain(detect).chain(membership).collect();
+    let revoke = [(
+        "revoke",
+        Message::from(RevokeMsg {
+            group: 0x0102_0304_0506_0708,
+            epoch: 9,
+            origin: Rank(5),
+            hops: 3,
+        }),
+    )];
+    let msgs: Vec<(&'static str, Message)> = msgs
+        .into_iter()
+        .chain(detect)
+        .chain(membership)
+        .chain(revoke)
+        .collect();
     let mut out: Vec<(&'static str, Bytes)> =
         msgs.into_iter().map(|(n, m)| (n, m.encode())).collect();
     out.push((

@@ -50,7 +50,7 @@ use lifeline_core::wire::{
 };
 use lifeline_core::wire::{
     AlertEntry, AlertMsg, CampaignId, CheckInMsg, CorroborateMsg, CorroborateOp, EvictedMsg,
-    MembershipMsg, RelmMsg, RemovedMsg, ShrinkRequestMsg, UnreachableMsg, XcastMsg,
+    MembershipMsg, RelmMsg, RemovedMsg, RevokeMsg, ShrinkRequestMsg, UnreachableMsg, XcastMsg,
 };
 use lifeline_core::{
     xcast, CommandError, Config, Duration, Event, FloodEvent, Instant, LinkCause, MembershipEvent,
@@ -122,6 +122,17 @@ fn flood(name: &'static str, origin: u32, id: u64, hops: u16, payload: &[u8]) ->
     });
     // origin:u32 id:u64 hops:u16, then the payload's u32 length.
     sample(name, msg, vec![(HEADER_LEN + 14, payload.len() as u32)])
+}
+
+fn revoke(name: &'static str, group: u64, epoch: u64, origin: u32, hops: u16) -> Sample {
+    let msg = Message::from(RevokeMsg {
+        group,
+        epoch,
+        origin: Rank(origin),
+        hops,
+    });
+    // Fixed fields only: no length inside.
+    sample(name, msg, vec![])
 }
 
 fn adopt(name: &'static str, lineage: &[u32]) -> Sample {
@@ -330,6 +341,10 @@ fn samples() -> Vec<Sample> {
         flood("flood/max-fields", 63, u64::MAX, u16::MAX, &[0xA5; 48]),
         flood("flood/origin-is-receiver", 5, 1, 1, b"me"),
         flood("flood/origin-outside-span", 64, 1, 1, b"out"),
+        revoke("revoke/new", 7, 1, 3, 1),
+        revoke("revoke/max-fields", u64::MAX, u64::MAX, 63, u16::MAX),
+        revoke("revoke/origin-is-receiver", 7, 2, 5, 2),
+        revoke("revoke/origin-outside-span", 7, 3, 64, 1),
         adopt("adopt/agreed", &[0, 1]),
         adopt("adopt/parent-died", &[0]),
         adopt("adopt/empty", &[]),
@@ -929,6 +944,9 @@ fn predict(node: &Node, from: Rank, decoded: &Result<Message, DecodeError>) -> C
         // A reliable message comes from a live source other than the receiver (its own never
         // comes back) and goes to a rank inside the span.
         Message::Relm(RelmMsg::Data(d)) => !tree.is_alive(d.src) || d.src == me || !in_span(d.dst),
+        // A revoke notice names an origin inside the span (it may have died since, and a
+        // notice may come back to its origin over the overlay).
+        Message::Revoke(r) => !in_span(r.origin),
         _ => false,
     };
     if bad_origin {

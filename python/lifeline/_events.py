@@ -31,6 +31,7 @@ __all__ = [
     "Left",
     "CampaignCompleted",
     "CampaignFailed",
+    "Revoked",
     "FloodDelivered",
     "Suspected",
     "TreeChanged",
@@ -238,6 +239,20 @@ class CampaignFailed:
     reason: str
 
 
+@_kind("revoked")
+@dataclass(frozen=True)
+class Revoked:
+    """``group`` is revoked as of ``epoch`` by ``origin`` (``Node.revoke``): stop its
+    operations now. Once per (group, epoch) at every live rank, the origin included; never for
+    an epoch older than one already revoked for the group. ``hops``: overlay hops the notice
+    crossed (0 at the origin)."""
+
+    group: int
+    epoch: int
+    origin: int
+    hops: int
+
+
 @_kind("flood_delivered")
 @dataclass(frozen=True)
 class FloodDelivered:
@@ -307,6 +322,7 @@ Event = Union[
     Left,
     CampaignCompleted,
     CampaignFailed,
+    Revoked,
     FloodDelivered,
     Suspected,
     TreeChanged,

@@ -230,6 +230,12 @@ class RunningNode:
         """Declares ``ranks`` dead on the caller's word (its launcher saw them exit)."""
         self._inner.declare_dead(list(ranks))
 
+    def revoke(self, group: int, epoch: int) -> None:
+        """Revokes ``group`` as of ``epoch``: :class:`Revoked` here and at every live rank,
+        exactly once per (group, epoch). A repeat does nothing. Raises ``NotAMember``,
+        ``ValueError`` (a newer epoch of the group is already revoked here)."""
+        self._inner.revoke(group, epoch)
+
     def shrink(self, targets: Iterable[int]) -> int:
         """Starts a shrink campaign removing ``targets`` on purpose; its id (``requester << 32 |
         seq``). Every member then sees one :class:`Departed`, each target :class:`Left` (it

@@ -152,6 +152,14 @@ class Node:
         """Grows the span to ``new_span`` (ranks granted out of band)."""
         self._inner.grow(now_ns, new_span)
 
+    def revoke(self, now_ns: int, group: int, epoch: int) -> None:
+        """Revokes ``group`` as of ``epoch`` (ULFM's ``MPIX_Comm_revoke``): this node gets
+        :class:`Revoked` at once and a notice floods the live members, each of which gets it
+        exactly once, despite up to the overlay's degree - 1 ranks dying meanwhile. A repeat
+        does nothing. Raises ``NotAMember`` (this rank was removed), ``ValueError`` (a newer
+        epoch of the group is already revoked here)."""
+        self._inner.revoke(now_ns, group, epoch)
+
     def shrink(self, now_ns: int, targets: Iterable[int]) -> int:
         """Starts a shrink campaign removing ``targets`` on purpose; its id (``requester << 32 |
         seq``, the same number at every rank). The targets enter leaving mode (their commands

@@ -8,7 +8,9 @@ use std::collections::BTreeSet;
 
 use bytes::Bytes;
 use lifeline_core::tree::Rank;
-use lifeline_core::{DetectEvent, Event, FloodEvent, MembershipEvent, RelmEvent, XcastEvent};
+use lifeline_core::{
+    DetectEvent, Event, FloodEvent, MembershipEvent, RelmEvent, RevokeEvent, XcastEvent,
+};
 
 use crate::shrink::campaign_id;
 
@@ -147,6 +149,18 @@ pub enum Ev {
     Evicted {
         /// The failure epoch of the member that told it.
         epoch: u64,
+    },
+    /// A group is revoked (`Revoked`): once per (group, epoch) at every live rank, the origin
+    /// included.
+    Revoked {
+        /// The application's group id.
+        group: u64,
+        /// The revoked epoch of the group.
+        epoch: u64,
+        /// The rank that revoked it.
+        origin: u32,
+        /// Overlay hops the notice crossed (0 at the origin).
+        hops: u16,
     },
     /// A flood (best effort) was delivered here (`FloodDelivered`).
     FloodDelivered {
@@ -349,6 +363,17 @@ impl Members {
                 id,
                 payload,
             },
+            Event::Revoke(RevokeEvent::Revoked {
+                group,
+                epoch,
+                origin,
+                hops,
+            }) => Ev::Revoked {
+                group,
+                epoch,
+                origin: origin.0,
+                hops,
+            },
             Event::Detect(DetectEvent::Suspect { rank, .. }) => Ev::Suspected { rank: rank.0 },
             Event::ViewChanged(d) => Ev::TreeChanged {
                 slot: d.new_slot.map(|r| r.0),
@@ -379,6 +404,27 @@ mod tests {
     use super::*;
     use lifeline_core::RemovalCause;
     use std::collections::BTreeMap;
+
+    #[test]
+    fn a_revoke_is_flattened() {
+        let mut m = Members::from_config(&lifeline_core::Config::new(4, 2));
+        let ev = m.convert(Event::Revoke(RevokeEvent::Revoked {
+            group: 7,
+            epoch: 3,
+            origin: Rank(2),
+            hops: 1,
+        }));
+        assert_eq!(
+            ev,
+            Ev::Revoked {
+                group: 7,
+                epoch: 3,
+                origin: 2,
+                hops: 1
+            }
+        );
+        assert_eq!(m.to_vec(), vec![0, 1, 2, 3]);
+    }
 
     #[test]
     fn a_view_change_removes_its_ranks_from_the_members() {

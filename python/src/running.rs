@@ -485,6 +485,16 @@ impl Running {
         Ok(self.block_on(async move { h.command(move |n, now| n.flood(now, payload)).await })???)
     }
 
+    /// Revokes `group` as of `epoch` (see `Node::revoke`): `Revoked` here and at every live
+    /// rank, once per (group, epoch). A repeat does nothing; an older epoch than one revoked
+    /// here is [`RunError::Invalid`].
+    pub fn revoke(&self, group: u64, epoch: u64) -> Result<(), RunError> {
+        let h = self.inner()?.handle.clone();
+        Ok(self.block_on(async move {
+            h.command(move |n, now| n.revoke(now, group, epoch)).await
+        })???)
+    }
+
     /// Declares ranks dead on the caller's word (its launcher saw them exit).
     pub fn declare_dead(&self, ranks: Vec<u32>) -> Result<(), RunError> {
         let h = self.inner()?.handle.clone();
@@ -597,6 +607,7 @@ pub(crate) fn core_stats(n: &Node) -> Vec<(String, u64)> {
     let st = n.startup_stats();
     let co = n.corroboration_stats();
     let sh = n.shrink_stats();
+    let rv = n.revoke_stats();
     let (delivered, done) = n.xcast_watermarks();
     [
         ("frames_in", s.frames_in),
@@ -638,6 +649,12 @@ pub(crate) fn core_stats(n: &Node) -> Vec<(String, u64)> {
         ("shrink_leaving_suppressed", sh.leaving_suppressed),
         ("shrink_leaving_entered", sh.leaving_entered),
         ("shrink_drain_timeouts", sh.drain_timeouts),
+        ("revoke_started", rv.started),
+        ("revoke_delivered", rv.delivered),
+        ("revoke_forwarded", rv.forwarded),
+        ("revoke_duplicates", rv.duplicates),
+        ("revoke_stale", rv.stale),
+        ("revoke_forgotten", rv.forgotten),
         ("epoch", n.epoch()),
     ]
     .into_iter()

@@ -371,3 +371,32 @@ def test_shrink_events_are_built_from_the_raw_tuples():
     assert from_raw(("startup_incomplete", 1, [2], 2)).missing == (2,)  # type: ignore[union-attr]
     with pytest.raises(TypeError):
         from_raw(("left", 5, 6))
+
+
+def test_a_revoke_reaches_every_live_rank_once_despite_an_unnoticed_crash():
+    net = Net(12, radix=4)
+    net.run(20)
+    net.crashed.add(5)  # dead, and nobody has noticed: frames to it are lost
+    net.nodes[3].revoke(net.now, 42, 7)
+    assert net.nodes[3].poll_event() == lifeline.Revoked(42, 7, 3, 0)  # at once, here
+    net.nodes[3].revoke(net.now, 42, 7)  # a repeat does nothing
+    net.run(5)
+    for r in net.live():
+        got = net.of(r, lifeline.Revoked)
+        want = [] if r == 3 else [(42, 7, 3)]  # the origin's was polled above
+        assert [(e.group, e.epoch, e.origin) for e in got] == want, r
+        assert all(e.hops > 0 for e in got)
+        assert net.nodes[r].stats()["core.revoke_delivered"] == 1
+    with pytest.raises(ValueError):
+        net.nodes[3].revoke(net.now, 42, 6)  # stale: epoch 7 is revoked
+    net.nodes[8].revoke(net.now, 42, 8)  # a newer epoch is a new revoke, from anyone
+    net.run(5)
+    assert all(len(net.of(r, lifeline.Revoked)) == (1 if r == 3 else 2) for r in net.live())
+    assert net.nodes[3].stats()["core.revoke_started"] == 1
+    assert from_raw_revoked() == lifeline.Revoked(1, 2, 3, 4)
+
+
+def from_raw_revoked():
+    from lifeline._events import from_raw
+
+    return from_raw(("revoked", 1, 2, 3, 4))

@@ -71,6 +71,8 @@ struct Injected {
     pauses: Vec<Paused>,
     /// Paused rank -> the instant of its SIGSTOP and the `at_ms` it was asked for.
     stop_at: BTreeMap<u32, (Tick, u64)>,
+    /// `--revoke` index -> wall time its command was written to the origin.
+    revokes_sent: BTreeMap<usize, f64>,
 }
 
 /// The workload's ops: the last origin, how many were attempted, and the commands sent to
@@ -116,6 +118,7 @@ pub(super) async fn drive(
         timeline: faults,
         mut net,
         pauses: asked_pauses,
+        revokes,
     } = faults;
     // Ctrl-C and SIGTERM are caught from here on, before any table or process exists, so
     // either ends the run through the same clean-up.
@@ -208,6 +211,10 @@ pub(super) async fn drive(
                 while next < faults.len() && due(&faults[next], start, &done.stop_at, &net) {
                     let f = faults[next];
                     next += 1;
+                    if let Action::Revoke(i) = f.action {
+                        done.revoke(i, &revokes[i], procs).await;
+                        continue;
+                    }
                     done.inject(f, args, procs, &mut net, eps, &asked_pauses, start).await?;
                 }
                 if attack.is_some_and(|at| Tick::now() >= at) {
@@ -253,6 +260,7 @@ pub(super) async fn drive(
         killed,
         killed_at_ms,
         pauses,
+        revokes_sent,
         ..
     } = done;
     let settled = settle(
@@ -298,6 +306,8 @@ pub(super) async fn drive(
         joiners,
         asked,
         settled: settled.then_some(settled_ms),
+        revokes,
+        revokes_sent,
     };
     report(
         args,
@@ -390,6 +400,17 @@ fn announce(
 }
 
 impl Injected {
+    /// `--revoke` `i`: tells its origin to revoke (unless the origin is gone: then it is never
+    /// sent, and the report says so).
+    async fn revoke(&mut self, i: usize, a: &super::revokes::Asked, procs: &mut Procs) {
+        if self.killed.contains_key(&a.rank) {
+            return;
+        }
+        tracing::debug!(rank = a.rank, group = a.group, "revoke");
+        procs.send(a.rank, &super::revokes::command(a)).await;
+        self.revokes_sent.insert(i, wall_ms());
+    }
+
     /// Injects fault `f` now: SIGKILL, SIGSTOP, SIGCONT, or a network fault's rules in or out.
     #[allow(clippy::too_many_arguments)]
     async fn inject(
@@ -465,6 +486,7 @@ impl Injected {
                 f.applied = Some((Tick::now(), start.elapsed().as_millis() as u64, wall_ms()));
                 tracing::debug!(fault = f.flag, handles = ?f.handles, "rules in");
             }
+            Action::Revoke(_) => {} // not a fault: see `Injected::revoke`
             Action::NetOff(i) => {
                 let Some(table) = procs.table.as_ref() else {
                     return Ok(());

@@ -38,6 +38,9 @@ pub(super) struct Outcome {
     /// required confirmation and eviction was in, ms into the workload; `None`: not within the
     /// settling time (a hang).
     pub(super) settled: Option<u64>,
+    /// The `--revoke`s as asked, and when each command was written (flag index -> wall time).
+    pub(super) revokes: Vec<super::revokes::Asked>,
+    pub(super) revokes_sent: BTreeMap<usize, f64>,
 }
 
 /// How a rank left the cluster before the end.

@@ -24,6 +24,9 @@ pub(super) enum Action {
     NetOn(usize),
     /// It ends (its rules come out).
     NetOff(usize),
+    /// Revoke `i` of [`Faults::revokes`]: its origin is told to revoke (not a fault: a
+    /// command on the timeline).
+    Revoke(usize),
 }
 
 /// One injected failure: SIGKILL, SIGSTOP or SIGCONT to `rank`, or a network fault starting or
@@ -70,6 +73,8 @@ pub(super) struct Faults {
     pub(super) timeline: Vec<Fault>,
     pub(super) net: Vec<NetFault>,
     pub(super) pauses: Vec<Pause>,
+    /// The `--revoke`s as asked.
+    pub(super) revokes: Vec<super::revokes::Asked>,
 }
 
 /// Splits `X@MS+DUR` into `X`, `MS`, `DUR`; `X@MS+forever` gives `DUR` `None`.
@@ -191,11 +196,20 @@ pub(super) fn parse_faults(args: &ClusterArgs) -> Result<Faults, CliError> {
             });
         }
     }
+    let revokes = super::revokes::parse(args)?;
+    for (i, r) in revokes.iter().enumerate() {
+        timeline.push(Fault {
+            rank: r.rank,
+            at_ms: r.at_ms,
+            action: Action::Revoke(i),
+        });
+    }
     timeline.sort_by_key(|f| f.at_ms);
     Ok(Faults {
         timeline,
         net,
         pauses,
+        revokes,
     })
 }
 

@@ -67,6 +67,12 @@
 //! workload lasts at least 2.5 s past the last grow. `--join-batch-ms` passes every node
 //! `--join-batch-ms`.
 //!
+//! With `--revoke R@MS` (repeatable) rank R revokes a group of its own MS milliseconds into
+//! the workload (see [`revokes`]); the report's `revokes` gives for each the ranks reached,
+//! every rank's latency from the launcher's command to its `revoked` line (`latency_ms`; max
+//! and median over the ranks but the origin; `origin_latency_ms`), the most overlay hops,
+//! `missing_survivors` and `delivered_twice`; `pass` needs both empty.
+//!
 //! With `--shrink R,R@MS[/FROM]` (repeatable) the launcher writes `shrink R,R` to the
 //! requester's stdin MS milliseconds into the workload (FROM, or a live rank that is no target
 //! of a campaign asked at that moment, a different one per such campaign; see [`shrink`]). A
@@ -165,6 +171,7 @@ mod grow;
 mod intrude;
 mod procs;
 mod report;
+mod revokes;
 mod setup;
 mod shrink;
 mod tally;
@@ -227,6 +234,12 @@ pub(crate) struct ClusterArgs {
     /// Repeatable.
     #[arg(long = "grow", value_name = "N@MS")]
     grows: Vec<String>,
+    /// Rank R revokes a group MS milliseconds into the workload (stdin `revoke GROUP 1`, a
+    /// new group per flag); the report gives, per revoke, every rank's latency from the
+    /// command to its `revoked` line (max, median) and the survivors that never printed
+    /// `revoked` (there must be none). Repeatable.
+    #[arg(long = "revoke", value_name = "R@MS")]
+    revokes: Vec<String>,
     /// Ask for a shrink campaign MS milliseconds into the workload: the launcher writes
     /// `shrink R,R` to the requester's stdin (FROM; by default a live rank that is no target
     /// of a campaign asked at the same moment, a different one for each such campaign). The

@@ -200,7 +200,10 @@ pub(super) fn report(
         TransportKind::Tcp => 2,
         TransportKind::Quic => 3,
     };
-    let pass = (!args.garbage || refused >= intruders * survivors.len() as u64)
+    let (revokes, revokes_ok, revoke_lines) =
+        super::revokes::summary(&o.revokes, &o.revokes_sent, &t.revoked, survivors);
+    let pass = revokes_ok
+        && (!args.garbage || refused >= intruders * survivors.len() as u64)
         && exactly_once
         && relm_dups == 0
         && relm_lost == 0
@@ -273,6 +276,9 @@ pub(super) fn report(
             "settled_ms": o.settled,
             "pass": pass,
         });
+        if !o.revokes.is_empty() {
+            v["revokes"] = revokes;
+        }
         v["delivery_gap_ms_max"] = json!(gaps.values().copied().reduce(f64::max));
         v["delivery_gap_ms"] = json!(gaps);
         if !args.shrinks.is_empty() {
@@ -464,6 +470,9 @@ pub(super) fn report(
                 "  survivors continued: {continued}/{} delivered ops started after the last fault",
                 survivors.len()
             )?;
+            for l in &revoke_lines {
+                writeln!(out, "{l}")?;
+            }
             writeln!(
                 out,
                 "  false positives: {} {:?}; refused connections: {refused}{}",

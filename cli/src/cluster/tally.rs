@@ -105,6 +105,8 @@ pub(super) struct Tally {
     pub(super) startup_done: BTreeMap<u32, Vec<(f64, u64, Vec<u32>)>>,
     /// Start-up: rank -> `checked_in` lines (check-in notices it applied: start-up views).
     pub(super) checked_in: BTreeMap<u32, u32>,
+    /// Every `revoked` line (`--revoke`).
+    pub(super) revoked: super::revokes::Seen,
     /// Shrink: requester -> its `campaign_started` lines (wall time, id, targets).
     pub(super) campaign_started: BTreeMap<u32, Vec<(f64, String, Vec<u32>)>>,
     /// Shrink: requester -> its `campaign_completed` lines (wall time, id, removed, epoch).
@@ -183,6 +185,7 @@ impl Tally {
             "listening" => {
                 self.listening.insert(rank);
             }
+            "revoked" => self.revoked.take(rank, t, v),
             "checked_in" => *self.checked_in.entry(rank).or_default() += 1,
             "ready" | "startup_incomplete" => {
                 let missing = v["missing"]

@@ -114,6 +114,34 @@ impl Node {
         Ok(id)
     }
 
+    /// Revokes `group` as of `epoch` (ULFM's `MPIX_Comm_revoke`; see [`crate::revoke`]): this
+    /// rank gets [`RevokeEvent::Revoked`](crate::revoke::RevokeEvent::Revoked) at once, and
+    /// a notice floods the binomial-graph overlay of its current view so that every live rank
+    /// gets the event once, despite up to degree − 1 ranks dying during the flood. Idempotent:
+    /// a (group, epoch) already revoked here is `Ok` and does nothing. Refused, nothing
+    /// changed: [`CommandError::Dead`] on an evicted rank, [`RevokeError::Stale`](crate::revoke::RevokeError::Stale)
+    /// when a newer epoch of the group is already revoked here. Allowed while leaving (a
+    /// leaving rank is still a member and forwards notices).
+    pub fn revoke(&mut self, now: Instant, group: u64, epoch: u64) -> Result<(), CommandError> {
+        self.clamp(now);
+        if self.tree.view().is_none() {
+            return Err(CommandError::Dead);
+        }
+        Ok(run!(self, revoke.start(group, epoch))?)
+    }
+
+    /// The newest epoch of `group` revoked at this rank, if any (and still remembered: see
+    /// [`RevokeConfig::max_groups`](crate::revoke::RevokeConfig::max_groups)).
+    pub fn revoked(&self, group: u64) -> Option<u64> {
+        self.m.revoke.revoked(group)
+    }
+
+    /// Revoke counters (kept with the revoke state, which a rank makes on first use: all zero
+    /// before).
+    pub fn revoke_stats(&self) -> crate::revoke::RevokeStats {
+        self.m.revoke.stats()
+    }
+
     /// Declares `ranks` dead on the embedding runtime's word (out of band, e.g. its launcher
     /// saw them exit) and repairs once. Ranks outside the span are refused, nothing changed.
     pub fn declare_dead(&mut self, now: Instant, ranks: &RankSet) -> Result<(), CommandError> {

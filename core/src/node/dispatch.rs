@@ -135,6 +135,8 @@ machines! {
     Relm => relm: crate::relm::Relm,
     /// Heartbeat failure detector.
     Detect => detect: crate::detect::Detector,
+    /// The revoke flood.
+    Revoke => revoke: crate::revoke::Revoke,
 }
 
 impl Node {

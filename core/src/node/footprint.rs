@@ -16,6 +16,7 @@ use crate::detect::Detector;
 use crate::flood::Flood;
 use crate::membership::Membership;
 use crate::relm::Relm;
+use crate::revoke::Revoke;
 use crate::stats::Stats;
 use crate::timer::Timers;
 use crate::tree::Tree;
@@ -31,6 +32,7 @@ fn inline_sizes_stay_bounded() {
         ("  xcast", size_of::<Xcast>(), 288),
         ("  relm", size_of::<Relm>(), 300),
         ("  detect (off: absent)", size_of::<Detector>(), 8),
+        ("  revoke (boxed on first use)", size_of::<Revoke>(), 8),
         ("  stats", size_of::<Stats>(), 640),
         ("  tree", size_of::<Tree>(), 176),
         ("  timers", size_of::<Timers>(), 64),

@@ -23,6 +23,10 @@ pub fn describe(frame: &Bytes) -> String {
                 m.origin, m.id, m.hops
             )
         }
+        Ok(Message::Revoke(m)) => format!(
+            "Revoke group={} epoch={} origin={} hops={} ({len}B)",
+            m.group, m.epoch, m.origin, m.hops
+        ),
         Ok(Message::Xcast(XcastMsg::Relay(m))) => format!(
             "Relay origin={} seq={} tag={} ({len}B)",
             m.origin, m.seq, m.tag

@@ -177,6 +177,43 @@ impl RankSet {
         Some(Rank((i as u32) * 64 + 63 - w.leading_zeros()))
     }
 
+    /// How many members are below `r` (a rank query). O(r / 64).
+    pub fn count_below(&self, r: Rank) -> u32 {
+        let w = (r.0 >> 6) as usize;
+        let full: u32 = self.words.iter().take(w).map(|x| x.count_ones()).sum();
+        let part = self
+            .words
+            .get(w)
+            .map_or(0, |x| (x & ((1u64 << (r.0 & 63)) - 1)).count_ones());
+        full + part
+    }
+
+    /// The ranks that are *not* members, picked by their position among non-members: for each
+    /// `k` of `ks` (ascending), the `k`-th non-member (0-based), pushed to `out` in order. One
+    /// pass over the words: O(highest member / 64 + `ks.len()`). Non-members never end, so every
+    /// `k` has an answer (the caller bounds it by the span).
+    pub(crate) fn select_absent(&self, ks: &[u32], out: &mut impl Extend<Rank>) {
+        debug_assert!(ks.windows(2).all(|p| p[0] <= p[1]));
+        let mut ks = ks.iter().copied().peekable();
+        // Non-members before word `w`.
+        let mut base = 0u32;
+        for (w, &word) in self.words.iter().enumerate() {
+            let free = !word;
+            let here = free.count_ones();
+            while let Some(&k) = ks.peek().filter(|&&k| k < base + here) {
+                let mut bits = free;
+                for _ in 0..(k - base) {
+                    bits &= bits - 1; // drop the lowest free bit
+                }
+                out.extend([Rank(w as u32 * 64 + bits.trailing_zeros())]);
+                ks.next();
+            }
+            base += here;
+        }
+        let end = self.words.len() as u32 * 64;
+        out.extend(ks.map(|k| Rank(end + (k - base))));
+    }
+
     /// Members in ascending order.
     pub fn iter(&self) -> Iter<'_> {
         Iter {

@@ -29,6 +29,7 @@ pub use crate::membership::{
 pub use crate::relm::{
     ChainMark, RelmAckMsg, RelmDataMsg, RelmLinkMsg, RelmMsg, RelmReqMsg, UidRange,
 };
+pub use crate::revoke::RevokeMsg;
 pub use crate::xcast::{
     AckMsg, CompleteMsg, ForwardMsg, NeedMsg, PollMsg, RecoverDoneMsg, RecoverMsg, RecoveredOpMsg,
     RelayMsg, SyncMsg, XcastMsg,
@@ -172,7 +173,8 @@ macro_rules! messages {
 }
 
 // The message table: one line per machine. Kind ranges: 1 flood, 2–3 membership, 10–19 xcast,
-// 20–23 RELM, 30–31 detector, 40–42 membership; next free: 43–49 agreement, 50–59 revoke, 60–69 elastic.
+// 20–23 RELM, 30–31 detector, 40–42 membership, 50 revoke; next free: 43–49 agreement, 51–59
+// revoke, 60–69 elastic.
 messages! {
     /// The test flood (kind 1).
     Flood(crate::flood::FloodMsg);
@@ -185,6 +187,8 @@ messages! {
     Relm(crate::relm::RelmMsg);
     /// Heartbeat failure detector (kinds 30–31).
     Detect(crate::detect::DetectMsg);
+    /// The revoke flood (kind 50).
+    Revoke(crate::revoke::RevokeMsg);
 }
 
 impl Message {

@@ -164,6 +164,14 @@ pub(crate) fn ev_to_py(py: Python<'_>, ev: Ev) -> PyResult<Py<PyAny>> {
         Ev::CampaignFailed { id, reason } => ("campaign_failed", id, reason)
             .into_pyobject(py)?
             .into_any(),
+        Ev::Revoked {
+            group,
+            epoch,
+            origin,
+            hops,
+        } => ("revoked", group, epoch, origin, hops)
+            .into_pyobject(py)?
+            .into_any(),
         Ev::FloodDelivered {
             origin,
             id,

@@ -240,6 +240,14 @@ impl Node {
         .map_err(|e| run_err(e.into()))
     }
 
+    /// Revokes `group` as of `epoch`: `Revoked` here now and at every live rank once.
+    fn revoke(&self, py: Python<'_>, now_ns: u64, group: u64, epoch: u64) -> PyResult<()> {
+        self.with(py, move |s| {
+            s.node.revoke(Instant::from_nanos(now_ns), group, epoch)
+        })?
+        .map_err(|e| run_err(e.into()))
+    }
+
     /// Starts a shrink campaign removing `targets` on purpose; its id (`requester << 32 | seq`).
     fn shrink(&self, py: Python<'_>, now_ns: u64, targets: Vec<u32>) -> PyResult<u64> {
         let set = crate::shrink::targets(&targets).map_err(run_err)?;

@@ -122,6 +122,12 @@ impl RunningNode {
             .map_err(run_err)
     }
 
+    /// Revokes `group` as of `epoch`: `Revoked` here and at every live rank once.
+    fn revoke(&self, py: Python<'_>, group: u64, epoch: u64) -> PyResult<()> {
+        py.detach(|| self.inner.revoke(group, epoch))
+            .map_err(run_err)
+    }
+
     /// Starts a shrink campaign removing `targets` on purpose; its id (`requester << 32 | seq`).
     fn shrink(&self, py: Python<'_>, targets: Vec<u32>) -> PyResult<u64> {
         py.detach(|| self.inner.shrink(&targets)).map_err(run_err)

@@ -7,6 +7,8 @@
 //! - [`xcast`]: reliable broadcast (exactly once and in order at every survivor, completion
 //!   reported once, under crashes of any rank, the root included);
 //! - [`relm`]: reliable messaging (exactly once and in order per chain, across relay deaths);
+//! - [`revoke`]: the revoke flood (every survivor gets `Revoked` exactly once, despite
+//!   crashes before and during the flood);
 //! - [`shrink`]: shrink campaigns under joins, crashes and load (one completion each, one
 //!   departure view, no failure verdict for a departing rank);
 //! - [`membership`]: the heartbeat detector and membership under every fault kind the
@@ -16,5 +18,6 @@ pub mod elastic;
 pub mod flood;
 pub mod membership;
 pub mod relm;
+pub mod revoke;
 pub mod shrink;
 pub mod xcast;
