@@ -8,7 +8,7 @@
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -18,8 +18,15 @@ mod common;
 
 use common::{profile_dir, static_lib};
 
-/// Compiles `examples/daemon.c` with warnings as errors.
+/// Compiles `examples/daemon.c` with warnings as errors, once per test run: the tests run in
+/// parallel, and one test's compiler rewriting the executable while another starts it fails
+/// with "text file busy".
 fn build_daemon() -> PathBuf {
+    static DAEMON: OnceLock<PathBuf> = OnceLock::new();
+    DAEMON.get_or_init(compile_daemon).clone()
+}
+
+fn compile_daemon() -> PathBuf {
     let dir = profile_dir().join("c_api").join("interop");
     std::fs::create_dir_all(&dir).unwrap();
     let exe = dir.join("daemon");
