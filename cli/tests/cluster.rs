@@ -2,26 +2,14 @@
 //! (Network faults, which need nftables and root, are in `faults.rs`.)
 
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
 mod common;
 
-fn lifeline() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_lifeline"))
-}
-
-/// Kills the child if a test fails midway.
-struct Guard(Child);
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use common::{lifeline, Guard};
 
 /// A `--json` run's lines, after checking it passed (exit status 0; its output on failure).
 fn passed(out: &std::process::Output) -> Vec<Value> {

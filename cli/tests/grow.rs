@@ -1,37 +1,14 @@
 //! Joins with real processes: `lifeline node --join` by hand, and `lifeline cluster --grow`.
 
-use std::io::{BufRead, BufReader, Lines, Write};
-use std::process::{ChildStdout, Command, Stdio};
+use std::io::{BufRead, BufReader, Write};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
 mod common;
 
-fn lifeline() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_lifeline"))
-}
-
-/// Kills the child if a test fails midway.
-struct Guard(std::process::Child);
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// The next line of `lines` whose event is `event` (panics at the end of the output).
-fn wait_for(lines: &mut Lines<BufReader<ChildStdout>>, event: &str) -> Value {
-    for l in lines {
-        let v: Value = serde_json::from_str(&l.unwrap()).unwrap();
-        if v["event"] == event {
-            return v;
-        }
-    }
-    panic!("no {event} line");
-}
+use common::{lifeline, wait_for, Guard};
 
 /// Two members from a peers file; a third process joins through both (the first address
 /// listed is not listening: it tries the next). It prints `joined` (rank 2, the admitting

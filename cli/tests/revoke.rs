@@ -1,37 +1,11 @@
 //! The revoke flood with real processes: `lifeline node`'s stdin `revoke GROUP [EPOCH]` and
 //! `lifeline cluster --revoke R@MS`.
 
-use std::io::{BufRead, BufReader, Lines, Write};
-use std::process::{ChildStdout, Command, Stdio};
-
 use serde_json::{json, Value};
 
 mod common;
 
-fn lifeline() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_lifeline"))
-}
-
-/// Kills the child if a test fails midway.
-struct Guard(std::process::Child);
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// The next line of `lines` whose event is `event` (panics at the end of the output).
-fn wait_for(lines: &mut Lines<BufReader<ChildStdout>>, event: &str) -> Value {
-    for l in lines {
-        let v: Value = serde_json::from_str(&l.unwrap()).unwrap();
-        if v["event"] == event {
-            return v;
-        }
-    }
-    panic!("no {event} line");
-}
+use common::{lifeline, wait_for, Nodes};
 
 /// Six nodes. Rank 1 revokes group 7 at epoch 3: it answers `revoke_started`, and every rank
 /// (rank 1 included) prints `revoked` naming the group, the epoch and the origin, with
@@ -39,46 +13,15 @@ fn wait_for(lines: &mut Lines<BufReader<ChildStdout>>, event: &str) -> Value {
 /// each); an older epoch and a bad command are answered `error`.
 #[test]
 fn node_revoke_reaches_every_rank_once() {
-    let dir = std::env::temp_dir().join(format!("lifeline-revoke-test-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
     let n = 6;
-    let ports = common::free_ports(n);
-    let peers = dir.join("peers");
-    let book: String = (0..n)
-        .map(|r| format!("{r} 127.0.0.1:{}\n", ports[r]))
-        .collect();
-    std::fs::write(&peers, book).unwrap();
-    let key = dir.join("key");
-    std::fs::write(&key, b"revoke test secret").unwrap();
-    let p = peers.to_str().unwrap();
-    let mut nodes: Vec<Guard> = (0..n)
-        .map(|r| {
-            let mut c = lifeline();
-            c.args(["node", "--radix", "2", "--exit-on-stdin-eof", "--key-file"])
-                .arg(&key)
-                .args(["--rank", &r.to_string(), "--peers", p])
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped());
-            Guard(c.spawn().unwrap())
-        })
-        .collect();
-    let mut outs: Vec<_> = nodes
-        .iter_mut()
-        .map(|g| BufReader::new(g.0.stdout.take().unwrap()).lines())
-        .collect();
-    for o in outs.iter_mut() {
-        wait_for(o, "ready");
-    }
-    let mut stdin = |r: usize, line: &str| {
-        writeln!(nodes[r].0.stdin.as_mut().unwrap(), "{line}").unwrap();
-    };
-    stdin(1, "revoke 7 3");
-    let started = wait_for(&mut outs[1], "revoke_started");
+    let mut c = Nodes::start("revoke", n);
+    c.stdin(1, "revoke 7 3");
+    let started = wait_for(&mut c.outs[1], "revoke_started");
     assert_eq!(
         (&started["group"], &started["epoch"]),
         (&json!(7), &json!(3))
     );
-    for (r, o) in outs.iter_mut().enumerate() {
+    for (r, o) in c.outs.iter_mut().enumerate() {
         let v = wait_for(o, "revoked");
         assert_eq!(v["rank"], r, "{v}");
         assert_eq!(
@@ -89,33 +32,32 @@ fn node_revoke_reaches_every_rank_once() {
         assert!(v["now_ms"].as_f64().is_some(), "{v}");
         assert_eq!(v["hops"].as_u64() == Some(0), r == 1, "{v}");
     }
-    stdin(1, "revoke 7 3");
-    wait_for(&mut outs[1], "revoke_started");
-    stdin(1, "revoke 7 2");
-    let e = wait_for(&mut outs[1], "error");
+    c.stdin(1, "revoke 7 3");
+    wait_for(&mut c.outs[1], "revoke_started");
+    c.stdin(1, "revoke 7 2");
+    let e = wait_for(&mut c.outs[1], "error");
     assert!(
         e["message"].as_str().unwrap().contains("already revoked"),
         "{e}"
     );
-    stdin(2, "revoke seven");
-    let e = wait_for(&mut outs[2], "error");
+    c.stdin(2, "revoke seven");
+    let e = wait_for(&mut c.outs[2], "error");
     assert!(e["message"].as_str().unwrap().contains("usage"), "{e}");
     // Without an epoch: the current view's.
-    stdin(4, "revoke 8");
-    let started = wait_for(&mut outs[4], "revoke_started");
+    c.stdin(4, "revoke 8");
+    let started = wait_for(&mut c.outs[4], "revoke_started");
     assert_eq!(started["group"], 8, "{started}");
-    for o in outs.iter_mut() {
+    for o in c.outs.iter_mut() {
         let v = wait_for(o, "revoked");
         assert_eq!((&v["group"], &v["origin"]), (&json!(8), &json!(4)), "{v}");
     }
     for r in 0..n {
-        stdin(r, "stats");
+        c.stdin(r, "stats");
     }
-    for o in outs.iter_mut() {
+    for o in c.outs.iter_mut() {
         let s = wait_for(o, "stats");
         assert_eq!(s["revoke"]["delivered"], 2, "{s}");
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// A `--json` run's report, after checking it passed (exit status 0; its output on failure).

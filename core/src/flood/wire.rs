@@ -1,9 +1,9 @@
 //! The test protocol's one message.
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{BufMut, Bytes};
 
 use crate::tree::Rank;
-use crate::wire::{Codec, DecodeError, Family, KindInfo, Limits, Reader};
+use crate::wire::{Codec, DecodeError, Limits, Reader};
 
 /// A tree flood: forwarded once over every tree link except the one it arrived on.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -50,33 +50,8 @@ impl Codec for FloodMsg {
     }
 }
 
-#[allow(non_upper_case_globals)]
-impl crate::wire::Kind {
+// The flood machine's family is its one message (kind 1, data class).
+crate::single_kind_family!(
     /// The test flood ([`FloodMsg`]).
-    pub const Flood: Self = Self::new_unchecked(1);
-}
-
-/// The flood machine's family is its one message (kind 1, data class).
-impl Family for FloodMsg {
-    const KINDS: &'static [KindInfo] = &[KindInfo {
-        byte: 1,
-        name: "flood",
-        class: crate::Class::Data,
-    }];
-
-    fn kind_byte(&self) -> u8 {
-        1
-    }
-
-    fn body_len(&self) -> usize {
-        self.encoded_len()
-    }
-
-    fn encode_body(&self, b: &mut BytesMut) {
-        self.encode(b);
-    }
-
-    fn decode_body(_kind: u8, r: &mut Reader, limits: &Limits) -> Result<Self, DecodeError> {
-        Self::decode(r, limits)
-    }
-}
+    FloodMsg = 1, Data, Flood, "flood"
+);

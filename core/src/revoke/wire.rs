@@ -1,9 +1,9 @@
 //! The revoke flood's one message.
 
-use bytes::{BufMut, BytesMut};
+use bytes::BufMut;
 
 use crate::tree::Rank;
-use crate::wire::{Codec, DecodeError, Family, KindInfo, Limits, Reader};
+use crate::wire::{Codec, DecodeError, Limits, Reader};
 
 /// A revoke notice: `group` is revoked as of `epoch`, on `origin`'s word. Forwarded unchanged
 /// (but for `hops`) to every overlay neighbour on first receipt.
@@ -44,34 +44,9 @@ impl Codec for RevokeMsg {
     }
 }
 
-#[allow(non_upper_case_globals)]
-impl crate::wire::Kind {
+// The revoke machine's family is its one message (kind 50, control class: a "stop now" notice
+// must not queue behind application data).
+crate::single_kind_family!(
     /// A revoke notice ([`RevokeMsg`]).
-    pub const Revoke: Self = Self::new_unchecked(50);
-}
-
-/// The revoke machine's family is its one message (kind 50, control class: a "stop now" notice
-/// must not queue behind application data).
-impl Family for RevokeMsg {
-    const KINDS: &'static [KindInfo] = &[KindInfo {
-        byte: 50,
-        name: "revoke",
-        class: crate::Class::Control,
-    }];
-
-    fn kind_byte(&self) -> u8 {
-        50
-    }
-
-    fn body_len(&self) -> usize {
-        self.encoded_len()
-    }
-
-    fn encode_body(&self, b: &mut BytesMut) {
-        self.encode(b);
-    }
-
-    fn decode_body(_kind: u8, r: &mut Reader, limits: &Limits) -> Result<Self, DecodeError> {
-        Self::decode(r, limits)
-    }
-}
+    RevokeMsg = 50, Control, Revoke, "revoke"
+);

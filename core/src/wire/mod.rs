@@ -118,6 +118,48 @@ macro_rules! message_family {
     };
 }
 
+/// Declares a machine whose family is one message: its kind constant and the [`Family`] impl
+/// (one kind byte, the message's own [`Codec`]), as [`message_family!`] does for an enum.
+#[macro_export]
+#[doc(hidden)]
+macro_rules! single_kind_family {
+    ($(#[$kdoc:meta])* $msg:ty = $kind:literal, $class:ident, $kconst:ident, $name:literal) => {
+        #[allow(non_upper_case_globals)]
+        impl $crate::wire::Kind {
+            $(#[$kdoc])*
+            pub const $kconst: $crate::wire::Kind = $crate::wire::Kind::new_unchecked($kind);
+        }
+
+        impl $crate::wire::Family for $msg {
+            const KINDS: &'static [$crate::wire::KindInfo] = &[$crate::wire::KindInfo {
+                byte: $kind,
+                name: $name,
+                class: $crate::Class::$class,
+            }];
+
+            fn kind_byte(&self) -> u8 {
+                $kind
+            }
+
+            fn body_len(&self) -> usize {
+                $crate::wire::Codec::encoded_len(self)
+            }
+
+            fn encode_body(&self, b: &mut ::bytes::BytesMut) {
+                $crate::wire::Codec::encode(self, b);
+            }
+
+            fn decode_body(
+                _kind: u8,
+                r: &mut $crate::wire::Reader,
+                limits: &$crate::wire::Limits,
+            ) -> Result<Self, $crate::wire::DecodeError> {
+                <Self as $crate::wire::Codec>::decode(r, limits)
+            }
+        }
+    };
+}
+
 /// Declares [`Message`] from the one table of message families: one line per machine.
 macro_rules! messages {
     ($($(#[$doc:meta])* $variant:ident($family:ty);)*) => {
