@@ -74,6 +74,26 @@ static inline void net_requeue(msg m) {
 static inline void net_clear(void) {
   while (q_len) free(net_pop().data);
 }
+/* Queues every frame `node` (rank `i` of `n`) has to send, through the caller's buffer. */
+static inline void net_send_all(lifeline_node *node, uint32_t i, uint32_t n, uint8_t *buf,
+                                size_t cap) {
+  lifeline_transmit t;
+  lifeline_result r;
+  while ((r = lifeline_node_poll_transmit(node, buf, cap, &t)) == LIFELINE_OK) {
+    CHECK(t.to < n && t.to != i, "transmit from %u to bad rank %u", i, t.to);
+    net_push(i, t.to, buf, t.len);
+  }
+  CHECK(r == LIFELINE_DONE, "poll_transmit: %s", lifeline_strerror(r));
+}
+
+/* Hands every event `node` (rank `i`) has to `on_event`. */
+static inline void drain_events(lifeline_node *node, uint32_t i,
+                                void (*on_event)(uint32_t, const lifeline_event *)) {
+  const lifeline_event *ev;
+  lifeline_result r;
+  while ((r = lifeline_node_poll_event(node, &ev)) == LIFELINE_OK) on_event(i, ev);
+  CHECK(r == LIFELINE_DONE, "poll_event: %s", lifeline_strerror(r));
+}
 #endif
 
 #endif

@@ -131,16 +131,8 @@ static void check_leaving(uint32_t i) {
 
 static void drain(uint32_t i) {
   if (exited[i]) return;
-  lifeline_transmit t;
-  const lifeline_event *ev;
-  lifeline_result r;
-  while ((r = lifeline_node_poll_transmit(nodes[i], txbuf, txcap, &t)) == LIFELINE_OK) {
-    CHECK(t.to < N && t.to != i, "transmit from %u to bad rank %u", i, t.to);
-    net_push(i, t.to, txbuf, t.len);
-  }
-  CHECK(r == LIFELINE_DONE, "poll_transmit: %s", lifeline_strerror(r));
-  while ((r = lifeline_node_poll_event(nodes[i], &ev)) == LIFELINE_OK) on_event(i, ev);
-  CHECK(r == LIFELINE_DONE, "poll_event: %s", lifeline_strerror(r));
+  net_send_all(nodes[i], i, N, txbuf, txcap);
+  drain_events(nodes[i], i, on_event);
   check_leaving(i);
 }
 

@@ -21,14 +21,9 @@ static int ready[N], incomplete[N];
 static uint64_t ready_epoch[N], ready_members[N];
 
 static void drain(uint32_t i) {
-  lifeline_transmit t;
   const lifeline_event *ev;
   lifeline_result r;
-  while ((r = lifeline_node_poll_transmit(nodes[i], txbuf, txcap, &t)) == LIFELINE_OK) {
-    CHECK(t.to < N && t.to != i, "transmit from %u to bad rank %u", i, t.to);
-    net_push(i, t.to, txbuf, t.len);
-  }
-  CHECK(r == LIFELINE_DONE, "poll_transmit: %s", lifeline_strerror(r));
+  net_send_all(nodes[i], i, N, txbuf, txcap);
   while ((r = lifeline_node_poll_event(nodes[i], &ev)) == LIFELINE_OK) {
     switch (ev->kind) {
     case LIFELINE_EVENT_CHECKED_IN:
