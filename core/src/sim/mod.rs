@@ -57,7 +57,7 @@ use crate::event::Event;
 use crate::link::LinkCause;
 use crate::node::Node;
 use crate::rng::Rng;
-use crate::time::Instant;
+use crate::time::{Duration, Instant};
 use crate::transmit::Class;
 use crate::tree::{Rank, RankSet};
 pub use trace::describe;
@@ -736,6 +736,23 @@ impl<O: Observer> Sim<O> {
             }
         }
         Ok(self.world.stats.steps - start)
+    }
+
+    /// Runs in steps of `every` of simulated time from now until `done` holds (checked after
+    /// each step) or `limit` is reached; returns the time it stopped at. Checking a costly
+    /// condition every few milliseconds instead of after every event.
+    pub fn run_checking(
+        &mut self,
+        every: Duration,
+        limit: Instant,
+        mut done: impl FnMut(&World, &O) -> bool,
+    ) -> Result<Instant, SimFailure> {
+        let mut now = self.world.now;
+        while now < limit && !done(&self.world, &self.obs) {
+            now = (now + every).min(limit);
+            self.run_until(now)?;
+        }
+        Ok(now)
     }
 
     /// A failure at the current step (for scenario-level checks).

@@ -449,11 +449,9 @@ pub fn run_elastic(p: &ElasticParams, hooks: Hooks) -> Result<ElasticReport, Sim
     // not settled by then is a violation below. Most runs settle within a second of the
     // window's end: the 8 s were mostly heartbeats, two thirds of a run's cost.
     let limit = end + Duration::from_secs(8);
-    let mut now = end;
-    while now < limit && !settled(sim.world(), sim.observer(), p.ranks) {
-        now = (now + Duration::from_millis(100)).min(limit);
-        sim.run_until(now)?;
-    }
+    let now = sim.run_checking(Duration::from_millis(100), limit, |w, obs| {
+        settled(w, obs, p.ranks)
+    })?;
     let settle = (now + Duration::from_secs(1)).min(limit);
     sim.run_until(settle)?;
     // The final xcast from the lowest live member.
@@ -473,11 +471,7 @@ pub fn run_elastic(p: &ElasticParams, hooks: Hooks) -> Result<ElasticReport, Sim
     }
     // Until every live node delivered it (at most 2 s), then 300 ms for any duplicate.
     let cap = settle + Duration::from_secs(2);
-    let mut now = settle;
-    while now < cap && !final_delivered(sim.world(), sim.observer()) {
-        now = (now + Duration::from_millis(50)).min(cap);
-        sim.run_until(now)?;
-    }
+    let now = sim.run_checking(Duration::from_millis(50), cap, final_delivered)?;
     sim.run_until((now + Duration::from_millis(300)).min(cap))?;
 
     let w = sim.world();
