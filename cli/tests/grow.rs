@@ -172,3 +172,71 @@ fn cluster_grows_by_four_joiners() {
     assert_eq!(r["evicted"], serde_json::json!([]), "{r}");
     assert!(t0.elapsed() < Duration::from_secs(60));
 }
+
+/// KNOWN BUG (#21, found 2026-11-27; ignored until fixed): a launched rank that starts after a
+/// joiner was promoted to be its parent never gets in. Peers file of 6 ranks (radix 2: 2 → 4),
+/// rank 4 not started; a joiner takes rank 6 (a child of 2); rank 2 is killed, so the joiner
+/// takes 2's slot and is 4's parent. When 4 starts, its TCP handshake refuses the joiner's
+/// dials (rank 6 is not in 4's address book: `handshakes_refused`), the joiner gives 4 up as
+/// unreachable, and 4, alive the whole time, is removed about 12 s later. The simulator's fix
+/// (`Node::dispatch_from_past_span`: an adoption notice from past the span is read) never
+/// gets a frame here. A fix needs the late rank to learn the joiners' addresses (a catch-up
+/// answer to its first frame carrying a smaller span, or a HELLO that carries the dialer's
+/// listening port so an authenticated rank past the book can be accepted). Started at once
+/// after the promotion (as here) it is even removed within 0.1 s of its start: the joiner's
+/// dials to the not-yet-listening rank were refused and corroborated before it started.
+#[test]
+#[ignore = "known bug: a late launched rank under a promoted joiner is refused by its own handshake"]
+fn a_late_rank_under_a_promoted_joiner_gets_in() {
+    let dir = std::env::temp_dir().join(format!("lifeline-late-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let n = 6;
+    let ports = common::free_ports(n);
+    let peers = dir.join("peers");
+    let book: String = (0..n)
+        .map(|r| format!("{r} 127.0.0.1:{}\n", ports[r]))
+        .collect();
+    std::fs::write(&peers, book).unwrap();
+    let key = dir.join("key");
+    std::fs::write(&key, b"late test secret").unwrap();
+    let node = |extra: &[&str]| {
+        let mut c = lifeline();
+        c.args(["node", "--radix", "2", "--exit-on-stdin-eof", "--key-file"])
+            .arg(&key)
+            .args(["--startup-timeout-ms", "60000"])
+            .args(extra)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped());
+        Guard(c.spawn().unwrap())
+    };
+    let p = peers.to_str().unwrap();
+    let mut nodes: Vec<Guard> = [0, 1, 2, 3, 5]
+        .iter()
+        .map(|r| node(&["--rank", &r.to_string(), "--peers", p]))
+        .collect();
+    let mut out0 = BufReader::new(nodes[0].0.stdout.take().unwrap()).lines();
+    wait_for(&mut out0, "checked_in");
+    let mut j = node(&["--join", &format!("127.0.0.1:{}", ports[0])]);
+    let mut outj = BufReader::new(j.0.stdout.take().unwrap()).lines();
+    assert_eq!(wait_for(&mut outj, "joined")["rank"], 6);
+    let _ = nodes[2].0.kill();
+    let promoted = wait_for(&mut outj, "view_changed");
+    assert_eq!(promoted["slot"], 2, "{promoted}");
+    let mut late = node(&["--rank", "4", "--peers", p]);
+    let mut out4 = BufReader::new(late.0.stdout.take().unwrap()).lines();
+    // Within 10 s the late rank is in a view under the joiner, and nobody removes it.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut parent = None;
+    for l in out4.by_ref() {
+        let v: Value = serde_json::from_str(&l.unwrap()).unwrap();
+        assert_ne!(v["event"], "evicted", "the late rank was removed: {v}");
+        if v["event"] == "view_changed" && v["parent"] == 6 {
+            parent = Some(v);
+            break;
+        }
+        assert!(Instant::now() < deadline, "no view under the joiner");
+    }
+    assert!(parent.is_some());
+    writeln!(late.0.stdin.as_mut().unwrap(), "stats").unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}
