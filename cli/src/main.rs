@@ -22,6 +22,7 @@ mod cluster;
 mod decode_cmd;
 mod nft;
 mod node_cmd;
+mod node_json;
 mod node_out;
 mod sim_cmd;
 mod sim_elastic;

@@ -98,18 +98,14 @@
 //! completion-channel events), `quit`. With `--exit-on-stdin-eof` the node also stops when
 //! stdin closes, so a supervisor that dies takes its nodes with it.
 
-use lifeline_core::FloodEvent;
 use lifeline_core::MembershipEvent;
-use lifeline_core::RelmEvent;
-use lifeline_core::RevokeEvent;
-use lifeline_core::XcastEvent;
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use clap::Args;
 use lifeline_core::tree::{Rank, RankSet};
-use lifeline_core::{Config, Event, Instant, Node, Stats};
+use lifeline_core::{Config, Event, Instant, Node};
 use lifeline_transport_common::bootstrap::{
     self, BootstrapError, BootstrapKey, LauncherEnv, RendezvousConfig,
 };
@@ -120,6 +116,10 @@ use lifeline_transport_tcp::{
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
+use crate::node_json::{
+    core_stats_json, detect_stats_json, event_json, join_stats_json, revoke_stats_json,
+    shrink_stats_json, startup_stats_json,
+};
 use crate::node_out::{self, Printer};
 use crate::CliError;
 
@@ -331,256 +331,6 @@ pub(crate) fn wall_ms() -> f64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64() * 1e3)
-}
-
-fn text(payload: &Bytes) -> Value {
-    match std::str::from_utf8(payload) {
-        Ok(s) => json!(s),
-        Err(_) => json!(payload
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect::<String>()),
-    }
-}
-
-fn event_json(e: &Event) -> (&'static str, Value) {
-    match e {
-        Event::Xcast(XcastEvent::Delivered {
-            op,
-            origin,
-            seq,
-            tag,
-            payload,
-        }) => (
-            "xcast_delivered",
-            json!({"op": op, "origin": origin.0, "seq": seq, "tag": tag, "payload": text(payload)}),
-        ),
-        Event::Xcast(XcastEvent::Completed { op, seq }) => {
-            ("xcast_completed", json!({"op": op, "seq": seq}))
-        }
-        Event::Xcast(XcastEvent::RootCompleted { op, origin, seq }) => (
-            "xcast_root_completed",
-            json!({"op": op, "origin": origin.0, "seq": seq}),
-        ),
-        Event::Membership(MembershipEvent::Evicted { epoch }) => {
-            ("evicted", json!({ "epoch": epoch }))
-        }
-        Event::Membership(MembershipEvent::Left { epoch }) => ("left", json!({ "epoch": epoch })),
-        Event::Membership(MembershipEvent::Departed {
-            epoch,
-            ranks,
-            campaigns,
-            members,
-        }) => (
-            "departed",
-            json!({"epoch": epoch, "ranks": ranks.iter().map(|r| r.0).collect::<Vec<_>>(),
-                   "campaigns": campaigns.iter().map(|c| c.to_string()).collect::<Vec<_>>(),
-                   "members": members}),
-        ),
-        Event::Membership(MembershipEvent::CampaignCompleted { id, removed, epoch }) => (
-            "campaign_completed",
-            json!({"id": id.to_string(), "removed": removed.iter().map(|r| r.0).collect::<Vec<_>>(),
-                   "epoch": epoch}),
-        ),
-        Event::Membership(MembershipEvent::CampaignFailed { id, reason }) => (
-            "campaign_failed",
-            json!({"id": id.to_string(), "reason": reason.name()}),
-        ),
-        Event::Membership(MembershipEvent::Joined {
-            epoch,
-            joiners,
-            members,
-        }) => (
-            "admitted",
-            json!({"epoch": epoch, "ranks": joiners.iter().map(|a| a.rank.0).collect::<Vec<_>>(),
-                   "joiners": joiners.iter().map(|a| json!({"rank": a.rank.0,
-                       "id": a.id.to_string(), "addr": text(&a.addr)})).collect::<Vec<_>>(),
-                   "members": members}),
-        ),
-        Event::Membership(MembershipEvent::CheckedIn {
-            epoch,
-            ranks,
-            members,
-        }) => (
-            "checked_in",
-            json!({"epoch": epoch, "count": ranks.len(), "members": members}),
-        ),
-        Event::Membership(MembershipEvent::Ready { epoch, members }) => {
-            ("ready", json!({"epoch": epoch, "members": members}))
-        }
-        Event::Membership(MembershipEvent::StartupIncomplete {
-            epoch,
-            missing,
-            members,
-        }) => (
-            "startup_incomplete",
-            json!({"epoch": epoch, "missing": missing.iter().map(|r| r.0).collect::<Vec<_>>(),
-                   "members": members}),
-        ),
-        Event::Membership(MembershipEvent::FailureConfirmed {
-            epoch,
-            ranks,
-            causes,
-            members,
-        }) => (
-            "failure_confirmed",
-            json!({"epoch": epoch, "ranks": ranks.iter().map(|r| r.0).collect::<Vec<_>>(),
-                   "causes": causes.iter().map(|(r, c)| (r.0.to_string(), json!(c.name())))
-                       .collect::<serde_json::Map<String, serde_json::Value>>(),
-                   "members": members}),
-        ),
-        Event::ViewChanged(d) => (
-            "view_changed",
-            json!({"slot": d.new_slot.map(|r| r.0), "parent": d.new_parent.map(|r| r.0),
-                   "promoted": d.promoted}),
-        ),
-        Event::Revoke(RevokeEvent::Revoked {
-            group,
-            epoch,
-            origin,
-            hops,
-        }) => (
-            "revoked",
-            json!({"group": group, "epoch": epoch, "origin": origin.0, "hops": hops}),
-        ),
-        Event::Flood(FloodEvent::Delivered {
-            origin,
-            id,
-            hops,
-            payload,
-        }) => (
-            "flood_delivered",
-            json!({"origin": origin.0, "id": id, "hops": hops, "payload": text(payload)}),
-        ),
-        Event::Relm(RelmEvent::Delivered {
-            src,
-            uid,
-            tag,
-            payload,
-        }) => (
-            "relm_delivered",
-            json!({"src": src.0, "uid": uid.get(), "tag": tag, "payload": text(payload)}),
-        ),
-        Event::Relm(RelmEvent::Acked { dst, upto }) => {
-            ("relm_acked", json!({"dst": dst.0, "upto": upto.get()}))
-        }
-        Event::Relm(RelmEvent::Failed { dst, first, count }) => (
-            "relm_failed",
-            json!({"dst": dst.0, "first": first.get(), "count": count}),
-        ),
-        Event::Relm(RelmEvent::SourceLost { src, discarded }) => (
-            "relm_source_lost",
-            json!({"src": src.0, "discarded": discarded}),
-        ),
-        Event::Relm(RelmEvent::Collision { src, dst, uid }) => (
-            "relm_collision",
-            json!({"src": src.0, "dst": dst.0, "uid": uid.get()}),
-        ),
-        Event::Repaired { ranks, scope } => (
-            "repaired",
-            json!({"ranks": ranks.iter().map(|r| r.0).collect::<Vec<_>>(),
-            "scope": match scope {
-                lifeline_core::tree::Scope::Local => "local",
-                lifeline_core::tree::Scope::Global => "global",
-            }}),
-        ),
-        other => ("event", json!({ "debug": format!("{other:?}") })),
-    }
-}
-
-fn core_stats_json(s: &Stats) -> Value {
-    json!({
-        "frames_in": s.frames_in,
-        "frames_out": s.frames_out,
-        "dropped_unknown_kind": s.dropped_unknown_kind,
-        "dropped_stale_sender": s.dropped_stale_sender,
-        "dropped_unknown_peer": s.dropped_unknown_peer,
-        "dropped_decode_error": s.dropped_decode_error,
-        "dropped_over_limit": s.dropped_over_limit,
-        "dropped_outbox_full": s.dropped_outbox_full,
-        "dropped_events_full": s.dropped_events_full,
-        "suppressed_to_dead": s.suppressed_to_dead,
-        "lateral_link_downs": s.lateral_link_downs,
-        "xcast_retries": s.xcast.retries,
-        "relm_sent": s.relm.sent,
-        "relm_delivered": s.relm.delivered,
-        "relm_replays": s.relm.replays,
-        "relm_retry_probes": s.relm.retry_probes,
-        "relm_failed": s.relm.failed,
-    })
-}
-
-/// The heartbeat detector's counters: how often this rank suspected, was refuted, and found
-/// itself in trouble (its local health score raised: an overloaded host says so here).
-fn detect_stats_json(s: &lifeline_core::detect::DetectStats) -> Value {
-    json!({
-        "heartbeats_out": s.heartbeats_out,
-        "heartbeats_in": s.heartbeats_in,
-        "suspicions": s.suspicions,
-        "refuted": s.refuted,
-        "unresponsive": s.unresponsive,
-        "self_freeze_skips": s.self_freeze_skips,
-        "self_refutations": s.self_refutations,
-        "health_raised": s.health_raised,
-        "health_lowered": s.health_lowered,
-        "health_held": s.health_held,
-        "startup_holds": s.startup_holds,
-    })
-}
-
-fn shrink_stats_json(s: &lifeline_core::ShrinkStats) -> Value {
-    json!({
-        "campaigns_requested": s.campaigns_requested,
-        "campaigns_completed": s.campaigns_completed,
-        "campaigns_failed": s.campaigns_failed,
-        "shrink_orders": s.shrink_orders,
-        "left_views": s.left_views,
-        "shrinks_waited": s.shrinks_waited,
-        "joins_waited": s.joins_waited,
-        "departures_observed": s.departures_observed,
-        "departed": s.departed,
-        "leaving_entered": s.leaving_entered,
-        "drain_timeouts": s.drain_timeouts,
-    })
-}
-
-/// The revoke flood's counters.
-fn revoke_stats_json(s: &lifeline_core::RevokeStats) -> Value {
-    json!({
-        "started": s.started,
-        "delivered": s.delivered,
-        "forwarded": s.forwarded,
-        "duplicates": s.duplicates,
-        "stale": s.stale,
-        "forgotten": s.forgotten,
-    })
-}
-
-fn join_stats_json(s: &lifeline_core::join::JoinStats) -> Value {
-    json!({
-        "requests_in": s.join_requests_in,
-        "forwards_out": s.join_forwards_out,
-        "forwards_in": s.join_forwards_in,
-        "reforwards": s.join_reforwards,
-        "accepts_sent": s.join_accepts_sent,
-        "retries_sent": s.join_retries_sent,
-        "timed_out": s.joins_timed_out,
-        "refused_busy": s.joins_refused_busy,
-        "admitted": s.joins_admitted,
-        "views": s.join_views,
-        "malformed": s.join_requests_malformed,
-    })
-}
-
-fn startup_stats_json(s: &lifeline_core::StartupStats) -> Value {
-    json!({
-        "check_ins_out": s.check_ins_out,
-        "check_ins_in": s.check_ins_in,
-        "check_ins_stale": s.check_ins_stale,
-        "check_in_views": s.check_in_views,
-        "check_in_notices": s.check_in_notices,
-        "never_joined_removed": s.never_joined_removed,
-    })
 }
 
 /// The cluster secret: the key file's bytes, or `LIFELINE_CLUSTER_KEY`.
