@@ -169,6 +169,7 @@ mod expect;
 mod faults;
 mod grow;
 mod intrude;
+mod outage;
 mod procs;
 mod report;
 mod revokes;
@@ -221,6 +222,13 @@ pub(crate) struct ClusterArgs {
     /// `--cut`. Repeatable.
     #[arg(long = "cut-oneway", value_name = "A-B@MS+DUR|forever")]
     cuts_oneway: Vec<String>,
+    /// Cut every link between the ranks A,B,C and every other rank, both ways, from MS
+    /// milliseconds into the workload for DUR milliseconds (`+forever`: until the end of the
+    /// run); the links within each side stay up. Two nftables sets and four rules however
+    /// large the sides. The report's `outages` gives each side's fate (see the module doc).
+    /// Repeatable; partitions must not overlap in time.
+    #[arg(long = "partition", value_name = "A,B,C@MS+DUR|forever")]
+    partitions: Vec<String>,
     /// Drop every packet to and from rank R, silently (no reset: a lost host). Repeatable.
     #[arg(long = "blackhole", value_name = "R@MS+DUR")]
     blackholes: Vec<String>,
