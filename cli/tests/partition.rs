@@ -208,10 +208,13 @@ fn shape(run: &Run, minority: &[u32]) {
     for s in [min, maj] {
         assert!(s["continued"].is_boolean(), "{s}");
         assert!(s["xcast_continued"].is_boolean(), "{s}");
-        assert!(s["relm_continued"].is_boolean(), "{s}");
+        // A side of one rank has no pair to send RELM messages between.
+        let one = s["ranks"].as_array().unwrap().len() == 1;
+        assert_eq!(s["relm_continued"].is_null(), one, "{s}");
+        assert!(one || s["relm_continued"].is_boolean(), "{s}");
         assert_eq!(
             s["continued"] == true,
-            s["xcast_continued"] == true && s["relm_continued"] == true,
+            s["xcast_continued"] == true && s["relm_continued"] != false,
             "{s}"
         );
         assert!(
@@ -285,7 +288,9 @@ fn partition_is_cut_and_measured() {
         f["removed_ms"].as_u64().unwrap(),
     );
     assert!((1000..2000).contains(&at), "{f}");
-    assert!(removed >= at + 4000 && removed < at + 5500, "{f}");
+    // Out no earlier than asked; the upper bound leaves room for a loaded machine (a shared
+    // 2-core runner once held every process still for 8 s).
+    assert!(removed >= at + 4000 && removed < at + 4000 + 10_000, "{f}");
     assert!(f["dropped_packets"].as_u64().unwrap() > 0, "{f}");
     shape(&run, &minority);
     // Nothing crossed: the report says so, and so do the node lines.

@@ -11,7 +11,8 @@
 //! A partition also gets its two sides ([`sides`](super::expect::sides): minority and
 //! majority by member count, an even split won by the side holding rank 0), each with:
 //! `continued` (an xcast started by a member after the cut delivered at every healthy member,
-//! and a RELM message between two members delivered, both before the heal), `resume_ms` (from
+//! and a RELM message between two members delivered, both before the heal; a side of one
+//! rank has no RELM pair: `relm_continued` is `null` there), `resume_ms` (from
 //! the cut until the first op started after it was delivered at every healthy member of the
 //! side; per rank, its own first such delivery), `decided` (the view changes its members
 //! reported between the cut and the heal; `decided_after_heal`: from the heal on, so whose
@@ -354,14 +355,16 @@ fn side(
                 .is_some_and(|d| healthy.iter().all(|m| d.get(m).is_some_and(|x| *x < until)))
     });
     // A RELM message between two members, started during the cut and delivered before the
-    // heal.
-    let relm = t.relm_started.iter().any(|(p, (src, dst, _))| {
-        mine(*src)
-            && mine(*dst)
-            && t.relm_started_at
-                .get(p)
-                .is_some_and(|at| *at > cut && *at < until)
-            && t.relm_delivered_at.get(p).is_some_and(|x| *x < until)
+    // heal (`None`: a side of one healthy rank has no pair to send between).
+    let relm = (healthy.len() > 1).then(|| {
+        t.relm_started.iter().any(|(p, (src, dst, _))| {
+            mine(*src)
+                && mine(*dst)
+                && t.relm_started_at
+                    .get(p)
+                    .is_some_and(|at| *at > cut && *at < until)
+                && t.relm_delivered_at.get(p).is_some_and(|x| *x < until)
+        })
     });
     let resume_ms = w.resume(&healthy, cut);
     let by_rank: BTreeMap<u32, Option<f64>> = healthy
@@ -383,7 +386,7 @@ fn side(
     let after_heal = w.heal.and_then(|h| w.resume(&remaining, h));
     let gaps: BTreeMap<u32, f64> = healthy.iter().map(|r| (*r, w.gap(*r))).collect();
     let gap_max = gaps.values().copied().reduce(f64::max);
-    let continued = xcast && relm;
+    let continued = xcast && relm != Some(false);
     let json = json!({
         "role": role,
         "ranks": ranks,
