@@ -225,6 +225,7 @@ fn shape(run: &Run, minority: &[u32]) {
         let by_rank = s["resume_ms_by_rank"].as_object().unwrap();
         assert_eq!(by_rank.len(), s["ranks"].as_array().unwrap().len(), "{s}");
         assert!(s["decided"].is_array() && s["removed"].is_array(), "{s}");
+        assert!(s["resumed_during_cut"].is_boolean(), "{s}");
         assert!(s["gap_ms_max"].is_number(), "{s}");
     }
     // Every rank of the run has its longest gap since the cut, cut off or not.
@@ -294,6 +295,12 @@ fn partition_is_cut_and_measured() {
     assert!(removed >= at + 4000 && removed < at + 4000 + 10_000, "{f}");
     assert!(f["dropped_packets"].as_u64().unwrap() > 0, "{f}");
     shape(&run, &minority);
+    // Healed after 4 s (past the 1 s silence rule): whether the minority was told is asked.
+    let checks = &r["outages"][0]["checks"];
+    assert!(
+        checks["minority_told_and_exited_3"].is_boolean(),
+        "{checks}"
+    );
     // Nothing crossed: the report says so, and so do the node lines.
     let o = &r["outages"][0];
     assert_eq!(

@@ -124,9 +124,10 @@ impl Expect {
                     e.allowed.extend([a, b]);
                     e.one_of.push((a.min(b), a.max(b)));
                 }
-                // The minority side may be removed (after the heal it must be: the report's
-                // `outages` checks that); a majority rank never.
-                NetKind::Partition(_) => {
+                // The minority side may be removed (after a heal, once cut off for the loud
+                // time, it must be: the report's `outages` checks that), unless it was cut
+                // off for no more than the quiet time; a majority rank never.
+                NetKind::Partition(_) if f.dur_ms.is_none_or(|d| d > quiet) => {
                     let (minority, _) = sides(&f.side, faults.nodes);
                     e.allowed.extend(minority);
                 }

@@ -19,16 +19,18 @@
 //! view the removals after a heal were), `removed`, `gap_ms`, and `crossed` (ops delivered
 //! across the cut while it was in: a harness failure if not 0). Its `checks` are the issue's
 //! "Done when": the majority continued within [`MAJORITY_RESUME_MS`], the minority decided
-//! nothing, no majority rank was removed, and (once healed) every minority rank was told it
-//! was removed and exited with status 3; `ok` needs them all and no crossing, and the run's
-//! `pass` needs every partition's `ok`.
+//! nothing, no majority rank was removed, and (once healed, after a cut of at least the
+//! silence rule's loud time: 1 s) every minority rank was told it was removed and exited with
+//! status 3; `ok` needs them all and no crossing, and the run's `pass` needs every
+//! partition's `ok`. A partition of at most 1 s may be waited out: the majority's resumption
+//! through the heal counts.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{json, Value};
 
 use super::evictions::{Gone, Outcome};
-use super::expect::sides;
+use super::expect::{sides, silence_rule};
 use super::faults::NetFault;
 use super::procs::exit_fields;
 use super::tally::Tally;
@@ -252,14 +254,18 @@ fn outage(
         .copied()
         .filter(|r| !w.dead.contains(r))
         .collect();
-    let majority_within = maj.continued
-        && maj
-            .resume_ms
-            .is_some_and(|ms| ms <= MAJORITY_RESUME_MS && w.cut + ms < w.until());
+    // Within 1 s of the cut; a partition that lasted longer must be gone on through (xcast
+    // and RELM during the cut), a shorter one may be waited out.
+    let lasted = w.until() - w.cut;
+    let majority_within = maj.resume_ms.is_some_and(|ms| ms <= MAJORITY_RESUME_MS)
+        && (maj.continued || lasted <= MAJORITY_RESUME_MS);
     let minority_decided_nothing = min.decided.is_empty();
     let no_majority_removed = maj.removed.is_empty();
-    // Only a healed partition can tell its minority; for one that lasts, not asked.
-    let told = w.heal.map(|_| {
+    // Only a healed partition can tell its minority, and only one that silenced it long
+    // enough that it must go (the silence rule's loud time, as for a pause or a blackhole);
+    // otherwise not asked (`null`).
+    let (_, loud) = silence_rule();
+    let told = w.heal.filter(|h| h - w.cut >= loud as f64).map(|_| {
         healthy_minority.iter().all(|r| {
             evicted.iter().any(|g| {
                 g.rank == *r
@@ -293,8 +299,11 @@ fn outage(
             } else {
                 "did NOT continue during the cut"
             },
-            s.resume_ms
-                .map_or("never".into(), |ms| format!("{ms} ms after the cut")),
+            match s.resume_ms {
+                None => "never".to_string(),
+                Some(ms) if w.cut + ms < w.until() => format!("{ms} ms after the cut"),
+                Some(ms) => format!("{ms} ms after the cut (after the heal)"),
+            },
             if s.decided.is_empty() {
                 "nothing".to_string()
             } else {
@@ -394,6 +403,7 @@ fn side(
         "xcast_continued": xcast,
         "relm_continued": relm,
         "resume_ms": resume_ms,
+        "resumed_during_cut": resume_ms.is_some_and(|ms| cut + ms < until),
         "resume_ms_by_rank": by_rank,
         "decided": decided,
         "decided_after_heal": decided_after,
