@@ -10,6 +10,12 @@
 //! dropped during a panic. A table left by a launcher that was killed outright is deleted by
 //! the next run that uses nftables.
 //!
+//! A partition (`--partition`) is two named sets of addresses, `p<K>_side` (the set as given)
+//! and `p<K>_rest` (every other rank), and four rules dropping what goes from one set to the
+//! other: its size on the wire and in the kernel is one set element per rank, however the
+//! ranks split (a `--cut` per pair would be |A|·|B| rules). The sets go in with the rules, in
+//! one transaction, and come out with them.
+//!
 //! Every rule also requires that one end of the packet is one of the run's endpoints
 //! (`ip saddr . tcp sport @eps` or `ip daddr . tcp dport @eps`: every connection between two
 //! ranks has the acceptor's listening port at one end), so a rule never touches another
@@ -37,6 +43,48 @@ pub(crate) enum NetKind {
     Blackhole(u32),
     /// Drop this percentage of the rank's packets, both ways, at random per packet.
     Loss(u32, u32),
+    /// Partition `K` (its ordinal among the run's partitions): drop everything between the
+    /// addresses of set `p<K>_side` and those of `p<K>_rest`, both ways (see
+    /// [`partition_sets`]).
+    Partition(u32),
+}
+
+/// A named set of IPv4 addresses that a partition's rules refer to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct AddrSet {
+    /// The set's name in the run's table (`p<K>_side`, `p<K>_rest`).
+    pub(crate) name: String,
+    /// Its elements.
+    pub(crate) addrs: Vec<std::net::IpAddr>,
+}
+
+/// The two sets of partition `k`: the addresses of the ranks in `side`, and those of every
+/// other rank at `eps` (rank R's listening endpoint at index R). Ranks sharing an address
+/// (off Linux every rank is 127.0.0.1) cannot be split, so none is left out: an address on both
+/// sides is in both sets, and its packets to itself are dropped too.
+pub(crate) fn partition_sets(k: u32, side: &[u32], eps: &[SocketAddr]) -> [AddrSet; 2] {
+    let mut inside: Vec<std::net::IpAddr> = Vec::new();
+    let mut rest: Vec<std::net::IpAddr> = Vec::new();
+    for (r, e) in eps.iter().enumerate() {
+        let to = if side.contains(&(r as u32)) {
+            &mut inside
+        } else {
+            &mut rest
+        };
+        if !to.contains(&e.ip()) {
+            to.push(e.ip());
+        }
+    }
+    [
+        AddrSet {
+            name: format!("p{k}_side"),
+            addrs: inside,
+        },
+        AddrSet {
+            name: format!("p{k}_rest"),
+            addrs: rest,
+        },
+    ]
 }
 
 /// The transport protocol the rules match (the nodes' transport: TCP, or QUIC over UDP).
@@ -65,6 +113,10 @@ pub(crate) fn rules(kind: NetKind, eps: &[SocketAddr], proto: Proto) -> Vec<Stri
         NetKind::Blackhole(r) | NetKind::Loss(r, _) => {
             vec![format!("ip saddr {}", ip(r)), format!("ip daddr {}", ip(r))]
         }
+        NetKind::Partition(k) => vec![
+            format!("ip saddr @p{k}_side ip daddr @p{k}_rest"),
+            format!("ip saddr @p{k}_rest ip daddr @p{k}_side"),
+        ],
     };
     let verdict = match kind {
         NetKind::Loss(_, pct) => format!("numgen random mod 100 < {pct} counter drop"),
@@ -229,9 +281,20 @@ impl Table {
         }
     }
 
-    /// Adds `rules` (bodies, see [`rules`]) in one transaction; their handles.
-    pub(crate) async fn add(&self, rules: &[String]) -> Result<Vec<u64>, String> {
+    /// Adds the named `sets`, then `rules` (bodies, see [`rules`]), in one transaction; the
+    /// rules' handles.
+    pub(crate) async fn add(&self, sets: &[AddrSet], rules: &[String]) -> Result<Vec<u64>, String> {
         let mut script = String::new();
+        for s in sets {
+            let elements: Vec<String> = s.addrs.iter().map(ToString::to_string).collect();
+            let _ = writeln!(
+                script,
+                "add set inet {} {} {{ type ipv4_addr; elements = {{ {} }}; }}",
+                self.name,
+                s.name,
+                elements.join(", ")
+            );
+        }
         for r in rules {
             let _ = writeln!(script, "add rule inet {} out {r}", self.name);
         }
@@ -271,11 +334,15 @@ impl Table {
             .sum())
     }
 
-    /// Deletes the rules with these handles, in one transaction.
-    pub(crate) async fn delete(&self, handles: &[u64]) -> Result<(), String> {
+    /// Deletes the rules with these handles, then the named sets (which only they used), in
+    /// one transaction.
+    pub(crate) async fn delete(&self, handles: &[u64], sets: &[AddrSet]) -> Result<(), String> {
         let mut script = String::new();
         for h in handles {
             let _ = writeln!(script, "delete rule inet {} out handle {h}", self.name);
+        }
+        for s in sets {
+            let _ = writeln!(script, "delete set inet {} {}", self.name, s.name);
         }
         run_async(&self.nft, &[], &script).await.map(drop)
     }
@@ -326,6 +393,45 @@ mod tests {
             .iter()
             .all(|r| r.ends_with("numgen random mod 100 < 30 counter drop")));
         assert!(loss[3].starts_with("ip daddr 127.0.1.1 ip daddr . tcp dport @eps"));
+    }
+
+    #[test]
+    fn partition_rules_and_sets() {
+        let eps: Vec<SocketAddr> = (0..512u32)
+            .map(|r| format!("127.0.{}.{}:{}", 1 + r / 250, 1 + r % 250, 4000 + r))
+            .map(|s| s.parse().unwrap())
+            .collect();
+        // Four rules whatever the split, 512 ranks included.
+        let p = rules(NetKind::Partition(3), &eps, Proto::Tcp);
+        assert_eq!(
+            p,
+            [
+                "ip saddr @p3_side ip daddr @p3_rest ip saddr . tcp sport @eps counter drop",
+                "ip saddr @p3_side ip daddr @p3_rest ip daddr . tcp dport @eps counter drop",
+                "ip saddr @p3_rest ip daddr @p3_side ip saddr . tcp sport @eps counter drop",
+                "ip saddr @p3_rest ip daddr @p3_side ip daddr . tcp dport @eps counter drop",
+            ]
+        );
+        let side: Vec<u32> = (0..256).collect();
+        let [a, b] = partition_sets(3, &side, &eps);
+        assert_eq!((a.name.as_str(), b.name.as_str()), ("p3_side", "p3_rest"));
+        assert_eq!((a.addrs.len(), b.addrs.len()), (256, 256));
+        assert_eq!(a.addrs[0].to_string(), "127.0.1.1");
+        assert_eq!(a.addrs[255].to_string(), "127.0.2.6");
+        assert_eq!(b.addrs[0].to_string(), "127.0.2.7");
+        assert!(a.addrs.iter().all(|x| !b.addrs.contains(x)));
+        // Every rank is on exactly one side.
+        let [a, b] = partition_sets(0, &[0], &eps[..16]);
+        assert_eq!((a.addrs.len(), b.addrs.len()), (1, 15));
+        // Ranks sharing an address (off Linux) are on both sides rather than on neither.
+        let shared: Vec<SocketAddr> = (0..3u16)
+            .map(|p| SocketAddr::from(([127, 0, 0, 1], 4000 + p)))
+            .collect();
+        let [a, b] = partition_sets(0, &[1], &shared);
+        assert_eq!((a.addrs.len(), b.addrs.len()), (1, 1));
+        assert!(rules(NetKind::Partition(0), &eps, Proto::Udp)
+            .iter()
+            .all(|r| r.contains("udp") && !r.contains("tcp")));
     }
 
     #[test]

@@ -119,6 +119,7 @@ pub(super) async fn drive(
         mut net,
         pauses: asked_pauses,
         revokes,
+        ..
     } = faults;
     // Ctrl-C and SIGTERM are caught from here on, before any table or process exists, so
     // either ends the run through the same clean-up.
@@ -479,7 +480,7 @@ impl Injected {
                 };
                 let rules = nft::rules(f.kind, eps, proto);
                 f.handles = table
-                    .add(&rules)
+                    .add(&sets_of(f, eps, args.nodes), &rules)
                     .await
                     .map_err(|e| CliError::Failed(format!("{}: nft: {e}", f.flag)))?;
                 f.rules = rules.len();
@@ -493,8 +494,9 @@ impl Injected {
                 };
                 let f = &mut net[i];
                 f.dropped = table.dropped(&f.handles).await.ok();
+                f.healing_wall = Some(wall_ms());
                 table
-                    .delete(&f.handles)
+                    .delete(&f.handles, &sets_of(f, eps, args.nodes))
                     .await
                     .map_err(|e| CliError::Failed(format!("{}: nft: {e}", f.flag)))?;
                 f.handles.clear();
@@ -504,6 +506,18 @@ impl Injected {
             }
         }
         Ok(())
+    }
+}
+
+/// The named sets network fault `f` needs: a partition's two sides over the run's ranks
+/// (`eps` up to `nodes`); none for the others.
+fn sets_of(f: &NetFault, eps: &[SocketAddr], nodes: u32) -> Vec<nft::AddrSet> {
+    match f.kind {
+        nft::NetKind::Partition(k) => {
+            let ranks = eps.len().min(nodes as usize);
+            nft::partition_sets(k, &f.side, &eps[..ranks]).to_vec()
+        }
+        _ => Vec::new(),
     }
 }
 

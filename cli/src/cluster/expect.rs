@@ -51,6 +51,20 @@ pub(super) fn silence_rule() -> (u64, u64) {
     )
 }
 
+/// A partition's two sides, `(minority, majority)`, over the ranks `0..nodes`: `side` (the set
+/// as given) and the rest. The larger side is the majority; on an even split the side holding
+/// rank 0 (the first view's root) wins, as with membership.md's weights (members 2, the root
+/// 3: an even split has a winner).
+pub(super) fn sides(side: &[u32], nodes: u32) -> (Vec<u32>, Vec<u32>) {
+    let rest: Vec<u32> = (0..nodes).filter(|r| !side.contains(r)).collect();
+    let weight = |s: &[u32]| 2 * s.len() + usize::from(s.contains(&0));
+    if weight(side) > weight(&rest) {
+        (rest, side.to_vec())
+    } else {
+        (side.to_vec(), rest)
+    }
+}
+
 /// A fault that requires a rank's eviction.
 #[derive(Clone, Copy, Debug)]
 pub(super) enum Cause {
@@ -110,6 +124,13 @@ impl Expect {
                     e.allowed.extend([a, b]);
                     e.one_of.push((a.min(b), a.max(b)));
                 }
+                // The minority side may be removed (after a heal, once cut off for the loud
+                // time, it must be: the report's `outages` checks that), unless it was cut
+                // off for no more than the quiet time; a majority rank never.
+                NetKind::Partition(_) if f.dur_ms.is_none_or(|d| d > quiet) => {
+                    let (minority, _) = sides(&f.side, faults.nodes);
+                    e.allowed.extend(minority);
+                }
                 _ => {}
             }
         }
@@ -133,5 +154,34 @@ impl Expect {
             "silent_evicted_from_ms": loud,
             "gray_timeout_ms": gray_timeout_ms(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sides;
+
+    #[test]
+    fn the_larger_side_is_the_majority_and_rank_0_breaks_a_tie() {
+        // The set as given may be either side.
+        assert_eq!(
+            sides(&[0, 1, 2, 3, 4, 5], 16),
+            ((0..6).collect(), (6..16).collect())
+        );
+        assert_eq!(
+            sides(&(6..16).collect::<Vec<_>>(), 16),
+            ((0..6).collect(), (6..16).collect())
+        );
+        assert_eq!(sides(&[0], 16), (vec![0], (1..16).collect()));
+        // 8 against 8: the side holding rank 0 (the first view's root) wins.
+        assert_eq!(
+            sides(&(8..16).collect::<Vec<_>>(), 16),
+            ((8..16).collect(), (0..8).collect())
+        );
+        assert_eq!(
+            sides(&(0..8).collect::<Vec<_>>(), 16).1,
+            (0..8).collect::<Vec<_>>()
+        );
+        assert_eq!(sides(&[1], 2), (vec![1], vec![0]));
     }
 }

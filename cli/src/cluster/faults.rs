@@ -1,7 +1,7 @@
 //! The faults of `lifeline cluster` as asked: parsing `--kill`, `--stop`, `--cut`,
-//! `--cut-oneway`, `--blackhole` and `--loss` into one timeline of [`Fault`]s, the network
-//! faults ([`NetFault`]) and the pauses, and how long the workload must run to see them all
-//! through ([`workload_ms`]).
+//! `--cut-oneway`, `--partition`, `--blackhole` and `--loss` into one timeline of [`Fault`]s,
+//! the network faults ([`NetFault`]) and the pauses, and how long the workload must run to see
+//! them all through ([`workload_ms`]).
 
 use tokio::time::Instant as Tick;
 
@@ -54,6 +54,12 @@ pub(super) struct NetFault {
     /// When they came out, ms into the workload, and the wall time.
     pub(super) removed_ms: Option<u64>,
     pub(super) removed_wall: Option<f64>,
+    /// The wall time just before the launcher asked nft to take them out (the heal: from here
+    /// on packets may cross again).
+    pub(super) healing_wall: Option<f64>,
+    /// `--partition`: the ranks of the set as given, ascending (the other side is every other
+    /// rank of the run); empty for the other faults.
+    pub(super) side: Vec<u32>,
     pub(super) rules: usize,
     /// Packets its rules dropped (their counters, read just before they came out, or at the
     /// end of the run for a fault that lasts forever).
@@ -75,6 +81,8 @@ pub(super) struct Faults {
     pub(super) pauses: Vec<Pause>,
     /// The `--revoke`s as asked.
     pub(super) revokes: Vec<super::revokes::Asked>,
+    /// `--nodes`: the ranks a partition splits.
+    pub(super) nodes: u32,
 }
 
 /// Splits `X@MS+DUR` into `X`, `MS`, `DUR`; `X@MS+forever` gives `DUR` `None`.
@@ -167,12 +175,83 @@ fn parse_net(args: &ClusterArgs) -> Result<Vec<(NetFault, u64)>, CliError> {
                 applied: None,
                 removed_ms: None,
                 removed_wall: None,
+                healing_wall: None,
+                side: Vec::new(),
                 rules: 0,
                 dropped: None,
             };
             (f, at_ms)
         })
+        .chain(parse_partitions(args)?)
         .collect())
+}
+
+/// The `--partition A,B,C@MS+DUR|forever`s: each a set of distinct ranks below `--nodes`,
+/// neither empty nor every rank; two partitions whose windows overlap in time are refused
+/// (which ranks are cut off from which would depend on how the sets meet), as is `--grow`
+/// (a joiner is on neither side: its packets would cross).
+fn parse_partitions(args: &ClusterArgs) -> Result<Vec<(NetFault, u64)>, CliError> {
+    let n = args.nodes;
+    let mut out: Vec<(NetFault, u64)> = Vec::new();
+    if !args.partitions.is_empty() && !args.grows.is_empty() {
+        return Err(CliError::Usage(
+            "--partition and --grow cannot be combined: a joiner would be on neither side".into(),
+        ));
+    }
+    for s in &args.partitions {
+        let flag = format!("--partition {s}");
+        let bad = || CliError::Usage(format!("{flag}: expected A,B,C@MS+DUR or A,B,C@MS+forever"));
+        let (set, at_ms, dur_ms) = window(s).ok_or_else(bad)?;
+        if set.trim().is_empty() {
+            return Err(CliError::Usage(format!(
+                "{flag}: the set of ranks is empty"
+            )));
+        }
+        let mut side = Vec::new();
+        for r in set.split(',') {
+            let r: u32 = r.trim().parse().map_err(|_| bad())?;
+            if r >= n {
+                return Err(CliError::Usage(format!(
+                    "{flag}: rank {r} is not below --nodes {n}"
+                )));
+            }
+            if side.contains(&r) {
+                return Err(CliError::Usage(format!("{flag}: rank {r} named twice")));
+            }
+            side.push(r);
+        }
+        side.sort_unstable();
+        if side.len() as u32 >= n {
+            return Err(CliError::Usage(format!(
+                "{flag}: every rank is on one side; leave at least one rank out"
+            )));
+        }
+        let end = dur_ms.map_or(u64::MAX, |d| at_ms.saturating_add(d));
+        for (other, o_at) in &out {
+            let o_end = other.dur_ms.map_or(u64::MAX, |d| o_at.saturating_add(d));
+            if at_ms < o_end && *o_at < end {
+                return Err(CliError::Usage(format!(
+                    "{flag}: overlaps {} in time; partitions must not overlap",
+                    other.flag
+                )));
+            }
+        }
+        let f = NetFault {
+            flag,
+            kind: NetKind::Partition(out.len() as u32),
+            dur_ms,
+            handles: Vec::new(),
+            applied: None,
+            removed_ms: None,
+            removed_wall: None,
+            healing_wall: None,
+            side,
+            rules: 0,
+            dropped: None,
+        };
+        out.push((f, at_ms));
+    }
+    Ok(out)
 }
 
 pub(super) fn parse_faults(args: &ClusterArgs) -> Result<Faults, CliError> {
@@ -182,6 +261,7 @@ pub(super) fn parse_faults(args: &ClusterArgs) -> Result<Faults, CliError> {
         let rank = match f.kind {
             NetKind::Cut(a, _) | NetKind::CutOneway(a, _) => a,
             NetKind::Blackhole(r) | NetKind::Loss(r, _) => r,
+            NetKind::Partition(_) => f.side[0],
         };
         timeline.push(Fault {
             rank,
@@ -210,6 +290,7 @@ pub(super) fn parse_faults(args: &ClusterArgs) -> Result<Faults, CliError> {
         net,
         pauses,
         revokes,
+        nodes: args.nodes,
     })
 }
 
@@ -299,8 +380,14 @@ const TAIL_MS: u64 = 1000;
 /// covers it), the gray timeout runs from there, and survivors then show they continued.
 const GRAY_TAIL_MS: u64 = 6000;
 
+/// How long the workload goes on after a partition heals: the side that was cut off learns
+/// what the other decided (told `evicted`, exits) and both sides show they went on, which the
+/// report's `outages` measures.
+pub(super) const HEAL_TAIL_MS: u64 = 3000;
+
 /// How long the workload runs, in ms: `--duration`, or longer so that it goes on `TAIL_MS`
-/// after the last fault event and, after a cut for good starts, past the gray timeout.
+/// after the last fault event, [`HEAL_TAIL_MS`] after a partition heals and, after a cut for
+/// good starts, past the gray timeout.
 pub(super) fn workload_ms(args: &ClusterArgs, faults: &Faults) -> u64 {
     let asked = (args.duration * 1e3).round() as u64;
     let last = faults.timeline.iter().map(|f| f.at_ms).max();
@@ -310,9 +397,16 @@ pub(super) fn workload_ms(args: &ClusterArgs, faults: &Faults) -> u64 {
         .filter(|f| matches!(f.action, Action::NetOn(i) if faults.net[i].dur_ms.is_none()))
         .map(|f| f.at_ms)
         .max();
+    let last_heal = faults
+        .timeline
+        .iter()
+        .filter(|f| matches!(f.action, Action::NetOff(i) if matches!(faults.net[i].kind, NetKind::Partition(_))))
+        .map(|f| f.at_ms)
+        .max();
     [
         Some(asked),
         last.map(|l| l + TAIL_MS),
+        last_heal.map(|h| h + HEAL_TAIL_MS),
         forever_start.map(|s| s + gray_timeout_ms() + GRAY_TAIL_MS),
     ]
     .into_iter()

@@ -13,8 +13,9 @@
 //! or SIGTERM), so no node outlives the command. The children share the command's stderr and
 //! environment, so `RUST_LOG` turns on their diagnostics too.
 //!
-//! Network faults (`--cut`, `--cut-oneway`, `--blackhole`, `--loss`) are nftables rules in one
-//! table per run (see [`crate::nft`]), added at their start and deleted at their end; they need
+//! Network faults (`--cut`, `--cut-oneway`, `--partition`, `--blackhole`, `--loss`) are
+//! nftables rules in one table per run (see [`crate::nft`]), added at their start and deleted
+//! at their end; they need
 //! the `nft` binary and root, checked before any node starts. Like a SIGCONT, a fault's end is
 //! never skipped: the workload runs until every fault has ended, and `TAIL_MS` (1 s) past the
 //! last fault event, so that every survivor can show it went on. A cut for good
@@ -34,6 +35,17 @@
 //!   (`evict_both_ends`);
 //! - eviction *forbidden* for every other rank (`evict_forbidden`): bystanders, pauses and
 //!   blackholes of at most 200 ms, the endpoints of a shorter cut.
+//!
+//! - `--partition A,B,C@MS+DUR|forever` cuts every link between the set and the other ranks
+//!   (two nftables sets and four rules, whatever the split; partitions must not overlap in
+//!   time, nor be combined with `--grow`). Its minority side (fewer members; on an even split
+//!   the side without rank 0) may be evicted; a majority rank must not be. The workload runs
+//!   `HEAL_TAIL_MS` (3 s) past the heal, so that the minority can be told. The report's
+//!   `outages` (see [`outage`]) gives per side whether it continued during the cut, how fast
+//!   (`resume_ms`), what it decided, who was removed and told, and every rank's longest
+//!   delivery gap; its `checks` (issue #23's "Done when": the majority continues within 1 s,
+//!   the minority decides nothing, no majority rank removed, the minority told and exiting
+//!   with status 3 after a heal) must all hold for `pass`.
 //!
 //! Without the detector nothing is expected: every eviction is a false positive.
 //!
@@ -93,7 +105,10 @@
 //! (`shrink_errors`). `--burst N@MS` starts N more xcasts and RELM messages in one tick.
 //! Every report gives `delivery_gap_ms` (survivor -> the longest wait between two of its
 //! deliveries during the workload) and `delivery_gap_ms_max`, so a survivor that stalled and
-//! caught up shows even when everything was delivered.
+//! caught up shows even when everything was delivered. `outages` (with `--cut`,
+//! `--cut-oneway` or `--partition`) gives the same from each cut on for every rank not killed,
+//! survivor or not (a rank removed while cut off shows its silence until its exit), with the
+//! ranks removed since the cut and after the heal and `resume_after_heal_ms`.
 //!
 //! Start-up: every node checks in (`lifeline node`'s default); the report's `startup` says how
 //! many launched survivors printed `ready` (all must, exactly once, at one epoch: no rank of the
@@ -169,6 +184,7 @@ mod expect;
 mod faults;
 mod grow;
 mod intrude;
+mod outage;
 mod procs;
 mod report;
 mod revokes;
@@ -221,6 +237,13 @@ pub(crate) struct ClusterArgs {
     /// `--cut`. Repeatable.
     #[arg(long = "cut-oneway", value_name = "A-B@MS+DUR|forever")]
     cuts_oneway: Vec<String>,
+    /// Cut every link between the ranks A,B,C and every other rank, both ways, from MS
+    /// milliseconds into the workload for DUR milliseconds (`+forever`: until the end of the
+    /// run); the links within each side stay up. Two nftables sets and four rules however
+    /// large the sides. The report's `outages` gives each side's fate (see the module doc).
+    /// Repeatable; partitions must not overlap in time.
+    #[arg(long = "partition", value_name = "A,B,C@MS+DUR|forever")]
+    partitions: Vec<String>,
     /// Drop every packet to and from rank R, silently (no reset: a lost host). Repeatable.
     #[arg(long = "blackhole", value_name = "R@MS+DUR")]
     blackholes: Vec<String>,

@@ -145,6 +145,7 @@ pub(super) fn report(
     let dead: BTreeSet<u32> = deaths.iter().map(|g| g.rank).collect();
     let e = &o.expect;
     let ev = evictions(t, killed, survivors, &evicted, o);
+    let outages = super::outage::outages(t, o, &dead, &evicted, args.nodes);
     // Removed but alive, and neither required nor allowed to be: a false positive. A rank
     // that died by itself (not by `--kill`) was truly lost. With the detector on, the
     // evidence is a verdict (a `failure_confirmed` naming the rank, or its eviction); a link
@@ -215,6 +216,7 @@ pub(super) fn report(
         && grow_ok
         && shrink_ok
         && startup.ok
+        && outages.ok
         && o.settled.is_some();
     let round = |x: Option<f64>| x.map(|v| (v * 1000.0).round() / 1000.0);
     let into = |wall: f64| (wall - o.start_wall).round() as i64;
@@ -278,6 +280,10 @@ pub(super) fn report(
         });
         if !o.revokes.is_empty() {
             v["revokes"] = revokes;
+        }
+        if !outages.lines.is_empty() {
+            v["outages"] = outages.json.clone();
+            v["outages_ok"] = json!(outages.ok);
         }
         v["delivery_gap_ms_max"] = json!(gaps.values().copied().reduce(f64::max));
         v["delivery_gap_ms"] = json!(gaps);
@@ -425,6 +431,9 @@ pub(super) fn report(
                         .map_or_else(|| "NEVER told".into(), |at| format!("told at {at} ms")),
                     exit_words(q.status)
                 )?;
+            }
+            for l in &outages.lines {
+                writeln!(out, "{l}")?;
             }
             for (a, b) in &ev.both_ends {
                 writeln!(out, "  BOTH ends of the cut {a}-{b} evicted")?;

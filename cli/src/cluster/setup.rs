@@ -105,7 +105,7 @@ pub(super) fn prepare(args: &ClusterArgs, procs: &mut Procs, net: bool) -> Resul
         // Checked before any node starts: without nft or root, nothing runs.
         procs.table = Some(nft::Table::create(
             &eps,
-            "--cut, --cut-oneway, --blackhole and --loss",
+            "--cut, --cut-oneway, --partition, --blackhole and --loss",
         )?);
     }
     let peers: String = eps

@@ -44,6 +44,21 @@ pub(super) type Completed = (f64, String, Vec<u32>, u64);
 /// A `departed` line: wall time, epoch, ranks, campaign ids.
 pub(super) type DepartedLine = (f64, u64, Vec<u32>, Vec<String>);
 
+/// One view change a rank reported: a decision of the membership protocol, wherever it was
+/// taken.
+#[derive(Clone, Debug)]
+pub(super) struct Decision {
+    /// Wall time of the line (ms since the Unix epoch).
+    pub(super) t: f64,
+    /// The rank that printed it.
+    pub(super) by: u32,
+    /// The line's event: `failure_confirmed`, `departed` or `admitted`.
+    pub(super) kind: &'static str,
+    pub(super) epoch: u64,
+    /// The ranks it removed or admitted.
+    pub(super) ranks: Vec<u32>,
+}
+
 /// What the nodes reported, and when.
 #[derive(Default)]
 pub(super) struct Tally {
@@ -121,6 +136,9 @@ pub(super) struct Tally {
     pub(super) left: BTreeMap<u32, f64>,
     /// rank -> its `repaired` lines (wall time, ranks newly dead, scope).
     pub(super) repaired: BTreeMap<u32, Vec<(f64, Vec<u32>, String)>>,
+    /// Every view a rank reported decided while the run went on (`failure_confirmed`,
+    /// `departed`, `admitted` lines), in the order read: what a side of a partition decided.
+    pub(super) decisions: Vec<Decision>,
     /// rank -> its tree view in its last `stats` line (slot, parent, children).
     pub(super) views: BTreeMap<u32, Value>,
     /// `--lines FILE`: every node line, tagged with its rank, as it was read.
@@ -152,7 +170,25 @@ impl Tally {
             }
             return;
         }
-        match v["event"].as_str().unwrap_or("") {
+        let event = v["event"].as_str().unwrap_or("");
+        if !self.closing {
+            let kind = match event {
+                "failure_confirmed" => Some("failure_confirmed"),
+                "departed" => Some("departed"),
+                "admitted" => Some("admitted"),
+                _ => None,
+            };
+            if let (Some(kind), Some(epoch)) = (kind, v["epoch"].as_u64()) {
+                self.decisions.push(Decision {
+                    t,
+                    by: rank,
+                    kind,
+                    epoch,
+                    ranks: ranks(&v["ranks"]),
+                });
+            }
+        }
+        match event {
             "joined" => {
                 self.joined.insert(
                     rank,
