@@ -72,8 +72,8 @@ fn a_one_way_cut_tree_link_is_relayed_around() {
     }
     let r = cluster(&["--cut-oneway", "1-9@1000+12000"]);
     // Default link timeout 3 s: the cut is seen 3 to 4 s after it; the relay then carries
-    // (measured 4,914 ms, docs/gray-links.md).
-    let gap = relayed(&r, 6_000.0);
+    // (measured 4,914 and 5,399 ms, docs/gray-links.md).
+    let gap = relayed(&r, 7_500.0);
     eprintln!("--cut-oneway 1-9: rank 9's longest gap {gap} ms");
 }
 
