@@ -12,7 +12,7 @@ use std::io::{self, BufRead, Read, Write};
 
 use bytes::Bytes;
 use clap::Args;
-use lifeline_core::wire::{self, DecodeError, Limits, Message, HEADER_LEN};
+use lifeline_core::wire::{self, DecodeError, Limits, MembershipMsg, Message, HEADER_LEN};
 use lifeline_core::MAX_FRAME;
 
 use crate::{try_write_stdout, CliError};
@@ -267,6 +267,22 @@ fn json(msg: &Message) -> String {
             r#"{{"kind":"revoke","group":{},"epoch":{},"origin":{},"hops":{}}}"#,
             m.group, m.epoch, m.origin, m.hops
         ),
+        // A frame relayed around a gray link: the envelope, and the inner frame's kind by its
+        // kind byte (an empty inner frame is a probe).
+        Message::Membership(MembershipMsg::Relayed(m)) => {
+            let inner = match m.frame.get(1) {
+                None => "probe",
+                Some(&b) => wire::Kind::from_u8(b).map_or("unknown", |k| k.name()),
+            };
+            format!(
+                r#"{{"kind":"relayed","src":{},"dst":{},"flags":{},"inner_kind":"{}","inner_len":{}}}"#,
+                m.src,
+                m.dst,
+                m.flags,
+                inner,
+                m.frame.len()
+            )
+        }
         // A kind this printer does not know yet: its name and size.
         other => format!(
             r#"{{"kind":"{}","frame_len":{}}}"#,

@@ -40,6 +40,13 @@ pub(crate) fn event_json(e: &Event) -> (&'static str, Value) {
             ("evicted", json!({ "epoch": epoch }))
         }
         Event::Membership(MembershipEvent::Left { epoch }) => ("left", json!({ "epoch": epoch })),
+        Event::Membership(MembershipEvent::RelayStarted { peer, via }) => (
+            "relay_started",
+            json!({"peer": peer.0, "via": via.map(|r| r.0)}),
+        ),
+        Event::Membership(MembershipEvent::RelayEnded { peer }) => {
+            ("relay_ended", json!({ "peer": peer.0 }))
+        }
         Event::Membership(MembershipEvent::Departed {
             epoch,
             ranks,

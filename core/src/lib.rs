@@ -180,8 +180,8 @@ pub use flood::{FloodConfig, FloodEvent, FloodStats, FloodTimer};
 pub use link::LinkCause;
 pub use membership::{
     CampaignFailure, CampaignId, CorroborationStats, MembershipConfig, MembershipEvent,
-    MembershipStats, MembershipTimer, MembershipView, RemovalCause, ShrinkError, ShrinkStats,
-    StartupStats,
+    MembershipStats, MembershipTimer, MembershipView, RelayStats, RemovalCause, ShrinkError,
+    ShrinkStats, StartupStats,
 };
 pub use node::Node;
 pub use relm::{

@@ -121,6 +121,16 @@ impl Ctx<'_> {
         self.push(Transmit::fence(to, class, m.encode()));
     }
 
+    /// Queues a relay envelope to live `to` itself, never through a relay (see
+    /// [`Transmit::direct`]).
+    pub(crate) fn send_direct(&mut self, to: Rank, frame: Bytes) {
+        if !self.tree.is_alive(to) {
+            self.stats.suppressed_to_dead += 1;
+            return;
+        }
+        self.push(Transmit::direct(to, Class::Control, frame));
+    }
+
     /// Queues a message on its kind's traffic class.
     pub(crate) fn send(&mut self, to: Rank, m: impl Into<Message>) {
         let m = m.into();

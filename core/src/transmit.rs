@@ -26,6 +26,9 @@ pub struct Transmit {
     pub frame: Bytes,
     /// Queued as a fencing notice (flagged when queued, never read back from the frame).
     fence: bool,
+    /// Queued to go to `to` itself, never through a relay around a gray link (a relay
+    /// envelope: a probe, or one being forwarded).
+    direct: bool,
 }
 
 impl Transmit {
@@ -36,6 +39,16 @@ impl Transmit {
             class,
             frame,
             fence: false,
+            direct: false,
+        }
+    }
+
+    /// A frame that goes to `to` itself even while the link to `to` is gray (relay envelopes:
+    /// they are never wrapped again).
+    pub(crate) fn direct(to: Rank, class: Class, frame: Bytes) -> Self {
+        Self {
+            direct: true,
+            ..Self::new(to, class, frame)
         }
     }
 
@@ -53,5 +66,11 @@ impl Transmit {
     /// node sets the flag when the notice is queued.
     pub fn is_fence(&self) -> bool {
         self.fence
+    }
+
+    /// Whether the node may send this frame through a relay when the link to `to` is gray
+    /// (every frame but fencing notices and relay envelopes).
+    pub(crate) fn relayable(&self) -> bool {
+        !self.fence && !self.direct
     }
 }

@@ -8,7 +8,7 @@
 use bytes::Bytes;
 use lifeline_core::join::{AdmitNotice, JoinAnswerMsg, JoinForwardMsg, JoinId, JoinRequest};
 use lifeline_core::membership::{
-    CampaignId, CheckInMsg, CheckInNotice, CorroborateMsg, CorroborateOp, RemovalCause,
+    CampaignId, CheckInMsg, CheckInNotice, CorroborateMsg, CorroborateOp, RelayedMsg, RemovalCause,
     UnreachableMsg,
 };
 use lifeline_core::relm::Uid;
@@ -363,6 +363,17 @@ fn frames() -> Vec<(&'static str, Bytes)> {
             id: JoinId { nonce: 9, seq: 1 },
             addr: Bytes::from_static(b"127.0.0.1:7003"),
         }
+        .encode(),
+    ));
+    // Added after the table above was committed: appended, so no earlier line moves.
+    out.push((
+        "relayed",
+        Message::from(RelayedMsg {
+            src: Rank(9),
+            dst: Rank(1),
+            flags: RelayedMsg::HEARD,
+            frame: Message::from(UnreachableMsg { peer: Rank(12) }).encode(),
+        })
         .encode(),
     ));
     out

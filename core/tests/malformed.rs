@@ -50,7 +50,8 @@ use lifeline_core::wire::{
 };
 use lifeline_core::wire::{
     AlertEntry, AlertMsg, CampaignId, CheckInMsg, CorroborateMsg, CorroborateOp, EvictedMsg,
-    MembershipMsg, RelmMsg, RemovedMsg, RevokeMsg, ShrinkRequestMsg, UnreachableMsg, XcastMsg,
+    MembershipMsg, RelayedMsg, RelmMsg, RemovedMsg, RevokeMsg, ShrinkRequestMsg, UnreachableMsg,
+    XcastMsg,
 };
 use lifeline_core::{
     xcast, CommandError, Config, Duration, Event, FloodEvent, Instant, LinkCause, MembershipEvent,
@@ -170,6 +171,18 @@ fn relay(name: &'static str, origin: u32, seq: u64, tag: u16, payload: Bytes) ->
     }));
     // numbered:u64 origin:u32 seq:u64 tag:u16, then the payload's length.
     sample(name, msg, vec![(HEADER_LEN + 22, len)])
+}
+
+fn relayed(name: &'static str, src: u32, dst: u32, flags: u8, inner: Bytes) -> Sample {
+    let len = inner.len() as u32;
+    let msg = Message::from(RelayedMsg {
+        src: Rank(src),
+        dst: Rank(dst),
+        flags,
+        frame: inner,
+    });
+    // src:u32 dst:u32 flags:u8, then the inner frame's length.
+    sample(name, msg, vec![(HEADER_LEN + 9, len)])
 }
 
 /// Offset of a Forward's payload (after op, round, done, global_done, origin, seq, tag, len).
@@ -553,6 +566,49 @@ fn samples() -> Vec<Sample> {
         fixed(
             "unreachable/outside-span",
             Message::from(UnreachableMsg { peer: Rank(SPAN) }),
+        ),
+        relayed(
+            "relayed/probe-to-receiver",
+            21,
+            5,
+            RelayedMsg::HEARD,
+            b(b""),
+        ),
+        relayed(
+            "relayed/probe-heard-direct",
+            21,
+            5,
+            RelayedMsg::HEARD | RelayedMsg::HEARD_DIRECT,
+            b(b""),
+        ),
+        relayed(
+            "relayed/answer",
+            21,
+            5,
+            RelayedMsg::HEARD | RelayedMsg::ANSWER,
+            b(b""),
+        ),
+        relayed(
+            "relayed/ack-to-receiver",
+            21,
+            5,
+            0,
+            Message::from(AckMsg { op: 3, round: 1 }).encode(),
+        ),
+        relayed("relayed/to-forward", 21, 22, 0, b(b"")),
+        relayed("relayed/from-outside-span", SPAN, 5, 0, b(b"")),
+        relayed(
+            "relayed/nested",
+            21,
+            5,
+            0,
+            Message::from(RelayedMsg {
+                src: Rank(21),
+                dst: Rank(5),
+                flags: 0,
+                frame: Bytes::new(),
+            })
+            .encode(),
         ),
         fixed(
             "join-forward/plain",

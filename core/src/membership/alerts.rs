@@ -166,8 +166,7 @@ impl Membership {
         }
         let fresh = Duration::from_nanos(ctx.cfg.detect.period.as_nanos().saturating_mul(3));
         let avoided = |r: Rank| {
-            self.gray.contains_key(&r)
-                || self.suspects.get(&r).is_some_and(|&t| ctx.now < t + fresh)
+            self.is_gray(r) || self.suspects.get(&r).is_some_and(|&t| ctx.now < t + fresh)
         };
         let up = ctx.tree.ancestors_without(subject);
         let hop = up

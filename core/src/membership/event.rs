@@ -114,6 +114,21 @@ pub enum MembershipEvent {
         /// The epoch this rank knew when it left.
         epoch: u64,
     },
+    /// The tree link to `peer` is down while both ends are alive (a gray link): frames to
+    /// `peer` now go through `via` (`None`: no live rank to relay through). Advisory: nobody
+    /// is removed for it while the relay carries.
+    RelayStarted {
+        /// The other end of the gray link.
+        peer: Rank,
+        /// The relay chosen first.
+        via: Option<Rank>,
+    },
+    /// The relay around the link to `peer` ended: a frame arrived on the link itself again
+    /// (or `peer` is no longer a member or tree neighbour).
+    RelayEnded {
+        /// The other end of the link.
+        peer: Rank,
+    },
 }
 
 /// Why a shrink campaign failed ([`MembershipEvent::CampaignFailed`]).

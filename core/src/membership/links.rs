@@ -39,6 +39,8 @@ impl Membership {
         if self.leaving_link_down(ctx, peer) || self.departing_link_down(ctx, peer) {
             return;
         }
+        // Relays through `peer` move on to their next candidate.
+        self.relay_link_down(ctx, peer);
         let role = ctx.tree.link_role(peer);
         if ctx.cfg.detect.enabled && cause == LinkCause::Refused {
             // No hello to a refused parent: it would only be dialled and refused again.
@@ -144,31 +146,45 @@ impl Membership {
     /// A tree link to `peer` went down on soft evidence (the detector is on; both ends may be
     /// alive): start its gray timeout, unless it already runs.
     fn on_tree_link_down(&mut self, ctx: &mut Ctx<'_>, peer: Rank) {
-        if !ctx.cfg.detect.enabled || self.gray.contains_key(&peer) {
+        if !ctx.cfg.detect.enabled || self.is_gray(peer) {
             return;
         }
-        self.gray.insert(peer, ctx.now);
+        self.gray_insert(peer, ctx.now);
         let at = ctx.now + ctx.cfg.membership.gray_timeout;
         ctx.timers.set(MembershipTimer::Gray(peer), at);
+        self.start_relay(ctx, peer);
     }
 
-    /// A frame from `peer` arrived: the link works again, and its gray timeout stops. (A link
-    /// reported up is no proof: a dial may connect across a cut that still eats the frames.)
+    /// A frame from `peer` arrived on the link itself (never one relayed: the node does not
+    /// call this for those): the link works again and its gray timeout stops. A relayed link
+    /// only notes it: `peer`'s direction works, and only `peer` can say that this rank's
+    /// does (`relay.rs`). (A link reported up is no proof: a dial may connect across a cut
+    /// that still eats the frames.)
     pub(super) fn on_heard(&mut self, ctx: &mut Ctx<'_>, peer: Rank) {
-        if self.gray.remove(&peer).is_some() {
+        if self.is_relayed(peer) {
+            self.heard_direct(ctx, peer);
+        } else if self.gray_remove(peer) {
             ctx.timers.cancel(MembershipTimer::Gray(peer));
         }
     }
 
     /// The gray timeout of the link to `peer` passed: if it is still down, `peer` alive and
-    /// still a tree neighbour, tell the coordinator (the view's root), and again every
+    /// still a tree neighbour, and its relay carried nothing from `peer` lately
+    /// (`relay.rs`), tell the coordinator (the view's root); check again every
     /// `detect.period × 10` while it stands.
     pub(super) fn on_gray_timer(&mut self, ctx: &mut Ctx<'_>, peer: Rank) {
         let Some(view) = ctx.tree.view() else { return };
-        let standing =
-            self.gray.contains_key(&peer) && ctx.tree.is_alive(peer) && view.is_neighbor(peer);
+        let standing = self.is_gray(peer) && ctx.tree.is_alive(peer) && view.is_neighbor(peer);
+        let period10 = Duration::from_nanos(ctx.cfg.detect.period.as_nanos().saturating_mul(10));
         if !standing {
-            self.gray.remove(&peer);
+            self.gray_remove(peer);
+            self.retain_relays(ctx);
+            return;
+        }
+        // A routing problem, not a membership one: while the relay carries, nobody is removed.
+        if self.relay_works(ctx, peer) {
+            ctx.timers
+                .set(MembershipTimer::Gray(peer), ctx.now + period10);
             return;
         }
         ctx.stats.membership.unreachable_out += 1;
@@ -179,8 +195,7 @@ impl Membership {
         } else {
             ctx.send(coordinator, UnreachableMsg { peer });
         }
-        let at =
-            ctx.now + Duration::from_nanos(ctx.cfg.detect.period.as_nanos().saturating_mul(10));
-        ctx.timers.set(MembershipTimer::Gray(peer), at);
+        ctx.timers
+            .set(MembershipTimer::Gray(peer), ctx.now + period10);
     }
 }

@@ -28,8 +28,9 @@
 //!   would leave it in a minority (the majority guard). A decision floods the tree
 //!   (`RemovedMsg`) as soon as the repair it causes here completes, and is confirmed in xcast
 //!   order by the global notice.
-//! - **Gray links.** A tree link down on soft evidence for `membership.gray_timeout` gets its
-//!   child removed, cause "unreachable".
+//! - **Gray links.** A tree link down on soft evidence is relayed around through a third rank
+//!   (`relay.rs`); only if the relay carries nothing either does `membership.gray_timeout` get
+//!   the link's child removed, cause "unreachable".
 //! - **Fencing.** A rank the root confirmed removed that speaks or dials again is told
 //!   ("evicted"); it stops for good.
 //!
@@ -59,6 +60,9 @@ mod corroborate;
 mod event;
 mod joins;
 mod links;
+pub(crate) mod relay;
+#[cfg(test)]
+mod relay_tests;
 mod shrink;
 #[cfg(test)]
 mod shrink_tests;
@@ -75,6 +79,7 @@ mod wire;
 pub use cause::RemovalCause;
 pub use config::MembershipConfig;
 pub use event::{CampaignFailure, MembershipEvent};
+pub use relay::RelayStats;
 pub use shrink::ShrinkError;
 pub use startup::{StartupStats, StartupView};
 pub use stats::{CorroborationStats, MembershipStats, ShrinkStats};
@@ -82,8 +87,8 @@ pub use timer::MembershipTimer;
 pub use view::MembershipView;
 pub use wire::{
     AdoptMsg, AlertEntry, AlertMsg, CampaignId, CheckInMsg, CheckInNotice, CorroborateMsg,
-    CorroborateOp, EvictedMsg, GlobalFailureMsg, LeftNotice, LineageMsg, MembershipMsg, RemovedMsg,
-    ShrinkOrder, ShrinkRequestMsg, UnreachableMsg,
+    CorroborateOp, EvictedMsg, GlobalFailureMsg, LeftNotice, LineageMsg, MembershipMsg, RelayedMsg,
+    RemovedMsg, ShrinkOrder, ShrinkRequestMsg, UnreachableMsg,
 };
 
 /// What the coordinator holds about one subject.
@@ -186,8 +191,6 @@ pub(crate) struct Membership {
     /// Why ranks known dead here were removed, until the root's notice confirms them (the root
     /// puts them in its notice).
     causes: BTreeMap<Rank, RemovalCause>,
-    /// Tree links down on soft evidence, both ends alive, and since when (the gray timeout).
-    gray: BTreeMap<Rank, Instant>,
     /// Highest decision seen per coordinator (the flood's duplicate filter).
     seen_decisions: BTreeMap<Rank, u64>,
     /// The agreed view: the notices applied so far.
@@ -215,6 +218,9 @@ pub(crate) struct Membership {
     /// Shrink campaigns: requests, the coordinator's queue, recorded targets, leaving mode
     /// (`shrink.rs`; boxed on first use).
     shrink: Option<Box<shrink::Shrink>>,
+    /// Gray links (tree links down on soft evidence, both ends alive), their relays, and the
+    /// relay counters (`relay.rs`; boxed on first use).
+    relay: Option<Box<relay::Relay>>,
 }
 
 /// One entry of the repair stack.
@@ -859,7 +865,10 @@ impl Machine for Membership {
             .retain(|(s, o), _| tree.is_alive(*s) && tree.is_alive(*o));
         self.suspects.retain(|s, _| tree.is_alive(*s));
         self.own.retain(|s, _| tree.is_alive(*s));
-        self.gray.retain(|p, _| tree.is_alive(*p));
+        if let Some(r) = self.relay.as_mut() {
+            r.gray.retain(|p, _| tree.is_alive(*p));
+        }
+        self.retain_relays(ctx);
         if let Some(c) = self.corroboration.as_mut() {
             c.retain_alive(|r| tree.is_alive(r));
         }
@@ -948,6 +957,8 @@ impl Machine for Membership {
             MembershipMsg::Corroborate(m) => self.on_corroborate(ctx, from, m),
             MembershipMsg::CheckIn(m) => self.on_check_in(ctx, from, m),
             MembershipMsg::ShrinkRequest(m) => self.on_shrink_request(ctx, m),
+            // The node opens envelopes before any machine sees a frame (`node/relay.rs`).
+            MembershipMsg::Relayed(_) => ctx.stats.membership.stale += 1,
         }
     }
 
@@ -957,6 +968,7 @@ impl Machine for Membership {
             MembershipTimer::Alerts => self.on_alert_timer(ctx, token),
             MembershipTimer::Decide => self.on_decide_timer(ctx, token),
             MembershipTimer::Gray(peer) => self.on_gray_timer(ctx, peer),
+            MembershipTimer::Relay(peer) => self.on_relay_timer(ctx, peer),
             MembershipTimer::JoinBatch => self.on_join_batch(ctx, token),
             MembershipTimer::JoinExpiry => self.on_join_expiry(ctx),
             MembershipTimer::Corroborate(subject) => self.on_corroborate_timer(ctx, subject),

@@ -451,8 +451,11 @@ fn a_minority_holding_the_root_does_not_remove_the_majority() {
     assert!(!s.observer().evicted(Rank(0)), "the root stays");
 }
 
-/// A tree link cut for good, both ends alive: after `membership.gray_timeout` exactly one
-/// endpoint, the child, is removed everywhere with cause "unreachable"; nobody else is.
+/// A tree link cut for good, both ends alive, and the child cut from every rank either end
+/// would relay through too (ranks 0 to 4: the parent's ancestor, then ranks in order): after
+/// `membership.gray_timeout` exactly one endpoint, the child, is removed everywhere with cause
+/// "unreachable"; nobody else is. (With a relay that carries, nobody is removed:
+/// `relay_tests.rs`.)
 #[test]
 fn tree_link_cut_for_good_removes_exactly_the_child_after_the_gray_timeout() {
     for oneway in [false, true] {
@@ -460,6 +463,13 @@ fn tree_link_cut_for_good_removes_exactly_the_child_after_the_gray_timeout() {
         s.run_until(ms(300)).unwrap();
         let child = Rank(5);
         cut_to_parent(&mut s, child, oneway);
+        for relay in 0..5 {
+            s.apply(if oneway {
+                Fault::CutOneWay(child, Rank(relay))
+            } else {
+                Fault::Cut(child, Rank(relay))
+            });
+        }
         let gray = crate::Config::new(64, 4).membership.gray_timeout;
         s.run_until(ms(300 + gray.as_millis() - 500)).unwrap();
         for r in 0..64 {

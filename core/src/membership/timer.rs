@@ -12,6 +12,8 @@ pub enum MembershipTimer {
     Decide,
     /// The gray timeout of the tree link to this rank (re-armed while it stands).
     Gray(crate::tree::Rank),
+    /// Probe the gray link to this rank, directly and through its relay (`relay.rs`).
+    Relay(crate::tree::Rank),
     /// Coordinator: admit the joins queued since the batch began.
     JoinBatch,
     /// Contact: answer the requests whose admission did not come in time.

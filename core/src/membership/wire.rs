@@ -270,6 +270,71 @@ impl Codec for UnreachableMsg {
     }
 }
 
+/// A frame carried around a gray tree link (kind 70): `src` sends `frame` to `dst` through a
+/// relay rank because their own link is down while both are alive (`relay.rs`). The relay
+/// forwards the envelope unchanged, once, only for a sender that is `src` itself (never a
+/// relayed envelope again) and only between live members; `dst` reads `frame` as sent by
+/// `src`. An empty `frame` is a probe: sent to `dst` directly (to ask for the link back) and
+/// through the relay; its `flags` say what `src` hears of `dst` ([`RelayedMsg::HEARD`],
+/// [`RelayedMsg::HEARD_DIRECT`]), so each end learns whether its own direction works.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RelayedMsg {
+    /// The rank whose frame this is (the relay's sender: relays never forward for others).
+    pub src: Rank,
+    /// The rank the frame is for.
+    pub dst: Rank,
+    /// A probe's news about `dst` as `src` hears it (0 on a frame that carries one).
+    pub flags: u8,
+    /// The whole inner frame, envelope included (empty: a probe). Never itself a relayed
+    /// envelope: the receiver drops a nested one, counted.
+    pub frame: bytes::Bytes,
+}
+
+impl RelayedMsg {
+    /// Body bytes besides the inner frame: `src`, `dst`, `flags` and the frame's length prefix.
+    pub const OVERHEAD: usize = 13;
+    /// Probe flag: `src` heard from `dst` lately (directly or relayed).
+    pub const HEARD: u8 = 1;
+    /// Probe flag: `src` heard from `dst` directly lately: `dst`'s own direction works again.
+    pub const HEARD_DIRECT: u8 = 2;
+    /// Probe flag: an answer to a probe from a rank that relays nothing to `dst`; never
+    /// answered itself.
+    pub const ANSWER: u8 = 4;
+}
+
+impl Codec for RelayedMsg {
+    fn encoded_len(&self) -> usize {
+        Self::OVERHEAD + self.frame.len()
+    }
+    fn encode(&self, buf: &mut impl BufMut) {
+        buf.put_u32(self.src.0);
+        buf.put_u32(self.dst.0);
+        buf.put_u8(self.flags);
+        buf.put_u32(self.frame.len() as u32);
+        buf.put_slice(&self.frame);
+    }
+    fn decode(r: &mut Reader, limits: &Limits) -> Result<Self, DecodeError> {
+        let src = r.rank()?;
+        let dst = r.rank()?;
+        let flags = r.u8()?;
+        if flags & !(Self::HEARD | Self::HEARD_DIRECT | Self::ANSWER) != 0 {
+            return Err(DecodeError::Invalid("unknown relay flags"));
+        }
+        let frame = r.bytes(limits.max_frame)?;
+        if !frame.is_empty() && frame.len() < crate::wire::HEADER_LEN {
+            return Err(DecodeError::Invalid(
+                "relayed frame shorter than an envelope",
+            ));
+        }
+        Ok(Self {
+            src,
+            dst,
+            flags,
+            frame,
+        })
+    }
+}
+
 /// What a [`CorroborateMsg`] says about its subject.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum CorroborateOp {
@@ -533,7 +598,8 @@ impl Codec for LeftNotice {
 }
 
 crate::message_family! { Membership =>
-    /// Failure-knowledge messages (kinds 2–3, 40–43, 49), joins (60–61), check-ins (62) and shrink requests (63).
+    /// Failure-knowledge messages (kinds 2–3, 40–43, 49), joins (60–61), check-ins (62), shrink
+    /// requests (63) and frames relayed around gray links (70).
     pub enum MembershipMsg {
         /// Adoption notice, parent to new child ([`AdoptMsg`]).
         Adopt(AdoptMsg) = 2, Control, Adopt, "adopt";
@@ -557,5 +623,7 @@ crate::message_family! { Membership =>
         ShrinkRequest(ShrinkRequestMsg) = 63, Control, ShrinkRequest, "shrink-request";
         /// Corroboration of a refused dial ([`CorroborateMsg`]).
         Corroborate(CorroborateMsg) = 49, Control, Corroborate, "corroborate";
+        /// A frame carried around a gray tree link through a relay rank ([`RelayedMsg`]).
+        Relayed(RelayedMsg) = 70, Control, Relayed, "relayed";
     }
 }

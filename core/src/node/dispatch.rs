@@ -13,16 +13,17 @@ use crate::timer::{TimerKey, TimerToken};
 use crate::tree::{Rank, ViewDelta};
 use crate::wire::{DecodeError, Message};
 
-/// Checks a decoded message with its machine's [`Machine::admits`], counts it, and hands it to
-/// [`Machine::on_message`] (then the node applies the machine's effects).
+/// Checks a decoded message with its machine's [`Machine::admits`] and hands it to
+/// [`Machine::on_message`] (then the node applies the machine's effects); `false` when the
+/// machine refused it (the caller counts either way).
 macro_rules! deliver {
     ($node:ident, $machine:ident, $from:expr, $msg:expr) => {{
         if !$node.m.$machine.admits(&ctx!($node), &$msg) {
-            $node.stats.dropped_bad_origin += 1;
-            return;
+            false
+        } else {
+            run!($node, $machine.on_message($from, $msg));
+            true
         }
-        $node.stats.frames_in += 1;
-        run!($node, $machine.on_message($from, $msg))
     }};
 }
 
@@ -49,8 +50,9 @@ macro_rules! machines {
         }
 
         impl Node {
-            /// A decoded message, to the machine that owns its family.
-            fn dispatch_message(&mut self, from: Rank, msg: Message) {
+            /// A decoded message, to the machine that owns its family; `false` when that
+            /// machine's [`Machine::admits`] refused it (nothing changed).
+            fn dispatch_message(&mut self, from: Rank, msg: Message) -> bool {
                 match msg {
                     $(Message::$variant(m) => deliver!(self, $field, from, m),)*
                 }
@@ -214,8 +216,35 @@ impl Node {
             return;
         }
         self.frame_from_to_machines(from);
+        if let Message::Membership(crate::membership::MembershipMsg::Relayed(m)) = msg {
+            // The envelope is the input counted; what becomes of it is the relay's to count.
+            self.stats.frames_in += 1;
+            self.on_relayed(from, m);
+            return;
+        }
         self.catch_up_span(from, &msg);
-        self.dispatch_message(from, msg);
+        if self.dispatch_message(from, msg) {
+            self.stats.frames_in += 1;
+        } else {
+            self.stats.dropped_bad_origin += 1;
+        }
+    }
+
+    /// A frame `src` sent through a relay (the envelope came from another rank): decoded and
+    /// dispatched as `src`'s, but not heard on the link to `src`, which stays gray (only the
+    /// detector takes it as a sign of life). The envelope was the input counted; an inner
+    /// frame that does not decode, or that its machine refuses, is counted in the relay's
+    /// `relay_dropped_inner`.
+    pub(super) fn dispatch_relayed(&mut self, src: Rank, frame: Bytes) {
+        let Ok(msg) = Message::decode(frame, &self.limits) else {
+            self.m.membership.relay_counters().relay_dropped_inner += 1;
+            return;
+        };
+        run!(self, detect.on_frame_from(src));
+        self.catch_up_span(src, &msg);
+        if !self.dispatch_message(src, msg) {
+            self.m.membership.relay_counters().relay_dropped_inner += 1;
+        }
     }
 
     /// A frame from `from`, past this rank's span: only an adoption notice under a span that

@@ -29,6 +29,7 @@ mod dispatch;
 #[cfg(test)]
 mod footprint;
 mod inspect;
+mod relay;
 mod route;
 
 /// Builds a [`Ctx`] from the node's shared parts, leaving the machines free to borrow mutably.
@@ -326,6 +327,13 @@ impl Node {
         self.m.membership.shrink_stats()
     }
 
+    /// Relay counters: frames sent around gray links, envelopes forwarded for others, relays
+    /// started and ended, and every envelope dropped, by reason. Kept with the relay state,
+    /// which a rank makes on first use: all zero before.
+    pub fn relay_stats(&self) -> crate::membership::RelayStats {
+        self.m.membership.relay_stats()
+    }
+
     /// This rank's corroboration and overload-hold counters (refused dials reported, received
     /// and probed; cases refuted or dropped; decisions held). Kept with the corroboration state,
     /// which a rank makes on first use: all zero before.
@@ -365,15 +373,22 @@ impl Node {
 impl Node {
     /// The next frame to send, in the order produced. Drain until `None` after every input.
     ///
+    /// A frame to a tree neighbour whose link is gray (down while both ends are alive) leaves
+    /// as a relay envelope to the relay rank instead (see [`Self::relay_stats`]); one that the
+    /// envelope would make too big for `max_frame` is dropped and counted.
+    ///
     /// A frame queued to a rank that became known dead before it was drained is discarded here
     /// (counted in `suppressed_to_dead`), so no transmit is ever addressed to a rank known dead.
     #[must_use]
     pub fn poll_transmit(&mut self) -> Option<Transmit> {
         while let Some(t) = self.out.pop_transmit() {
-            if self.tree.is_alive(t.to) || t.is_fence() {
+            if !self.tree.is_alive(t.to) && !t.is_fence() {
+                self.stats.suppressed_to_dead += 1;
+                continue;
+            }
+            if let Some(t) = self.around_gray(t) {
                 return Some(t);
             }
-            self.stats.suppressed_to_dead += 1;
         }
         None
     }

@@ -23,8 +23,8 @@ pub use reader::Reader;
 pub use crate::flood::FloodMsg;
 pub use crate::membership::{
     AdoptMsg, AlertEntry, AlertMsg, CampaignId, CheckInMsg, CheckInNotice, CorroborateMsg,
-    CorroborateOp, EvictedMsg, GlobalFailureMsg, LeftNotice, LineageMsg, MembershipMsg, RemovedMsg,
-    ShrinkOrder, ShrinkRequestMsg, UnreachableMsg,
+    CorroborateOp, EvictedMsg, GlobalFailureMsg, LeftNotice, LineageMsg, MembershipMsg, RelayedMsg,
+    RemovedMsg, ShrinkOrder, ShrinkRequestMsg, UnreachableMsg,
 };
 pub use crate::relm::{
     ChainMark, RelmAckMsg, RelmDataMsg, RelmLinkMsg, RelmMsg, RelmReqMsg, UidRange,
@@ -215,8 +215,9 @@ macro_rules! messages {
 }
 
 // The message table: one line per machine. Kind ranges: 1 flood, 2–3 membership, 10–19 xcast,
-// 20–23 RELM, 30–31 detector, 40–42 membership, 50 revoke; next free: 43–49 agreement, 51–59
-// revoke, 60–69 elastic.
+// 20–23 RELM, 30–31 detector, 40–43 and 49 membership, 50 revoke, 60–63 joins, check-ins and
+// shrink, 70 frames relayed around gray links; next free: 44–48 agreement, 51–59 revoke,
+// 64–69 elastic.
 messages! {
     /// The test flood (kind 1).
     Flood(crate::flood::FloodMsg);
