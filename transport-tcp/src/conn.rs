@@ -7,7 +7,10 @@
 //!   each header's length is checked by [`wire::frame_len`] before any room is reserved for
 //!   its body, and the driver gets each read's frames as one batch. It writes its send queue
 //!   with one vectored write per `io_buffer` bytes: small frames copied into one buffer, large
-//!   ones by reference; whatever is gathered goes out whenever the queue is drained.
+//!   ones by reference; whatever is gathered goes out whenever the queue is drained. A writer
+//!   that has written nothing for [`TcpConfig::keepalive_interval`] writes the six-byte
+//!   [`wire::KEEPALIVE`] frame, and the reader drops (and counts) the ones it reads: see
+//!   [`configure`] for why this, and not the kernel's keepalive, keeps idle links up.
 
 use std::collections::VecDeque;
 use std::io::{self, IoSlice};
@@ -19,7 +22,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use lifeline_core::tree::Rank;
 use lifeline_core::wire::{self, Limits};
 use lifeline_core::Class;
-use socket2::{SockRef, TcpKeepalive};
+use socket2::SockRef;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
@@ -59,23 +62,27 @@ impl Shared {
     }
 }
 
-/// `TCP_NODELAY`, keepalive and (on Linux) `TCP_USER_TIMEOUT`, so a vanished peer surfaces as an
-/// error within `link_timeout` and small control frames are never delayed by Nagle.
+/// `TCP_NODELAY` and (on Linux) `TCP_USER_TIMEOUT = link_timeout`, so small control frames are
+/// never delayed by Nagle and data unacknowledged for `link_timeout` ends the connection.
+///
+/// No kernel keepalive (`SO_KEEPALIVE`): an installed connection's writer sends the
+/// [`wire::KEEPALIVE`] frame after [`TcpConfig::keepalive_interval`] without writing, so an
+/// idle connection carries data in both directions every `link_timeout / 6`. Lost, that data is
+/// retransmitted by TCP, and the user timeout ends the connection only when it stays
+/// unacknowledged for `link_timeout` (the peer's host vanished, or the path is cut for that
+/// long): within `link_timeout` plus one keepalive interval and one retransmission timeout. The kernel's probes did worse on
+/// both counts: they are whole seconds (`max(1 s, link_timeout / 3)`), and with
+/// `TCP_USER_TIMEOUT` set Linux aborts at the first unanswered probe once nothing was received
+/// for `link_timeout` (`tcp_keepalive_timer`: `elapsed >= user_timeout && probes_out > 0`),
+/// so with `link_timeout` ≤ 2 s one probe lost in a 500 ms blackhole ended an idle link.
+/// With the frame flowing they would never fire anyway (each frame received resets their
+/// clock), so they are off. Join and handshake connections are bounded by their own timeouts.
 pub(crate) fn configure(stream: &TcpStream, cfg: &TcpConfig) -> io::Result<()> {
     stream.set_nodelay(true)?;
-    let sock = SockRef::from(stream);
-    let probe = (cfg.link_timeout / 3).max(Duration::from_secs(1));
-    let ka = TcpKeepalive::new().with_time(probe).with_interval(probe);
-    #[cfg(not(any(
-        windows,
-        target_os = "openbsd",
-        target_os = "redox",
-        target_os = "solaris"
-    )))]
-    let ka = ka.with_retries(3);
-    sock.set_tcp_keepalive(&ka)?;
     #[cfg(any(target_os = "android", target_os = "fuchsia", target_os = "linux"))]
-    sock.set_tcp_user_timeout(Some(cfg.link_timeout))?;
+    SockRef::from(stream).set_tcp_user_timeout(Some(cfg.link_timeout))?;
+    #[cfg(not(any(target_os = "android", target_os = "fuchsia", target_os = "linux")))]
+    let _ = (SockRef::from(stream), cfg);
     Ok(())
 }
 
@@ -224,9 +231,23 @@ pub(crate) async fn run(stream: TcpStream, verdict: Option<Verdict>, io: LinkIo,
     let queue = io.queue(class).clone();
     let why = tokio::select! {
         why = read_frames(rd, &sh, &io, class) => why,
-        why = write_frames(wr, verdict, &queue, sh.cfg.io_buffer) => why,
+        why = write_frames(wr, verdict, &queue, sh.cfg.io_buffer, idle(&sh)) => why,
     };
     io.ended(class, why).await;
+}
+
+/// The writer's keepalive: after how long without writing, and where it is counted.
+#[derive(Clone, Copy)]
+struct Idle<'a> {
+    after: Duration,
+    counters: &'a Counters,
+}
+
+fn idle(sh: &Shared) -> Idle<'_> {
+    Idle {
+        after: sh.cfg.keepalive_interval(),
+        counters: &sh.counters,
+    }
 }
 
 fn io_end(e: &io::Error) -> Ended {
@@ -247,7 +268,9 @@ const LARGE: usize = 8 << 10;
 /// what was already read and then straight from the socket; after one, the next read is kept
 /// short (`LARGE` bytes: the next header and the start of its body) so a stream of large frames
 /// does not land in the shared buffer. Every header is checked (version, kind, length against
-/// `max_frame`) before room is reserved for its body, so a bad header costs nothing.
+/// `max_frame`) before room is reserved for its body, so a bad header costs nothing. A
+/// [`wire::KEEPALIVE`] frame is counted (`keepalives_in`) and dropped: it never reaches the
+/// driver or the core.
 async fn read_frames(mut rd: OwnedReadHalf, sh: &Shared, io: &LinkIo, class: Class) -> Ended {
     let cap = sh.cfg.io_buffer.max(LARGE);
     let mut buf = BytesMut::with_capacity(cap);
@@ -258,7 +281,12 @@ async fn read_frames(mut rd: OwnedReadHalf, sh: &Shared, io: &LinkIo, class: Cla
         let bad = loop {
             match wire::frame_len(&buf, &sh.limits) {
                 Ok(Some(n)) if buf.len() >= n => {
-                    batch.push(buf.split_to(n).freeze());
+                    let frame = buf.split_to(n);
+                    if wire::is_keepalive(&frame) {
+                        Counters::add(&sh.counters.keepalives_in);
+                        continue;
+                    }
+                    batch.push(frame.freeze());
                     if batch.len() == MAX_BATCH && !io.deliver(class, &mut batch).await {
                         return Ended::Stopped;
                     }
@@ -323,12 +351,14 @@ const MAX_IOV: usize = 64;
 /// Writes the send queue: small frames are copied into one `cap`-sized buffer, large ones
 /// (>= `LARGE`) are gathered behind it by reference, and each `cap` bytes (or `MAX_IOV`
 /// pieces) go out in one vectored write, so no frame is copied twice; whatever is gathered is
-/// written whenever the queue is drained.
+/// written whenever the queue is drained. When nothing was written for `idle.after` (the queue
+/// stayed empty), the [`wire::KEEPALIVE`] frame is written (counted in `keepalives_out`).
 async fn write_frames(
     mut wr: OwnedWriteHalf,
     verdict: Option<Verdict>,
     queue: &SendQueue,
     cap: usize,
+    idle: Idle<'_>,
 ) -> Ended {
     if let Some(v) = verdict {
         if let Err(e) = handshake::finish(&mut wr, v).await {
@@ -340,6 +370,7 @@ async fn write_frames(
         buf: Vec::with_capacity(cap),
         large: Vec::new(),
         bytes: 0,
+        last: tokio::time::Instant::now(),
     };
     let mut batch = VecDeque::new();
     loop {
@@ -348,7 +379,19 @@ async fn write_frames(
             if let Err(e) = out.write(&mut wr).await {
                 return io_end(&e);
             }
-            queue.notify.notified().await;
+            // A notification that loses the race is kept by `Notify` (and the queue is taken
+            // again first thing anyway).
+            tokio::select! {
+                () = queue.notify.notified() => {}
+                () = tokio::time::sleep_until(out.last + idle.after) => {
+                    out.buf.extend_from_slice(&wire::KEEPALIVE);
+                    out.bytes += wire::KEEPALIVE.len();
+                    if let Err(e) = out.write(&mut wr).await {
+                        return io_end(&e);
+                    }
+                    Counters::add(&idle.counters.keepalives_out);
+                }
+            }
             continue;
         }
         for f in batch.drain(..) {
@@ -383,6 +426,8 @@ struct Gather {
     buf: Vec<u8>,
     large: Vec<Bytes>,
     bytes: usize,
+    /// When bytes were last written (or the writer started): the keepalive's clock.
+    last: tokio::time::Instant,
 }
 
 impl Gather {
@@ -401,6 +446,9 @@ impl Gather {
                 }
                 IoSlice::advance_slices(&mut rest, n);
             }
+        }
+        if self.bytes > 0 {
+            self.last = tokio::time::Instant::now();
         }
         self.buf.clear();
         self.large.clear();
@@ -476,7 +524,14 @@ mod tests {
         queue.push_many(sent.iter().cloned());
         let writer = {
             let queue = queue.clone();
-            tokio::spawn(async move { write_frames(wr, None, &queue, 32 << 10).await })
+            tokio::spawn(async move {
+                let counters = Counters::default();
+                let idle = Idle {
+                    after: Duration::from_secs(60),
+                    counters: &counters,
+                };
+                write_frames(wr, None, &queue, 32 << 10, idle).await
+            })
         };
         let reader = tokio::spawn(async move { read_frames(rd, &sh, &io, Class::Data).await });
         let mut got = Vec::new();
