@@ -429,3 +429,48 @@ async fn an_event_carries_the_time_of_its_frame() {
         "delivered at {at}, sent between {before} and {after}"
     );
 }
+
+/// Every rank holds a link to its standby parent (the rank a repair would make its parent):
+/// span 7, radix 2 is `0→{1,2}, 1→{3,5}, 2→{4,6}`; if 1 died, 5 (the slot rule prefers the
+/// highest living descendant) would take its slot under 0 and 3 would go under 5. Those links
+/// come up although neither is a tree link, and when 1 stops, the repair finds them up: no
+/// link to a new parent comes up after it.
+#[tokio::test]
+async fn standby_links_are_held_and_the_repair_dials_nothing() {
+    let mut nodes = cluster(7, &[0, 1, 2, 3, 4, 5, 6], &DriverConfig::default());
+    until(&mut nodes[5], |o| {
+        matches!(o, Output::LinkUp { peer: Rank(0), .. })
+    })
+    .await;
+    until(&mut nodes[3], |o| {
+        matches!(o, Output::LinkUp { peer: Rank(5), .. })
+    })
+    .await;
+    let one = nodes.remove(1);
+    one.handle.shutdown().await;
+    let _ = one.task.await;
+    // nodes[2] is rank 3, nodes[4] rank 5: both repaired around 1.
+    for (i, parent) in [(2, 5), (4, 0)] {
+        until(&mut nodes[i], |o| {
+            matches!(o, Output::Event { event: Event::ViewChanged(d), .. } if d.new_parent == Some(Rank(parent)))
+        })
+        .await;
+    }
+    // An xcast from rank 3 reaches 0 over the standby links now in the tree.
+    nodes[2]
+        .handle
+        .xcast(16, Bytes::from_static(b"after"))
+        .await
+        .expect("xcast");
+    let delivered = |o: &Output| matches!(o, Output::Event { event: Event::Xcast(XcastEvent::Delivered { payload, .. }), .. } if payload == "after");
+    until(&mut nodes[0], delivered).await;
+    // No link to the new parent came up after the repair: it was up before.
+    for (i, parent) in [(2, 5), (4, 0)] {
+        while let Ok(o) = nodes[i].outputs.try_recv() {
+            assert!(
+                !matches!(o, Output::LinkUp { peer, .. } if peer == Rank(parent)),
+                "node at {i} dialled its new parent {parent} in the repair"
+            );
+        }
+    }
+}

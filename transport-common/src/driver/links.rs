@@ -23,10 +23,16 @@ impl<C: Connector> Driver<C> {
     }
 
     /// Dials the tree parent: children dial up at wire-up and after every repair, so each tree
-    /// link exists before traffic needs it and a lost one is noticed.
+    /// link exists before traffic needs it and a lost one is noticed. Once start-up is over,
+    /// the standby parent too ([`Node::standby_parent`](lifeline_core::Node::standby_parent)):
+    /// the rank that would adopt this one if its parent died, so that repair finds its link
+    /// up instead of dialling it between loaded processes.
     pub(super) fn wire_up(&mut self) {
         if let Some(parent) = self.node.tree().view().and_then(|v| v.parent()) {
             self.want(parent);
+        }
+        if let Some(standby) = self.node.standby_parent() {
+            self.want(standby);
         }
     }
 
