@@ -177,7 +177,12 @@ impl<C: Connector> Driver<C> {
             // With the core's detector on, a close or reset is not evidence by itself: one
             // re-dial settles it (refused: hard evidence, reported as such; connected: nothing).
             let settle = !matches!(reason, DownReason::Io(std::io::ErrorKind::TimedOut));
-            if settle && self.node.config().detect.enabled && alive(&self.node)(peer) {
+            // A standby link that drops is dialled again, whatever the detector (a repair
+            // must find it up); the link policy backs off, and gives the peer up after
+            // `dial_attempts` failures (the next view change's `wire_up` asks again).
+            let standby = self.node.standby_parent() == Some(peer);
+            let redial = standby || (settle && self.node.config().detect.enabled);
+            if redial && alive(&self.node)(peer) {
                 self.want(peer);
             }
         }
