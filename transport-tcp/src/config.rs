@@ -142,8 +142,9 @@ impl Default for TcpConfig {
 impl TcpConfig {
     /// How long a connection may go without writing before its writer sends the keepalive frame
     /// ([`lifeline_core::wire::KEEPALIVE`]): `link_timeout / 6` (as the QUIC adapter's
-    /// keep-alive), at least 10 ms. Both ends do, so an idle connection carries six bytes each
-    /// way per interval, and nothing extra when it is busy. A sixth, not a third: a cut that
+    /// keep-alive), at least 10 ms, without writing *or reading*: on an idle connection the end
+    /// whose interval runs out first sends six bytes per interval and the other, hearing them,
+    /// sends none; a busy connection carries nothing extra. A sixth, not a third: a cut that
     /// fails the send itself (the interface went down) is noticed only `link_timeout` after
     /// the first keepalive that cannot go out, and with a third that came to 4.2 s for 3 s,
     /// past the conformance suite's bound of `link_timeout` + 1 s.

@@ -15,6 +15,7 @@
 use std::collections::VecDeque;
 use std::io::{self, IoSlice};
 use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -66,8 +67,9 @@ impl Shared {
 /// never delayed by Nagle and data unacknowledged for `link_timeout` ends the connection.
 ///
 /// No kernel keepalive (`SO_KEEPALIVE`): an installed connection's writer sends the
-/// [`wire::KEEPALIVE`] frame after [`TcpConfig::keepalive_interval`] without writing, so an
-/// idle connection carries data in both directions every `link_timeout / 6`. Lost, that data is
+/// [`wire::KEEPALIVE`] frame after [`TcpConfig::keepalive_interval`] without writing or
+/// reading, so an idle connection carries data every `link_timeout / 6` (one end sends, the
+/// other hears it; if it stops hearing, it sends its own). Lost, that data is
 /// retransmitted by TCP, and the user timeout ends the connection only when it stays
 /// unacknowledged for `link_timeout` (the peer's host vanished, or the path is cut for that
 /// long): within `link_timeout` plus one keepalive interval and one retransmission timeout. The kernel's probes did worse on
@@ -229,23 +231,52 @@ pub(crate) async fn run(stream: TcpStream, verdict: Option<Verdict>, io: LinkIo,
     };
     let (rd, wr) = stream.into_split();
     let queue = io.queue(class).clone();
+    let heard = Heard::new();
     let why = tokio::select! {
-        why = read_frames(rd, &sh, &io, class) => why,
-        why = write_frames(wr, verdict, &queue, sh.cfg.io_buffer, idle(&sh)) => why,
+        why = read_frames(rd, &sh, &io, class, &heard) => why,
+        why = write_frames(wr, verdict, &queue, sh.cfg.io_buffer, idle(&sh, &heard)) => why,
     };
     io.ended(class, why).await;
 }
 
-/// The writer's keepalive: after how long without writing, and where it is counted.
+/// When the connection's reader last read bytes, for its writer's keepalive: nanoseconds
+/// since `base`.
+struct Heard {
+    base: tokio::time::Instant,
+    nanos: AtomicU64,
+}
+
+impl Heard {
+    fn new() -> Self {
+        Self {
+            base: tokio::time::Instant::now(),
+            nanos: AtomicU64::new(0),
+        }
+    }
+
+    fn now(&self) {
+        let n = self.base.elapsed().as_nanos().min(u128::from(u64::MAX)) as u64;
+        self.nanos.store(n, Ordering::Relaxed);
+    }
+
+    fn last(&self) -> tokio::time::Instant {
+        self.base + Duration::from_nanos(self.nanos.load(Ordering::Relaxed))
+    }
+}
+
+/// The writer's keepalive: after how long without writing or reading, when the reader last
+/// read, and where it is counted.
 #[derive(Clone, Copy)]
 struct Idle<'a> {
     after: Duration,
+    heard: &'a Heard,
     counters: &'a Counters,
 }
 
-fn idle(sh: &Shared) -> Idle<'_> {
+fn idle<'a>(sh: &'a Shared, heard: &'a Heard) -> Idle<'a> {
     Idle {
         after: sh.cfg.keepalive_interval(),
+        heard,
         counters: &sh.counters,
     }
 }
@@ -271,7 +302,13 @@ const LARGE: usize = 8 << 10;
 /// `max_frame`) before room is reserved for its body, so a bad header costs nothing. A
 /// [`wire::KEEPALIVE`] frame is counted (`keepalives_in`) and dropped: it never reaches the
 /// driver or the core.
-async fn read_frames(mut rd: OwnedReadHalf, sh: &Shared, io: &LinkIo, class: Class) -> Ended {
+async fn read_frames(
+    mut rd: OwnedReadHalf,
+    sh: &Shared,
+    io: &LinkIo,
+    class: Class,
+    heard: &Heard,
+) -> Ended {
     let cap = sh.cfg.io_buffer.max(LARGE);
     let mut buf = BytesMut::with_capacity(cap);
     let mut batch = Vec::with_capacity(MAX_BATCH);
@@ -339,7 +376,7 @@ async fn read_frames(mut rd: OwnedReadHalf, sh: &Shared, io: &LinkIo, class: Cla
         };
         match read {
             Ok(0) => return Ended::Eof,
-            Ok(_) => {}
+            Ok(_) => heard.now(),
             Err(e) => return io_end(&e),
         }
     }
@@ -351,8 +388,11 @@ const MAX_IOV: usize = 64;
 /// Writes the send queue: small frames are copied into one `cap`-sized buffer, large ones
 /// (>= `LARGE`) are gathered behind it by reference, and each `cap` bytes (or `MAX_IOV`
 /// pieces) go out in one vectored write, so no frame is copied twice; whatever is gathered is
-/// written whenever the queue is drained. When nothing was written for `idle.after` (the queue
-/// stayed empty), the [`wire::KEEPALIVE`] frame is written (counted in `keepalives_out`).
+/// written whenever the queue is drained. When nothing was written or read for `idle.after`
+/// (the queue stayed empty, the peer sent nothing), the [`wire::KEEPALIVE`] frame is written
+/// (counted in `keepalives_out`). Reads count too: on an idle link, the first end whose
+/// interval runs out sends and the other hears it in time, so one end's keepalives, not both
+/// ends', keep the link up (half the frames and wake-ups: 256 processes on 2 cores feel them).
 async fn write_frames(
     mut wr: OwnedWriteHalf,
     verdict: Option<Verdict>,
@@ -381,9 +421,13 @@ async fn write_frames(
             }
             // A notification that loses the race is kept by `Notify` (and the queue is taken
             // again first thing anyway).
+            let due = out.last.max(idle.heard.last()) + idle.after;
             tokio::select! {
                 () = queue.notify.notified() => {}
-                () = tokio::time::sleep_until(out.last + idle.after) => {
+                () = tokio::time::sleep_until(due) => {
+                    if out.last.max(idle.heard.last()) + idle.after > tokio::time::Instant::now() {
+                        continue; // heard from the peer meanwhile
+                    }
                     out.buf.extend_from_slice(&wire::KEEPALIVE);
                     out.bytes += wire::KEEPALIVE.len();
                     if let Err(e) = out.write(&mut wr).await {
@@ -526,14 +570,19 @@ mod tests {
             let queue = queue.clone();
             tokio::spawn(async move {
                 let counters = Counters::default();
+                let heard = Heard::new();
                 let idle = Idle {
                     after: Duration::from_secs(60),
+                    heard: &heard,
                     counters: &counters,
                 };
                 write_frames(wr, None, &queue, 32 << 10, idle).await
             })
         };
-        let reader = tokio::spawn(async move { read_frames(rd, &sh, &io, Class::Data).await });
+        let reader =
+            tokio::spawn(
+                async move { read_frames(rd, &sh, &io, Class::Data, &Heard::new()).await },
+            );
         let mut got = Vec::new();
         while got.len() < sent.len() {
             match frames_rx.recv().await.unwrap() {

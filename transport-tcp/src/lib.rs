@@ -47,8 +47,8 @@
 //!   kernel sends FIN/RST); a vanished host or a cut cable within about `link_timeout` plus one
 //!   keepalive interval and one retransmission timeout. A hung process whose kernel still ACKs is *not* detected by TCP: that
 //!   is the core's heartbeat detector's job.
-//! - **Keepalive frames**: a connection's writer that has written nothing for
-//!   [`TcpConfig::keepalive_interval`] (`link_timeout / 6`) writes the six-byte
+//! - **Keepalive frames**: a connection's writer that has neither written nor read anything
+//!   for [`TcpConfig::keepalive_interval`] (`link_timeout / 6`) writes the six-byte
 //!   [`lifeline_core::wire::KEEPALIVE`] frame, and readers drop the ones they read before the
 //!   driver ([`TransportStats::keepalives_out`], `keepalives_in`). An idle link so always has
 //!   data in flight: a segment lost to a blip shorter than `link_timeout` is retransmitted, and
