@@ -888,6 +888,9 @@ fn frame_len_reference(p: &[u8], limits: &Limits) -> Result<Option<usize>, Decod
     if p.len() < HEADER_LEN {
         return Ok(None);
     }
+    if p[..HEADER_LEN] == wire::KEEPALIVE {
+        return Ok(Some(HEADER_LEN));
+    }
     if p[0] != VERSION {
         return Err(DecodeError::Version(p[0]));
     }

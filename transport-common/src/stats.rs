@@ -75,6 +75,12 @@ counters! {
     backpressure,
     /// Whole frames read and handed to the core.
     frames_in,
+    /// Keepalive frames written on connections that had written nothing for a keepalive
+    /// interval (TCP: `lifeline_core::wire::KEEPALIVE` after `link_timeout / 6`; not in
+    /// `frames_out`).
+    keepalives_out,
+    /// Keepalive frames read, and dropped before the core (not in `frames_in`).
+    keepalives_in,
     /// Frames queued for sending.
     frames_out,
     /// Times the application's outputs became full (`output_buffer` waiting beyond the

@@ -59,6 +59,31 @@ struct Mem {
     net: Listeners,
     inbound: Mutex<Option<mpsc::Receiver<Accepted<MemConn>>>>,
     addr: SocketAddr,
+    cut: Cut,
+}
+
+/// Ends a node's running connections to one peer as a timeout would ([`Cut::cut`]).
+#[derive(Clone, Default)]
+pub(crate) struct Cut {
+    peer: Arc<Mutex<Option<Rank>>>,
+    now: Arc<tokio::sync::Notify>,
+}
+
+impl Cut {
+    /// Ends this node's connection to `peer` with `Ended::Io(TimedOut)`.
+    pub(crate) fn cut(&self, peer: Rank) {
+        *self.peer.lock().unwrap() = Some(peer);
+        self.now.notify_waiters();
+    }
+
+    async fn wait(&self, peer: Rank) -> Ended {
+        loop {
+            self.now.notified().await;
+            if *self.peer.lock().unwrap() == Some(peer) {
+                return Ended::Io(std::io::ErrorKind::TimedOut);
+            }
+        }
+    }
 }
 
 impl Connector for Mem {
@@ -138,6 +163,7 @@ impl Connector for Mem {
         conn: MemConn,
         io: LinkIo,
     ) -> impl Future<Output = ()> + Send + 'static {
+        let cut = self.cut.clone();
         async move {
             let MemConn { pipes, answer } = conn;
             if let Some(a) = answer {
@@ -175,6 +201,7 @@ impl Connector for Mem {
             };
             let [tc, td] = tx;
             let why = tokio::select! {
+                w = cut.wait(io.peer) => w,
                 w = read(rc, Class::Control) => w,
                 w = read(rd, Class::Data) => w,
                 w = write(tc, Class::Control) => w,
@@ -213,7 +240,18 @@ pub(crate) fn cluster_with(
     cfg: &DriverConfig,
     tune: impl Fn(&mut Config),
 ) -> Vec<RunningNode> {
+    cluster_cut(span, ranks, cfg, tune).0
+}
+
+/// [`cluster_with`], with each node's [`Cut`].
+pub(crate) fn cluster_cut(
+    span: u32,
+    ranks: &[u32],
+    cfg: &DriverConfig,
+    tune: impl Fn(&mut Config),
+) -> (Vec<RunningNode>, Vec<Cut>) {
     let net: Listeners = Arc::default();
+    let mut cuts = Vec::new();
     let mut book = AddressBook::new();
     for r in 0..span {
         book.insert(Rank(r), addr(r));
@@ -227,7 +265,9 @@ pub(crate) fn cluster_with(
             net: net.clone(),
             inbound: Mutex::new(Some(rx)),
             addr: addr(r),
+            cut: Cut::default(),
         });
+        cuts.push(mem.cut.clone());
         let mut core = Config::new(span, 2);
         tune(&mut core);
         let node = Node::new(core, Rank(r), u64::from(r) + 1, Instant::ZERO).expect("config");
@@ -239,7 +279,7 @@ pub(crate) fn cluster_with(
         };
         nodes.push(spawn(node, mem, setup));
     }
-    nodes
+    (nodes, cuts)
 }
 
 /// Reads `n`'s outputs until `f` is true for one, at most 5 s.
@@ -428,4 +468,73 @@ async fn an_event_carries_the_time_of_its_frame() {
         before <= at && at <= after,
         "delivered at {at}, sent between {before} and {after}"
     );
+}
+
+/// Every rank holds a link to its standby parent (the rank a repair would make its parent):
+/// span 7, radix 2 is `0→{1,2}, 1→{3,5}, 2→{4,6}`; if 1 died, 5 (the slot rule prefers the
+/// highest living descendant) would take its slot under 0 and 3 would go under 5. Those links
+/// come up although neither is a tree link, and when 1 stops, the repair finds them up: no
+/// link to a new parent comes up after it.
+#[tokio::test]
+async fn standby_links_are_held_and_the_repair_dials_nothing() {
+    let mut nodes = cluster(7, &[0, 1, 2, 3, 4, 5, 6], &DriverConfig::default());
+    until(&mut nodes[5], |o| {
+        matches!(o, Output::LinkUp { peer: Rank(0), .. })
+    })
+    .await;
+    until(&mut nodes[3], |o| {
+        matches!(o, Output::LinkUp { peer: Rank(5), .. })
+    })
+    .await;
+    let one = nodes.remove(1);
+    one.handle.shutdown().await;
+    let _ = one.task.await;
+    // nodes[2] is rank 3, nodes[4] rank 5: both repaired around 1.
+    for (i, parent) in [(2, 5), (4, 0)] {
+        until(&mut nodes[i], |o| {
+            matches!(o, Output::Event { event: Event::ViewChanged(d), .. } if d.new_parent == Some(Rank(parent)))
+        })
+        .await;
+    }
+    // An xcast from rank 3 reaches 0 over the standby links now in the tree.
+    nodes[2]
+        .handle
+        .xcast(16, Bytes::from_static(b"after"))
+        .await
+        .expect("xcast");
+    let delivered = |o: &Output| matches!(o, Output::Event { event: Event::Xcast(XcastEvent::Delivered { payload, .. }), .. } if payload == "after");
+    until(&mut nodes[0], delivered).await;
+    // No link to the new parent came up after the repair: it was up before.
+    for (i, parent) in [(2, 5), (4, 0)] {
+        while let Ok(o) = nodes[i].outputs.try_recv() {
+            assert!(
+                !matches!(o, Output::LinkUp { peer, .. } if peer == Rank(parent)),
+                "node at {i} dialled its new parent {parent} in the repair"
+            );
+        }
+    }
+}
+
+/// A standby link that drops (here a timeout, with the detector off: a lateral link's loss
+/// that nothing else would re-dial) is dialled again: span 7, radix 2, rank 3's standby parent
+/// is 5. Rank 3 cuts its link to 5 and the link comes back up from the same side.
+#[tokio::test]
+async fn a_dropped_standby_link_is_dialled_again() {
+    let (mut nodes, cuts) =
+        cluster_cut(7, &[0, 1, 2, 3, 4, 5, 6], &DriverConfig::default(), |_| {});
+    let up5 = |o: &Output| matches!(o, Output::LinkUp { peer: Rank(5), .. });
+    until(&mut nodes[3], up5).await;
+    cuts[3].cut(Rank(5));
+    until(&mut nodes[3], |o| {
+        matches!(
+            o,
+            Output::LinkDown {
+                peer: Rank(5),
+                reason: DownReason::Io(_),
+                ..
+            }
+        )
+    })
+    .await;
+    until(&mut nodes[3], up5).await;
 }

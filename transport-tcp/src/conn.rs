@@ -7,11 +7,15 @@
 //!   each header's length is checked by [`wire::frame_len`] before any room is reserved for
 //!   its body, and the driver gets each read's frames as one batch. It writes its send queue
 //!   with one vectored write per `io_buffer` bytes: small frames copied into one buffer, large
-//!   ones by reference; whatever is gathered goes out whenever the queue is drained.
+//!   ones by reference; whatever is gathered goes out whenever the queue is drained. A writer
+//!   that has written nothing for [`TcpConfig::keepalive_interval`] writes the six-byte
+//!   [`wire::KEEPALIVE`] frame, and the reader drops (and counts) the ones it reads: see
+//!   [`configure`] for why this, and not the kernel's keepalive, keeps idle links up.
 
 use std::collections::VecDeque;
 use std::io::{self, IoSlice};
 use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -19,7 +23,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use lifeline_core::tree::Rank;
 use lifeline_core::wire::{self, Limits};
 use lifeline_core::Class;
-use socket2::{SockRef, TcpKeepalive};
+use socket2::SockRef;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
@@ -59,23 +63,28 @@ impl Shared {
     }
 }
 
-/// `TCP_NODELAY`, keepalive and (on Linux) `TCP_USER_TIMEOUT`, so a vanished peer surfaces as an
-/// error within `link_timeout` and small control frames are never delayed by Nagle.
+/// `TCP_NODELAY` and (on Linux) `TCP_USER_TIMEOUT = link_timeout`, so small control frames are
+/// never delayed by Nagle and data unacknowledged for `link_timeout` ends the connection.
+///
+/// No kernel keepalive (`SO_KEEPALIVE`): an installed connection's writer sends the
+/// [`wire::KEEPALIVE`] frame after [`TcpConfig::keepalive_interval`] without writing or
+/// reading, so an idle connection carries data every `link_timeout / 6` (one end sends, the
+/// other hears it; if it stops hearing, it sends its own). Lost, that data is
+/// retransmitted by TCP, and the user timeout ends the connection only when it stays
+/// unacknowledged for `link_timeout` (the peer's host vanished, or the path is cut for that
+/// long): within `link_timeout` plus one keepalive interval and one retransmission timeout. The kernel's probes did worse on
+/// both counts: they are whole seconds (`max(1 s, link_timeout / 3)`), and with
+/// `TCP_USER_TIMEOUT` set Linux aborts at the first unanswered probe once nothing was received
+/// for `link_timeout` (`tcp_keepalive_timer`: `elapsed >= user_timeout && probes_out > 0`),
+/// so with `link_timeout` ≤ 2 s one probe lost in a 500 ms blackhole ended an idle link.
+/// With the frame flowing they would never fire anyway (each frame received resets their
+/// clock), so they are off. Join and handshake connections are bounded by their own timeouts.
 pub(crate) fn configure(stream: &TcpStream, cfg: &TcpConfig) -> io::Result<()> {
     stream.set_nodelay(true)?;
-    let sock = SockRef::from(stream);
-    let probe = (cfg.link_timeout / 3).max(Duration::from_secs(1));
-    let ka = TcpKeepalive::new().with_time(probe).with_interval(probe);
-    #[cfg(not(any(
-        windows,
-        target_os = "openbsd",
-        target_os = "redox",
-        target_os = "solaris"
-    )))]
-    let ka = ka.with_retries(3);
-    sock.set_tcp_keepalive(&ka)?;
     #[cfg(any(target_os = "android", target_os = "fuchsia", target_os = "linux"))]
-    sock.set_tcp_user_timeout(Some(cfg.link_timeout))?;
+    SockRef::from(stream).set_tcp_user_timeout(Some(cfg.link_timeout))?;
+    #[cfg(not(any(target_os = "android", target_os = "fuchsia", target_os = "linux")))]
+    let _ = (SockRef::from(stream), cfg);
     Ok(())
 }
 
@@ -222,11 +231,54 @@ pub(crate) async fn run(stream: TcpStream, verdict: Option<Verdict>, io: LinkIo,
     };
     let (rd, wr) = stream.into_split();
     let queue = io.queue(class).clone();
+    let heard = Heard::new();
     let why = tokio::select! {
-        why = read_frames(rd, &sh, &io, class) => why,
-        why = write_frames(wr, verdict, &queue, sh.cfg.io_buffer) => why,
+        why = read_frames(rd, &sh, &io, class, &heard) => why,
+        why = write_frames(wr, verdict, &queue, sh.cfg.io_buffer, idle(&sh, &heard)) => why,
     };
     io.ended(class, why).await;
+}
+
+/// When the connection's reader last read bytes, for its writer's keepalive: nanoseconds
+/// since `base`.
+struct Heard {
+    base: tokio::time::Instant,
+    nanos: AtomicU64,
+}
+
+impl Heard {
+    fn new() -> Self {
+        Self {
+            base: tokio::time::Instant::now(),
+            nanos: AtomicU64::new(0),
+        }
+    }
+
+    fn now(&self) {
+        let n = self.base.elapsed().as_nanos().min(u128::from(u64::MAX)) as u64;
+        self.nanos.store(n, Ordering::Relaxed);
+    }
+
+    fn last(&self) -> tokio::time::Instant {
+        self.base + Duration::from_nanos(self.nanos.load(Ordering::Relaxed))
+    }
+}
+
+/// The writer's keepalive: after how long without writing or reading, when the reader last
+/// read, and where it is counted.
+#[derive(Clone, Copy)]
+struct Idle<'a> {
+    after: Duration,
+    heard: &'a Heard,
+    counters: &'a Counters,
+}
+
+fn idle<'a>(sh: &'a Shared, heard: &'a Heard) -> Idle<'a> {
+    Idle {
+        after: sh.cfg.keepalive_interval(),
+        heard,
+        counters: &sh.counters,
+    }
 }
 
 fn io_end(e: &io::Error) -> Ended {
@@ -247,8 +299,16 @@ const LARGE: usize = 8 << 10;
 /// what was already read and then straight from the socket; after one, the next read is kept
 /// short (`LARGE` bytes: the next header and the start of its body) so a stream of large frames
 /// does not land in the shared buffer. Every header is checked (version, kind, length against
-/// `max_frame`) before room is reserved for its body, so a bad header costs nothing.
-async fn read_frames(mut rd: OwnedReadHalf, sh: &Shared, io: &LinkIo, class: Class) -> Ended {
+/// `max_frame`) before room is reserved for its body, so a bad header costs nothing. A
+/// [`wire::KEEPALIVE`] frame is counted (`keepalives_in`) and dropped: it never reaches the
+/// driver or the core.
+async fn read_frames(
+    mut rd: OwnedReadHalf,
+    sh: &Shared,
+    io: &LinkIo,
+    class: Class,
+    heard: &Heard,
+) -> Ended {
     let cap = sh.cfg.io_buffer.max(LARGE);
     let mut buf = BytesMut::with_capacity(cap);
     let mut batch = Vec::with_capacity(MAX_BATCH);
@@ -258,7 +318,12 @@ async fn read_frames(mut rd: OwnedReadHalf, sh: &Shared, io: &LinkIo, class: Cla
         let bad = loop {
             match wire::frame_len(&buf, &sh.limits) {
                 Ok(Some(n)) if buf.len() >= n => {
-                    batch.push(buf.split_to(n).freeze());
+                    let frame = buf.split_to(n);
+                    if wire::is_keepalive(&frame) {
+                        Counters::add(&sh.counters.keepalives_in);
+                        continue;
+                    }
+                    batch.push(frame.freeze());
                     if batch.len() == MAX_BATCH && !io.deliver(class, &mut batch).await {
                         return Ended::Stopped;
                     }
@@ -311,7 +376,7 @@ async fn read_frames(mut rd: OwnedReadHalf, sh: &Shared, io: &LinkIo, class: Cla
         };
         match read {
             Ok(0) => return Ended::Eof,
-            Ok(_) => {}
+            Ok(_) => heard.now(),
             Err(e) => return io_end(&e),
         }
     }
@@ -323,12 +388,17 @@ const MAX_IOV: usize = 64;
 /// Writes the send queue: small frames are copied into one `cap`-sized buffer, large ones
 /// (>= `LARGE`) are gathered behind it by reference, and each `cap` bytes (or `MAX_IOV`
 /// pieces) go out in one vectored write, so no frame is copied twice; whatever is gathered is
-/// written whenever the queue is drained.
+/// written whenever the queue is drained. When nothing was written or read for `idle.after`
+/// (the queue stayed empty, the peer sent nothing), the [`wire::KEEPALIVE`] frame is written
+/// (counted in `keepalives_out`). Reads count too: on an idle link, the first end whose
+/// interval runs out sends and the other hears it in time, so one end's keepalives, not both
+/// ends', keep the link up (half the frames and wake-ups: 256 processes on 2 cores feel them).
 async fn write_frames(
     mut wr: OwnedWriteHalf,
     verdict: Option<Verdict>,
     queue: &SendQueue,
     cap: usize,
+    idle: Idle<'_>,
 ) -> Ended {
     if let Some(v) = verdict {
         if let Err(e) = handshake::finish(&mut wr, v).await {
@@ -340,6 +410,7 @@ async fn write_frames(
         buf: Vec::with_capacity(cap),
         large: Vec::new(),
         bytes: 0,
+        last: tokio::time::Instant::now(),
     };
     let mut batch = VecDeque::new();
     loop {
@@ -348,7 +419,23 @@ async fn write_frames(
             if let Err(e) = out.write(&mut wr).await {
                 return io_end(&e);
             }
-            queue.notify.notified().await;
+            // A notification that loses the race is kept by `Notify` (and the queue is taken
+            // again first thing anyway).
+            let due = out.last.max(idle.heard.last()) + idle.after;
+            tokio::select! {
+                () = queue.notify.notified() => {}
+                () = tokio::time::sleep_until(due) => {
+                    if out.last.max(idle.heard.last()) + idle.after > tokio::time::Instant::now() {
+                        continue; // heard from the peer meanwhile
+                    }
+                    out.buf.extend_from_slice(&wire::KEEPALIVE);
+                    out.bytes += wire::KEEPALIVE.len();
+                    if let Err(e) = out.write(&mut wr).await {
+                        return io_end(&e);
+                    }
+                    Counters::add(&idle.counters.keepalives_out);
+                }
+            }
             continue;
         }
         for f in batch.drain(..) {
@@ -383,6 +470,8 @@ struct Gather {
     buf: Vec<u8>,
     large: Vec<Bytes>,
     bytes: usize,
+    /// When bytes were last written (or the writer started): the keepalive's clock.
+    last: tokio::time::Instant,
 }
 
 impl Gather {
@@ -401,6 +490,9 @@ impl Gather {
                 }
                 IoSlice::advance_slices(&mut rest, n);
             }
+        }
+        if self.bytes > 0 {
+            self.last = tokio::time::Instant::now();
         }
         self.buf.clear();
         self.large.clear();
@@ -476,9 +568,21 @@ mod tests {
         queue.push_many(sent.iter().cloned());
         let writer = {
             let queue = queue.clone();
-            tokio::spawn(async move { write_frames(wr, None, &queue, 32 << 10).await })
+            tokio::spawn(async move {
+                let counters = Counters::default();
+                let heard = Heard::new();
+                let idle = Idle {
+                    after: Duration::from_secs(60),
+                    heard: &heard,
+                    counters: &counters,
+                };
+                write_frames(wr, None, &queue, 32 << 10, idle).await
+            })
         };
-        let reader = tokio::spawn(async move { read_frames(rd, &sh, &io, Class::Data).await });
+        let reader =
+            tokio::spawn(
+                async move { read_frames(rd, &sh, &io, Class::Data, &Heard::new()).await },
+            );
         let mut got = Vec::new();
         while got.len() < sent.len() {
             match frames_rx.recv().await.unwrap() {

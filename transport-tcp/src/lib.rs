@@ -32,7 +32,7 @@
 //! ([`Class::Control`](lifeline_core::Class) and `Data`), each with its own send queue and
 //! writer, so control frames never queue behind bulk data; the driver also reads control frames
 //! before data frames. The link is reported up to the core when both are established, and down
-//! as soon as either ends (EOF, reset, `TCP_USER_TIMEOUT`, keepalive, a malformed frame).
+//! as soon as either ends (EOF, reset, `TCP_USER_TIMEOUT`, a malformed frame).
 //!
 //! - **Framing** is the core's envelope: the reader reads into one `io_buffer`-sized buffer,
 //!   many frames per read, asks [`lifeline_core::wire::frame_len`] for each frame's length (a
@@ -42,11 +42,21 @@
 //!   buffer: holding one keeps that buffer's allocation alive.) Writers gather small frames into
 //!   one buffer, write large ones straight from their `Bytes`, and write out whatever is
 //!   buffered whenever their queue is drained.
-//! - **Socket options** (socket2): `TCP_NODELAY`; keepalive probing every
-//!   `max(1 s, link_timeout / 3)`, 3 probes; `TCP_USER_TIMEOUT = link_timeout` (3 s by
-//!   default, Linux). A killed process on a live host is seen at once (the kernel sends FIN/RST);
-//!   a vanished host or a cut cable within about `link_timeout`. A hung process whose kernel still
-//!   ACKs is *not* detected by TCP: that is the core's heartbeat detector's job.
+//! - **Socket options** (socket2): `TCP_NODELAY`; `TCP_USER_TIMEOUT = link_timeout` (3 s by
+//!   default, Linux); no kernel keepalive. A killed process on a live host is seen at once (the
+//!   kernel sends FIN/RST); a vanished host or a cut cable within about `link_timeout` plus one
+//!   keepalive interval and one retransmission timeout. A hung process whose kernel still ACKs is *not* detected by TCP: that
+//!   is the core's heartbeat detector's job.
+//! - **Keepalive frames**: a connection's writer that has neither written nor read anything
+//!   for [`TcpConfig::keepalive_interval`] (`link_timeout / 6`) writes the six-byte
+//!   [`lifeline_core::wire::KEEPALIVE`] frame, and readers drop the ones they read before the
+//!   driver ([`TransportStats::keepalives_out`], `keepalives_in`). An idle link so always has
+//!   data in flight: a segment lost to a blip shorter than `link_timeout` is retransmitted, and
+//!   the user timeout fires only after `link_timeout` without an acknowledgement. The kernel's
+//!   keepalive, used before, let one lost probe end an idle link once nothing had been received
+//!   for `link_timeout` (Linux aborts at the first unanswered probe past the user timeout;
+//!   probes are whole seconds): a 500 ms blackhole ended idle links at `link_timeout` 1 s
+//!   (`tests/idle_link.rs`; the reasoning is on `conn::configure`).
 //! - **Who dials** is decided by the core's link policy, [`lifeline_core::link`] (shared with
 //!   the other transports); the driver only feeds it socket results and executes its actions,
 //!   with the two classes as its two slots and [`TcpConfig::link_config`] as its configuration.

@@ -121,7 +121,7 @@ impl Startup {
 
 impl Membership {
     /// Whether `r` is an expected rank that has not checked in (nor been removed) here.
-    pub(super) fn is_pending(&self, r: Rank) -> bool {
+    pub(crate) fn is_pending(&self, r: Rank) -> bool {
         self.startup.as_ref().is_some_and(|s| s.pending.contains(r))
     }
 

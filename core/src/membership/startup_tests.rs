@@ -302,3 +302,41 @@ fn a_joiner_the_grow_makes_the_coordinator_completes_start_up() {
         );
     }
 }
+
+/// A rank never holds a standby link to a rank that has not checked in (it may never start: a
+/// dial would only be refused); once start-up is over, its standby parent is the tree's.
+#[test]
+fn the_standby_parent_is_never_a_rank_not_checked_in() {
+    let span = 48;
+    let absent = [1, 5, 17];
+    let mut s = sim(span, 4, 3, 2_000, 1_000, &absent);
+    let mut held_back = 0;
+    for t in [200, 600, 1_200] {
+        s.run_until(ms(t)).unwrap();
+        for r in s.world().live_ranks().collect::<Vec<_>>() {
+            let Some(node) = s.world().node(r) else {
+                continue;
+            };
+            let standby = node.standby_parent();
+            assert!(
+                standby.is_none_or(|x| !absent.contains(&x.0)),
+                "rank {r} at {t} ms: standby {standby:?} has not started"
+            );
+            if standby.is_none() && node.tree().standby_parent().is_some() {
+                held_back += 1;
+            }
+        }
+    }
+    assert!(held_back > 0, "no standby was held back during start-up");
+    s.run_until(ms(6_000)).unwrap();
+    check(&s, span, &absent);
+    for r in s.world().live_ranks().collect::<Vec<_>>() {
+        if let Some(node) = s.world().node(r) {
+            assert_eq!(
+                node.standby_parent(),
+                node.tree().standby_parent(),
+                "rank {r}"
+            );
+        }
+    }
+}

@@ -153,6 +153,22 @@ impl Node {
         &self.tree
     }
 
+    /// The rank a transport should hold a link to in advance: the parent a repair would give
+    /// this rank if its current parent died ([`Tree::standby_parent`]). With that link up, the
+    /// repair after a parent's loss sends its adoption notices over links that already exist
+    /// instead of opening new connections on a loaded machine (the promoted child's link to
+    /// its new parent, the orphans' links to the promoted sibling). `None` while that rank has
+    /// not checked in (no link is opened to a rank that may not have started: a dial to it
+    /// would only be refused) and while this rank is leaving in a shrink campaign.
+    pub fn standby_parent(&self) -> Option<Rank> {
+        if self.m.membership.is_leaving() {
+            return None;
+        }
+        self.tree
+            .standby_parent()
+            .filter(|&r| !self.m.membership.is_pending(r))
+    }
+
     /// The counters. Join and corroboration counters are kept apart, with their state (boxed
     /// on first use): [`Self::join_stats`], [`Self::corroboration_stats`].
     pub fn stats(&self) -> &Stats {

@@ -204,6 +204,16 @@ impl Tree {
         view::ancestors_excluding(&self.layout, &self.dead, me, without)
     }
 
+    /// The rank that would be this rank's parent if its current parent died (nothing else
+    /// changing): the new parent a repair would give it, the promoted sibling for a child of
+    /// the dead rank, the grandparent for the child promoted into its slot. `None` at the root,
+    /// for a rank whose parent's death would make it the root, and once this rank is dead.
+    /// A driver holding a link to it in advance takes the dial off the repair's path.
+    pub fn standby_parent(&self) -> Option<Rank> {
+        let parent = self.view.as_ref()?.parent()?;
+        self.ancestors_without(parent).last().copied()
+    }
+
     /// The current view; `None` once this rank itself is known dead.
     pub fn view(&self) -> Option<&View> {
         self.view.as_ref()

@@ -574,6 +574,30 @@ proptest! {
         assert_consistent(&layout, &failed, &all_views(&layout, &failed));
     }
 
+    /// A rank's standby parent is the parent the view computed with its current parent also
+    /// dead gives it (sampled live ranks; the root and a rank its parent's death makes root have
+    /// none).
+    #[test]
+    fn standby_parent_is_the_parent_after_the_parents_death((k, n, failed) in arb_tree(), seed in any::<u64>()) {
+        let layout = Layout::new(n, k).unwrap();
+        let mut x = seed | 1;
+        for _ in 0..64 {
+            x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+            let me = (x % n as u64) as u32;
+            if failed.contains(r(me)) { continue; }
+            let tree = Tree::with_dead(layout, failed.clone(), r(me)).unwrap();
+            let Some(parent) = tree.view().unwrap().parent() else {
+                prop_assert_eq!(tree.standby_parent(), None);
+                continue;
+            };
+            let mut without = failed.clone();
+            without.insert(parent);
+            let after = View::compute(&layout, &without, r(me)).unwrap().parent();
+            prop_assert_eq!(tree.standby_parent(), after);
+            prop_assert_ne!(after, Some(parent));
+        }
+    }
+
     /// Every live pair routes within 2·depth hops (sampled pairs); dead targets are unreachable.
     #[test]
     fn live_pairs_route_within_two_depths((k, n, failed) in arb_tree(), seed in any::<u64>()) {

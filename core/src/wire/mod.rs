@@ -299,12 +299,32 @@ pub fn is_fence(frame: &[u8]) -> bool {
     frame.get(1) == Some(&Kind::Evicted.byte())
 }
 
+/// The keepalive frame: envelope kind 0 with an empty body, six bytes. A stream transport
+/// (TCP) writes it on a connection that has sent nothing for a while, so an idle connection
+/// always carries data that TCP retransmits if lost (`TCP_USER_TIMEOUT` then means "data
+/// unacknowledged for the link timeout", and one lost segment does not end the link). It is no
+/// [`Message`] and names no machine: [`frame_len`] splits it off a stream like any frame,
+/// [`is_keepalive`] recognises it, and the receiving transport drops it before the core. One
+/// handed to [`Node::handle_frame`](crate::Node::handle_frame) anyway is dropped and counted
+/// as an unknown kind ([`Message::decode`] refuses kind 0), with no other effect.
+pub const KEEPALIVE: [u8; HEADER_LEN] = [VERSION, 0, 0, 0, 0, 0];
+
+/// Whether `frame` is exactly the [`KEEPALIVE`] frame (kind 0 with any other length is not:
+/// [`frame_len`] refuses it as an unknown kind).
+pub fn is_keepalive(frame: &[u8]) -> bool {
+    frame == KEEPALIVE
+}
+
 /// For stream adapters: the total length of the frame starting at `prefix`, once at least
 /// [`HEADER_LEN`] bytes are available (`Ok(None)` before that). Refuses a bad version, an unknown
 /// kind or an oversized frame from the header alone, before any buffer is grown for the body.
+/// The [`KEEPALIVE`] frame is `Ok(Some(HEADER_LEN))`.
 pub fn frame_len(prefix: &[u8], limits: &Limits) -> Result<Option<usize>, DecodeError> {
     if prefix.len() < HEADER_LEN {
         return Ok(None);
+    }
+    if is_keepalive(&prefix[..HEADER_LEN]) {
+        return Ok(Some(HEADER_LEN));
     }
     let (_, len) = header(prefix, limits)?;
     Ok(Some(HEADER_LEN + len as usize))
@@ -354,6 +374,28 @@ mod tests {
             Message::decode(long.into(), &l),
             Err(DecodeError::LengthMismatch { .. })
         ));
+    }
+
+    /// The keepalive frame is split off a stream (its six bytes, whatever follows) and refused
+    /// by `Message::decode` as kind 0; kind 0 with a body is not a keepalive and is refused by
+    /// `frame_len` as well.
+    #[test]
+    fn keepalive_splits_and_never_decodes() {
+        let l = Limits::default();
+        let mut s = KEEPALIVE.to_vec();
+        s.extend_from_slice(&flood(vec![7]).encode());
+        assert_eq!(frame_len(&s, &l), Ok(Some(HEADER_LEN)));
+        assert_eq!(frame_len(&KEEPALIVE[..5], &l), Ok(None));
+        assert!(is_keepalive(&s[..HEADER_LEN]) && !is_keepalive(&s));
+        assert_eq!(
+            Message::decode(Bytes::copy_from_slice(&KEEPALIVE), &l),
+            Err(DecodeError::UnknownKind(0))
+        );
+        let mut long = KEEPALIVE;
+        long[5] = 1;
+        assert!(!is_keepalive(&long));
+        assert_eq!(frame_len(&long, &l), Err(DecodeError::UnknownKind(0)));
+        assert_eq!(Kind::from_u8(0), None);
     }
 
     proptest! {

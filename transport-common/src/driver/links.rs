@@ -23,10 +23,16 @@ impl<C: Connector> Driver<C> {
     }
 
     /// Dials the tree parent: children dial up at wire-up and after every repair, so each tree
-    /// link exists before traffic needs it and a lost one is noticed.
+    /// link exists before traffic needs it and a lost one is noticed. Once start-up is over,
+    /// the standby parent too ([`Node::standby_parent`](lifeline_core::Node::standby_parent)):
+    /// the rank that would adopt this one if its parent died, so that repair finds its link
+    /// up instead of dialling it between loaded processes.
     pub(super) fn wire_up(&mut self) {
         if let Some(parent) = self.node.tree().view().and_then(|v| v.parent()) {
             self.want(parent);
+        }
+        if let Some(standby) = self.node.standby_parent() {
+            self.want(standby);
         }
     }
 
@@ -171,7 +177,12 @@ impl<C: Connector> Driver<C> {
             // With the core's detector on, a close or reset is not evidence by itself: one
             // re-dial settles it (refused: hard evidence, reported as such; connected: nothing).
             let settle = !matches!(reason, DownReason::Io(std::io::ErrorKind::TimedOut));
-            if settle && self.node.config().detect.enabled && alive(&self.node)(peer) {
+            // A standby link that drops is dialled again, whatever the detector (a repair
+            // must find it up); the link policy backs off, and gives the peer up after
+            // `dial_attempts` failures (the next view change's `wire_up` asks again).
+            let standby = self.node.standby_parent() == Some(peer);
+            let redial = standby || (settle && self.node.config().detect.enabled);
+            if redial && alive(&self.node)(peer) {
                 self.want(peer);
             }
         }

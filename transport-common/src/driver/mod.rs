@@ -506,6 +506,11 @@ impl<C: Connector> Driver<C> {
             if let Event::Membership(MembershipEvent::Joined { epoch, joiners, .. }) = &event {
                 self.add_joiners(*epoch, joiners);
             }
+            // Ranks checked in: a standby parent that has started may be dialled now
+            // (`links.rs`, `wire_up`).
+            if let Event::Membership(MembershipEvent::CheckedIn { .. }) = &event {
+                view_changed = true;
+            }
             self.outputs.push(Output::Event { at: self.at, event });
         }
         self.answer_joins();
