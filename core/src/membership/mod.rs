@@ -61,6 +61,8 @@ mod joins;
 mod links;
 mod shrink;
 #[cfg(test)]
+mod shrink_handover_tests;
+#[cfg(test)]
 mod shrink_tests;
 mod startup;
 #[cfg(test)]

@@ -33,7 +33,20 @@
 //!    campaign not completed within `membership.shrink_timeout`. A new coordinator re-issues
 //!    the campaigns it recorded (orders are idempotent per campaign), and requesters re-send
 //!    theirs to it.
-//! 7. **Concurrency.** The coordinator sequences a shrink only while no join or check-in batch
+//! 7. **Planned hand-over.** A campaign may name the coordinator (and the coordinator may
+//!    request its own departure). It sequences the order as usual and leaves like any target,
+//!    but its own departure notice cannot be applied where it is numbered (the root would lose
+//!    its view before passing the notice on): the old coordinator forwards it without applying
+//!    it, its children apply it as their one repair, and the root of the view without the
+//!    targets finds itself in the root slot and recovers xcast as after a root crash (it
+//!    gathers what survivors hold, then numbers after it), with no failure path: no alert, no
+//!    decision, no failure notice, cause `left`. The old coordinator completes its own
+//!    campaigns as it forwards the notice, forgets its queue (requesters re-send to the
+//!    successor when their view changes), admits nobody and orders nothing more, and leaves
+//!    when its children close its links (or at its departure timer). If it crashes first, its
+//!    loss is a departure wherever the order was recorded, the successor re-issues the
+//!    campaigns it recorded, and the requester's bound still holds.
+//! 8. **Concurrency.** The coordinator sequences a shrink only while no join or check-in batch
 //!    is open (queued, or its notice not yet complete everywhere) and no other shrink is open;
 //!    joins wait while a shrink is open. Campaigns queued together share one order and one
 //!    view change; each completes once.
@@ -80,12 +93,11 @@ pub enum ShrinkError {
     /// A target outside the span.
     #[error("rank {0} is outside the span")]
     OutOfSpan(Rank),
-    /// The requester named itself (it could not be told of the completion).
+    /// The requester named itself and is not the coordinator (it could not be told of the
+    /// completion: the departure notice never reaches a target under a survivor). The
+    /// coordinator may name itself: it hands the coordination over (see the module doc).
     #[error("the requester cannot shrink itself away")]
     IncludesSelf,
-    /// A target is the coordinator (the root of the view), which sequences the campaign.
-    #[error("rank {0} is the coordinator")]
-    Coordinator(Rank),
     /// `membership.shrink_max_pending` campaigns of this rank are open.
     #[error("{0} campaigns open")]
     Busy(usize),
@@ -229,9 +241,12 @@ impl Membership {
             .unwrap_or_default()
     }
 
-    /// Whether a shrink order is in flight at this coordinator (joins wait).
+    /// Whether a shrink order is in flight at this coordinator, or this coordinator is leaving
+    /// (joins wait: a leaving coordinator admits nobody, its successor does).
     pub(super) fn shrink_open(&self) -> bool {
-        self.shrink.as_ref().is_some_and(|s| !s.open.is_empty())
+        self.shrink
+            .as_ref()
+            .is_some_and(|s| !s.open.is_empty() || s.leaving.is_some())
     }
 
     /// Coordinator: a join or check-in notice was broadcast (a shrink waits for it).
@@ -273,11 +288,8 @@ impl Membership {
             return Err(ShrinkError::OutOfSpan(r));
         }
         let me = ctx.me();
-        if targets.contains(&me) {
+        if targets.contains(&me) && Self::coordinator(ctx) != Some(me) {
             return Err(ShrinkError::IncludesSelf);
-        }
-        if let Some(c) = Self::coordinator(ctx).filter(|c| targets.contains(c)) {
-            return Err(ShrinkError::Coordinator(c));
         }
         let open = self.s().mine.len();
         if open >= ctx.cfg.membership.shrink_max_pending as usize {
@@ -345,8 +357,9 @@ impl Membership {
 
     /// A requester's campaign: queued if this rank is the coordinator.
     pub(super) fn on_shrink_request(&mut self, ctx: &mut Ctx<'_>, m: ShrinkRequestMsg) {
-        if Self::coordinator(ctx) != Some(ctx.me()) {
-            // The requester re-sends when it sees the coordinator change.
+        if Self::coordinator(ctx) != Some(ctx.me()) || self.is_leaving() {
+            // The requester re-sends when it sees the coordinator change (a leaving
+            // coordinator hands over: its successor takes the request).
             self.s().stats.shrink_requests_dropped += 1;
             return;
         }
@@ -393,7 +406,7 @@ impl Membership {
             return;
         }
         self.s().batch_timer = None;
-        if Self::coordinator(ctx) != Some(ctx.me()) {
+        if Self::coordinator(ctx) != Some(ctx.me()) || self.is_leaving() {
             self.s().queue.clear();
             return;
         }
@@ -418,7 +431,6 @@ impl Membership {
     /// when every target is dead already, the departure notice at once.
     fn sequence_shrink(&mut self, ctx: &mut Ctx<'_>) {
         let max = ctx.cfg.max_list as usize;
-        let me = ctx.me();
         let mut campaigns = Vec::new();
         let mut total = 0;
         while let Some((&id, t)) = self.s().queue.first_key_value() {
@@ -426,7 +438,7 @@ impl Membership {
                 break;
             }
             total += t.len();
-            let t: Vec<Rank> = t.iter().copied().filter(|&r| r != me).collect();
+            let t = t.clone();
             self.s().queue.remove(&id);
             campaigns.push((id, t));
         }
@@ -540,6 +552,11 @@ impl Membership {
             return;
         };
         self.epoch = self.epoch.max(m.epoch);
+        let me = ctx.me();
+        if m.ranks.contains(&me) && Self::coordinator(ctx) == Some(me) {
+            self.hand_over(ctx, &m);
+            return;
+        }
         let ranks: Vec<Rank> = m
             .ranks
             .iter()
@@ -572,6 +589,16 @@ impl Membership {
             }
             .into(),
         ));
+        self.finish_campaigns(ctx, &m);
+        self.startup_after_removals(ctx, &set, m.epoch, members);
+        if set.contains(me) {
+            self.evict(ctx, m.epoch);
+        }
+    }
+
+    /// The campaigns of a departure notice are finished here; the requester's complete (once:
+    /// the open campaign is taken).
+    fn finish_campaigns(&mut self, ctx: &mut Ctx<'_>, m: &LeftNotice) {
         let me = ctx.me();
         for id in &m.campaigns {
             let s = self.s();
@@ -604,9 +631,35 @@ impl Membership {
             ));
         }
         self.s().recompute_departing();
-        self.startup_after_removals(ctx, &set, m.epoch, members);
-        if set.contains(me) {
-            self.evict(ctx, m.epoch);
+    }
+
+    /// **Planned hand-over**: the coordinator's own departure notice names it. It applies none
+    /// of the removals (it would lose its view before passing the notice on): xcast forwards
+    /// the notice to its children once this returns, each child applies it as one repair, and
+    /// the root of the view without the targets finds itself in the root slot and recovers
+    /// xcast as after a root crash, without any failure (the ranks are departed, cause
+    /// `left`). Campaigns this rank requested complete here, now: the notice that completes
+    /// them is in its children's hands. It forgets its queue (requesters re-send to the
+    /// successor when their view changes), stays leaving (no requests, no joins, no new
+    /// orders) and leaves when its children close its links, or at its departure timer.
+    fn hand_over(&mut self, ctx: &mut Ctx<'_>, m: &LeftNotice) {
+        self.finish_campaigns(ctx, m);
+        let s = self.s();
+        s.queue.clear();
+        s.open.clear();
+        s.left_sent.clear();
+        s.stats.hand_overs += 1;
+        if s.leaving.is_none() {
+            // Named by a campaign whose order it never processed (a re-issued one): leaving
+            // from now on, bounded by the departure timer.
+            s.leaving = Some(Leaving {
+                drained: true,
+                drain_expired: false,
+            });
+            s.stats.leaving_entered += 1;
+            let depart = ctx.now + ctx.cfg.membership.shrink_timeout;
+            ctx.timers.set(MembershipTimer::Depart, depart);
+            ctx.effect(Effect::Leaving);
         }
     }
 
