@@ -43,7 +43,8 @@
 //!    decision, no failure notice, cause `left`. The old coordinator completes its own
 //!    campaigns as it forwards the notice, forgets its queue (requesters re-send to the
 //!    successor when their view changes), admits nobody and orders nothing more, and leaves
-//!    when its children close its links (or at its departure timer). If it crashes first, its
+//!    once all its children closed their links (each applied the notice; leaving at the first
+//!    close could reset a link whose notice is still unread), or at its departure timer. If it crashes first, its
 //!    loss is a departure wherever the order was recorded, the successor re-issues the
 //!    campaigns it recorded, and the requester's bound still holds.
 //! 8. **Concurrency.** The coordinator sequences a shrink only while no join or check-in batch
@@ -140,6 +141,10 @@ pub(super) struct Shrink {
     finished: VecDeque<CampaignId>,
     /// This rank is a target in leaving mode.
     leaving: Option<Leaving>,
+    /// Old coordinator after its hand-over: the children it passed the departure notice to
+    /// whose links are still up. It leaves once every one closed (each applied the notice),
+    /// not at the first: leaving then could reset a link whose notice is still unread.
+    handed_to: Option<RankSet>,
     pub(super) stats: ShrinkStats,
 }
 
@@ -641,10 +646,17 @@ impl Membership {
     /// `left`). Campaigns this rank requested complete here, now: the notice that completes
     /// them is in its children's hands. It forgets its queue (requesters re-send to the
     /// successor when their view changes), stays leaving (no requests, no joins, no new
-    /// orders) and leaves when its children close its links, or at its departure timer.
+    /// orders) and leaves once every child it passed the notice to closed its link, or at its
+    /// departure timer.
     fn hand_over(&mut self, ctx: &mut Ctx<'_>, m: &LeftNotice) {
         self.finish_campaigns(ctx, m);
+        let children: RankSet = ctx
+            .tree
+            .view()
+            .map(|v| v.live_children().collect())
+            .unwrap_or_default();
         let s = self.s();
+        s.handed_to = Some(children);
         s.queue.clear();
         s.open.clear();
         s.left_sent.clear();
@@ -731,10 +743,17 @@ impl Membership {
         if !self.is_leaving() {
             return false;
         }
-        if ctx.tree.link_role(peer) != crate::tree::LinkRole::Lateral {
-            let epoch = self.epoch;
-            self.evict(ctx, epoch);
+        if ctx.tree.link_role(peer) == crate::tree::LinkRole::Lateral {
+            return true;
         }
+        if let Some(waiting) = self.s().handed_to.as_mut() {
+            waiting.remove(peer);
+            if !waiting.is_empty() {
+                return true;
+            }
+        }
+        let epoch = self.epoch;
+        self.evict(ctx, epoch);
         true
     }
 
