@@ -186,6 +186,30 @@ impl Membership {
     /// does not complete), and removing them early would cut a draining target's lifeline.
     /// Causes are `left`: a departure, no failure.
     pub(super) fn adopted_past_departures(&mut self, ctx: &mut Ctx<'_>, inferred: &RankSet) {
+        let ranks = self.departed_with_campaigns(ctx, inferred);
+        ctx.effect(Effect::Deaths {
+            ranks,
+            scope: Scope::Local,
+        });
+    }
+
+    /// Whether `set` (a lineage's inferred deaths) is all departing ranks, and this rank is not
+    /// leaving: the departure notice is behind the news here, and
+    /// [`Self::departed_with_campaigns`] applies.
+    pub(super) fn all_departing(&self, set: &RankSet) -> bool {
+        !self.is_leaving() && set.iter().all(|r| self.is_departing(r))
+    }
+
+    /// `inferred` (all departing) and the other targets of every campaign naming one of them,
+    /// without this rank, noted as departures (cause `left`): one repair for all of them (see
+    /// [`Self::adopted_past_departures`]). Also what a lineage notice implies when a child's
+    /// hello reaches a rank the departure promoted (its new root, after a planned hand-over)
+    /// before the notice does.
+    pub(super) fn departed_with_campaigns(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        inferred: &RankSet,
+    ) -> Vec<Rank> {
         let mut ranks: RankSet = inferred.clone();
         if let Some(s) = self.shrink.as_ref() {
             for targets in s.recorded.values() {
@@ -199,10 +223,7 @@ impl Membership {
             self.causes.insert(r, RemovalCause::Left);
         }
         self.s().stats.departures_observed += ranks.len() as u64;
-        ctx.effect(Effect::Deaths {
-            ranks,
-            scope: Scope::Local,
-        });
+        ranks
     }
 
     /// Whether this rank is a shrink target in leaving mode.

@@ -83,17 +83,21 @@ fn check_hand_over(s: &mut Sim<Log>, targets: &[u32], label: &str) {
 fn a_campaign_naming_the_coordinator_hands_over_without_a_failure() {
     // The coordinator alone, the coordinator with a leaf, the coordinator with the next root
     // (1) and its child; the requester a survivor, or the coordinator itself (a target).
-    let cases: [(&[u32], u32); 5] = [
+    let cases: [(&[u32], u32); 6] = [
         (&[0], 5),
         (&[0, 3], 9),
+        (&[0, 3], 1),
         (&[0, 1, 3], 8),
         (&[0], 0),
         (&[0, 3], 0),
     ];
     for (targets, from) in cases {
-        for detect in [false, true] {
-            let label = format!("{targets:?} from {from}, detect {detect}");
-            let mut s = sim(detect, 21);
+        for (detect, seed) in [false, true]
+            .into_iter()
+            .flat_map(|d| (21..25).map(move |x| (d, x)))
+        {
+            let label = format!("{targets:?} from {from}, detect {detect}, seed {seed}");
+            let mut s = sim(detect, seed);
             run(&mut s, 200);
             let id = shrink(&mut s, from, targets);
             run(&mut s, 2_000);
