@@ -429,12 +429,11 @@ typedef enum lifeline_result {
   LIFELINE_ERR_DUPLICATE_TARGET = -20,
   // `lifeline_node_shrink`: more targets than the config key `max_list`. Nothing changed.
   LIFELINE_ERR_TOO_MANY_TARGETS = -21,
-  // `lifeline_node_shrink`: this rank named itself (it could not be told of the completion).
-  // Nothing changed.
+  // `lifeline_node_shrink`: this rank named itself and is not the coordinator (it could not
+  // be told of the completion). The coordinator may name itself: it hands the coordination
+  // over to the next root without a failure. Nothing changed. (-23, once "a target is the
+  // coordinator", is no longer produced: such a campaign is a planned hand-over.)
   LIFELINE_ERR_TARGET_SELF = -22,
-  // `lifeline_node_shrink`: a target is the coordinator (the root of the view), which
-  // sequences the campaign. Nothing changed.
-  LIFELINE_ERR_TARGET_COORDINATOR = -23,
   // `lifeline_node_shrink`: `membership_shrink_max_pending` campaigns of this rank are open:
   // retry after `LIFELINE_EVENT_CAMPAIGN_COMPLETED` or `_FAILED`. Nothing changed.
   LIFELINE_ERR_SHRINK_BUSY = -24,
@@ -1636,7 +1635,7 @@ const char *lifeline_strerror(int32_t result);
 // `targets` is read), `LIFELINE_ERR_DUPLICATE_TARGET` (a rank listed twice); then the core's:
 // `LIFELINE_ERR_DEAD` (not a member), `LIFELINE_ERR_LEAVING` (this rank is itself a target),
 // `LIFELINE_ERR_NO_TARGETS` (`n` is 0), `LIFELINE_ERR_RANK_OUT_OF_RANGE` (a target at or above
-// the span), `LIFELINE_ERR_TARGET_SELF`, `LIFELINE_ERR_TARGET_COORDINATOR`,
+// the span), `LIFELINE_ERR_TARGET_SELF` (a rank not the coordinator named itself),
 // `LIFELINE_ERR_SHRINK_BUSY` (`membership_shrink_max_pending` campaigns of this rank open).
 //
 // # Safety

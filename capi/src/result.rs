@@ -73,12 +73,11 @@ pub enum LifelineResult {
     LIFELINE_ERR_DUPLICATE_TARGET = -20,
     /// `lifeline_node_shrink`: more targets than the config key `max_list`. Nothing changed.
     LIFELINE_ERR_TOO_MANY_TARGETS = -21,
-    /// `lifeline_node_shrink`: this rank named itself (it could not be told of the completion).
-    /// Nothing changed.
+    /// `lifeline_node_shrink`: this rank named itself and is not the coordinator (it could not
+    /// be told of the completion). The coordinator may name itself: it hands the coordination
+    /// over to the next root without a failure. Nothing changed. (-23, once "a target is the
+    /// coordinator", is no longer produced: such a campaign is a planned hand-over.)
     LIFELINE_ERR_TARGET_SELF = -22,
-    /// `lifeline_node_shrink`: a target is the coordinator (the root of the view), which
-    /// sequences the campaign. Nothing changed.
-    LIFELINE_ERR_TARGET_COORDINATOR = -23,
     /// `lifeline_node_shrink`: `membership_shrink_max_pending` campaigns of this rank are open:
     /// retry after `LIFELINE_EVENT_CAMPAIGN_COMPLETED` or `_FAILED`. Nothing changed.
     LIFELINE_ERR_SHRINK_BUSY = -24,
@@ -162,10 +161,6 @@ impl LifelineResult {
                 c"a rank cannot shrink itself away",
             ),
             (
-                LIFELINE_ERR_TARGET_COORDINATOR,
-                c"a shrink target is the coordinator",
-            ),
-            (
                 LIFELINE_ERR_SHRINK_BUSY,
                 c"too many shrink campaigns open: retry after one ends",
             ),
@@ -213,7 +208,6 @@ impl From<&ShrinkError> for LifelineResult {
             ShrinkError::TooMany { .. } => LIFELINE_ERR_TOO_MANY_TARGETS,
             ShrinkError::OutOfSpan(_) => LIFELINE_ERR_RANK_OUT_OF_RANGE,
             ShrinkError::IncludesSelf => LIFELINE_ERR_TARGET_SELF,
-            ShrinkError::Coordinator(_) => LIFELINE_ERR_TARGET_COORDINATOR,
             ShrinkError::Busy(_) => LIFELINE_ERR_SHRINK_BUSY,
             _ => LIFELINE_ERR_OTHER,
         }
@@ -312,10 +306,6 @@ mod tests {
                 LIFELINE_ERR_RANK_OUT_OF_RANGE,
             ),
             (ShrinkError::IncludesSelf, LIFELINE_ERR_TARGET_SELF),
-            (
-                ShrinkError::Coordinator(Rank(0)),
-                LIFELINE_ERR_TARGET_COORDINATOR,
-            ),
             (ShrinkError::Busy(64), LIFELINE_ERR_SHRINK_BUSY),
         ];
         let mut seen = std::collections::BTreeSet::new();
@@ -334,6 +324,7 @@ mod tests {
                 assert!(seen.insert(s.to_owned()), "duplicate text for {code}");
             }
         }
-        assert_eq!(seen.len(), 29);
+        // 28: -23 (a target was the coordinator) is no longer produced.
+        assert_eq!(seen.len(), 28);
     }
 }

@@ -54,7 +54,7 @@ pub(crate) fn failure_reason(f: lifeline_core::membership::CampaignFailure) -> u
 /// `targets` is read), `LIFELINE_ERR_DUPLICATE_TARGET` (a rank listed twice); then the core's:
 /// `LIFELINE_ERR_DEAD` (not a member), `LIFELINE_ERR_LEAVING` (this rank is itself a target),
 /// `LIFELINE_ERR_NO_TARGETS` (`n` is 0), `LIFELINE_ERR_RANK_OUT_OF_RANGE` (a target at or above
-/// the span), `LIFELINE_ERR_TARGET_SELF`, `LIFELINE_ERR_TARGET_COORDINATOR`,
+/// the span), `LIFELINE_ERR_TARGET_SELF` (a rank not the coordinator named itself),
 /// `LIFELINE_ERR_SHRINK_BUSY` (`membership_shrink_max_pending` campaigns of this rank open).
 ///
 /// # Safety

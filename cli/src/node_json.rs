@@ -222,6 +222,7 @@ pub(crate) fn shrink_stats_json(s: &lifeline_core::ShrinkStats) -> Value {
         "departed": s.departed,
         "leaving_entered": s.leaving_entered,
         "drain_timeouts": s.drain_timeouts,
+        "hand_overs": s.hand_overs,
     })
 }
 

@@ -8,8 +8,10 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 mod common;
+#[path = "common/procs.rs"]
+mod procs;
 
-use common::{lifeline, Guard};
+use procs::{lifeline, Guard};
 
 /// A `--json` run's lines, after checking it passed (exit status 0; its output on failure).
 fn passed(out: &std::process::Output) -> Vec<Value> {

@@ -278,3 +278,27 @@ fn two_campaigns_at_once() {
     assert_eq!(r["pass"], true, "{r}");
     assert!(ok);
 }
+
+/// A planned hand-over: campaigns naming rank 0, the coordinator. `--shrink 0@2000` (asked of
+/// rank 1), `0,3@2000` (the coordinator and a leaf under the next root) and `0@2000/0` (the
+/// coordinator asks for its own departure and is told of the completion before it leaves): one
+/// completion, no failure verdict, one repair pass and one departure view at every survivor,
+/// rank 0 prints `left` and exits 0, and the workload's xcasts started after the completion
+/// reach every survivor (the next root numbers them).
+#[test]
+fn coordinator_hand_over() {
+    for (shrink, targets, survivors) in [
+        ("0@2000", &[0u64][..], 9u64),
+        ("0,3@2000", &[0, 3][..], 8),
+        ("0@2000/0", &[0][..], 9),
+    ] {
+        let (r, ok) = cluster(&["--shrink", shrink, "--duration", "3"]);
+        let cs = r["campaigns"].as_array().unwrap();
+        assert_eq!(cs.len(), 1, "{shrink}: {r}");
+        clean_campaign(&r, &cs[0], targets, survivors as usize);
+        // `survivors_continued`: every survivor delivered an op started after the completion.
+        workload_held(&r, survivors);
+        assert_eq!(r["pass"], true, "{shrink}: {r}");
+        assert!(ok, "{shrink}");
+    }
+}

@@ -7,8 +7,10 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 mod common;
+#[path = "common/procs.rs"]
+mod procs;
 
-use common::{lifeline, wait_for, Guard};
+use procs::{lifeline, wait_for, Guard};
 
 /// Two members from a peers file; a third process joins through both (the first address
 /// listed is not listening: it tries the next). It prints `joined` (rank 2, the admitting

@@ -4,8 +4,10 @@
 use serde_json::{json, Value};
 
 mod common;
+#[path = "common/procs.rs"]
+mod procs;
 
-use common::{lifeline, wait_for, Nodes};
+use procs::{lifeline, wait_for, Nodes};
 
 /// Six nodes. Rank 1 revokes group 7 at epoch 3: it answers `revoke_started`, and every rank
 /// (rank 1 included) prints `revoked` naming the group, the epoch and the origin, with

@@ -3,8 +3,10 @@
 use serde_json::Value;
 
 mod common;
+#[path = "common/procs.rs"]
+mod procs;
 
-use common::{wait_for, Nodes};
+use procs::{wait_for, Nodes};
 
 /// Five members (radix 2: 0 → 1,2; 1 → 3; 2 → 4... as the layout puts them). Rank 2 asks to
 /// shrink ranks 3 and 4: it prints `campaign_started` then one `campaign_completed` naming

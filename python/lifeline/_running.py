@@ -243,7 +243,9 @@ class RunningNode:
         :class:`CampaignCompleted` (or :class:`CampaignFailed` after
         ``membership_shrink_timeout_ns``). Raises ``Leaving`` (this rank is itself a target),
         ``NotAMember``, ``Backpressure`` (too many campaigns open), ``ValueError`` (no
-        targets, a rank twice or outside the span, this rank, the coordinator)."""
+        targets, a rank twice or outside the span, this rank unless it is the coordinator).
+        The coordinator may be a target: it hands the coordination over to the next root
+        without a failure, and leaves like any target."""
         return self._inner.shrink(list(targets))
 
     def view(self) -> View:

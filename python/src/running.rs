@@ -649,6 +649,7 @@ pub(crate) fn core_stats(n: &Node) -> Vec<(String, u64)> {
         ("shrink_leaving_suppressed", sh.leaving_suppressed),
         ("shrink_leaving_entered", sh.leaving_entered),
         ("shrink_drain_timeouts", sh.drain_timeouts),
+        ("shrink_hand_overs", sh.hand_overs),
         ("revoke_started", rv.started),
         ("revoke_delivered", rv.delivered),
         ("revoke_forwarded", rv.forwarded),

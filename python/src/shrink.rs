@@ -90,7 +90,6 @@ mod tests {
         for e in [
             ShrinkError::Empty,
             ShrinkError::IncludesSelf,
-            ShrinkError::Coordinator(Rank(0)),
             ShrinkError::OutOfSpan(Rank(9)),
             ShrinkError::TooMany { len: 3, max: 2 },
         ] {

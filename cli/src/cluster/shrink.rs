@@ -67,7 +67,8 @@ pub(super) struct Shrink {
 }
 
 /// Parses every `--shrink R,R@MS[/FROM]`, in time order (targets distinct, within the
-/// cluster, the requester not among them).
+/// cluster). FROM may be a target: the node accepts that of the coordinator only (a planned
+/// hand-over) and refuses any other rank (`shrink_errors`).
 pub(super) fn parse_shrinks(args: &ClusterArgs) -> Result<Vec<Shrink>, CliError> {
     let mut out = Vec::new();
     for s in &args.shrinks {
@@ -95,9 +96,6 @@ pub(super) fn parse_shrinks(args: &ClusterArgs) -> Result<Vec<Shrink>, CliError>
             .find(|r| **r >= args.nodes)
         {
             return Err(bad(&format!("rank {r} is outside 0..{}", args.nodes)));
-        }
-        if from.is_some_and(|f| distinct.contains(&f)) {
-            return Err(bad("the requester cannot be a target"));
         }
         out.push(Shrink {
             targets,

@@ -230,7 +230,7 @@ impl Membership {
         }
         // No entry: learned dead longer ago than `dead_since` keeps (past the grace).
         let period = ctx.cfg.detect.period.as_nanos();
-        if let Some(&since) = self.dead_since.get(&subject) {
+        if let Some(since) = self.dead_since.learned(subject) {
             if ctx.now < since + Duration::from_nanos(period.saturating_mul(2)) {
                 return;
             }

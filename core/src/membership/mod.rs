@@ -57,6 +57,7 @@ mod alerts;
 mod cause;
 mod config;
 mod corroborate;
+mod dead_since;
 mod event;
 mod joins;
 mod links;
@@ -64,6 +65,8 @@ pub(crate) mod relay;
 #[cfg(test)]
 mod relay_tests;
 mod shrink;
+#[cfg(test)]
+mod shrink_handover_tests;
 #[cfg(test)]
 mod shrink_tests;
 mod startup;
@@ -195,11 +198,11 @@ pub(crate) struct Membership {
     seen_decisions: BTreeMap<Rank, u64>,
     /// The agreed view: the notices applied so far.
     agreed: view::Agreed,
-    /// When each rank recently dead here was learned dead (root: the grace before re-flooding
-    /// a removal someone missed). Pruned at each change of entries older than
-    /// [`Self::dead_since_horizon`]: a rank dead here with no entry died long enough ago, so
-    /// the map holds the recent deaths only, not every rank ever removed.
-    dead_since: BTreeMap<Rank, Instant>,
+    /// When ranks recently dead here were learned dead, one entry per change, a large change
+    /// by its time alone (`dead_since.rs`; root: the grace before re-flooding a removal someone
+    /// missed). Pruned at each change of entries older than [`Self::dead_since_horizon`]: a
+    /// rank dead here with no entry died long enough ago, so it holds the recent deaths only.
+    dead_since: dead_since::DeadSince,
     /// Root: removals flooded again, and when last.
     reflooded: BTreeMap<Rank, Instant>,
     /// Repairs in progress and what they owe, as a stack: the decisions that cause a repair
@@ -739,9 +742,7 @@ impl Membership {
             }
             // The inferred deaths change the view or are reported up: either way a hello with
             // them goes to the parent, so none is added here.
-            Reconcile::Inferred(set)
-                if !self.is_leaving() && set.iter().all(|r| self.is_departing(r)) =>
-            {
+            Reconcile::Inferred(set) if self.all_departing(&set) => {
                 self.adopted_past_departures(ctx, &set);
             }
             Reconcile::Inferred(set) => ctx.effect(Effect::Deaths {
@@ -788,6 +789,10 @@ impl Membership {
             _ if m.span != ctx.tree.layout().span() => ctx.stats.membership.stale += 1,
             Some((&last, report)) if last == me => match ctx.tree.reconcile(report) {
                 Reconcile::Agreed => {}
+                // Departures ahead of their notice: with their campaigns' other targets.
+                Reconcile::Inferred(set) if self.all_departing(&set) => {
+                    deaths.extend(self.departed_with_campaigns(ctx, &set));
+                }
                 Reconcile::Inferred(set) => deaths.extend(set.iter()),
                 Reconcile::Stale => ctx.stats.membership.stale += 1,
                 Reconcile::Inconsistent => ctx.stats.membership.inconsistent += 1,
@@ -855,11 +860,8 @@ impl Machine for Membership {
         // (a 4,096-rank shrink), and walking it at every change at every rank was most of a
         // large per-death run's time.
         let horizon = Self::dead_since_horizon(ctx.cfg);
-        self.dead_since
-            .retain(|_, since| ctx.now.saturating_since(*since) < horizon);
-        for &r in change.fresh {
-            self.dead_since.entry(r).or_insert(ctx.now);
-        }
+        self.dead_since.prune(ctx.now, horizon);
+        self.dead_since.record(ctx.now, change.fresh);
         self.reports.retain(|s, _| tree.is_alive(*s));
         self.outgoing
             .retain(|(s, o), _| tree.is_alive(*s) && tree.is_alive(*o));

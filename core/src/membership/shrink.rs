@@ -33,7 +33,21 @@
 //!    campaign not completed within `membership.shrink_timeout`. A new coordinator re-issues
 //!    the campaigns it recorded (orders are idempotent per campaign), and requesters re-send
 //!    theirs to it.
-//! 7. **Concurrency.** The coordinator sequences a shrink only while no join or check-in batch
+//! 7. **Planned hand-over.** A campaign may name the coordinator (and the coordinator may
+//!    request its own departure). It sequences the order as usual and leaves like any target,
+//!    but its own departure notice cannot be applied where it is numbered (the root would lose
+//!    its view before passing the notice on): the old coordinator forwards it without applying
+//!    it, its children apply it as their one repair, and the root of the view without the
+//!    targets finds itself in the root slot and recovers xcast as after a root crash (it
+//!    gathers what survivors hold, then numbers after it), with no failure path: no alert, no
+//!    decision, no failure notice, cause `left`. The old coordinator completes its own
+//!    campaigns as it forwards the notice, forgets its queue (requesters re-send to the
+//!    successor when their view changes), admits nobody and orders nothing more, and leaves
+//!    once all its children closed their links (each applied the notice; leaving at the first
+//!    close could reset a link whose notice is still unread), or at its departure timer. If it crashes first, its
+//!    loss is a departure wherever the order was recorded, the successor re-issues the
+//!    campaigns it recorded, and the requester's bound still holds.
+//! 8. **Concurrency.** The coordinator sequences a shrink only while no join or check-in batch
 //!    is open (queued, or its notice not yet complete everywhere) and no other shrink is open;
 //!    joins wait while a shrink is open. Campaigns queued together share one order and one
 //!    view change; each completes once.
@@ -80,12 +94,11 @@ pub enum ShrinkError {
     /// A target outside the span.
     #[error("rank {0} is outside the span")]
     OutOfSpan(Rank),
-    /// The requester named itself (it could not be told of the completion).
+    /// The requester named itself and is not the coordinator (it could not be told of the
+    /// completion: the departure notice never reaches a target under a survivor). The
+    /// coordinator may name itself: it hands the coordination over (see the module doc).
     #[error("the requester cannot shrink itself away")]
     IncludesSelf,
-    /// A target is the coordinator (the root of the view), which sequences the campaign.
-    #[error("rank {0} is the coordinator")]
-    Coordinator(Rank),
     /// `membership.shrink_max_pending` campaigns of this rank are open.
     #[error("{0} campaigns open")]
     Busy(usize),
@@ -128,6 +141,10 @@ pub(super) struct Shrink {
     finished: VecDeque<CampaignId>,
     /// This rank is a target in leaving mode.
     leaving: Option<Leaving>,
+    /// Old coordinator after its hand-over: the children it passed the departure notice to
+    /// whose links are still up. It leaves once every one closed (each applied the notice),
+    /// not at the first: leaving then could reset a link whose notice is still unread.
+    handed_to: Option<RankSet>,
     pub(super) stats: ShrinkStats,
 }
 
@@ -169,6 +186,30 @@ impl Membership {
     /// does not complete), and removing them early would cut a draining target's lifeline.
     /// Causes are `left`: a departure, no failure.
     pub(super) fn adopted_past_departures(&mut self, ctx: &mut Ctx<'_>, inferred: &RankSet) {
+        let ranks = self.departed_with_campaigns(ctx, inferred);
+        ctx.effect(Effect::Deaths {
+            ranks,
+            scope: Scope::Local,
+        });
+    }
+
+    /// Whether `set` (a lineage's inferred deaths) is all departing ranks, and this rank is not
+    /// leaving: the departure notice is behind the news here, and
+    /// [`Self::departed_with_campaigns`] applies.
+    pub(super) fn all_departing(&self, set: &RankSet) -> bool {
+        !self.is_leaving() && set.iter().all(|r| self.is_departing(r))
+    }
+
+    /// `inferred` (all departing) and the other targets of every campaign naming one of them,
+    /// without this rank, noted as departures (cause `left`): one repair for all of them (see
+    /// [`Self::adopted_past_departures`]). Also what a lineage notice implies when a child's
+    /// hello reaches a rank the departure promoted (its new root, after a planned hand-over)
+    /// before the notice does.
+    pub(super) fn departed_with_campaigns(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        inferred: &RankSet,
+    ) -> Vec<Rank> {
         let mut ranks: RankSet = inferred.clone();
         if let Some(s) = self.shrink.as_ref() {
             for targets in s.recorded.values() {
@@ -182,10 +223,7 @@ impl Membership {
             self.causes.insert(r, RemovalCause::Left);
         }
         self.s().stats.departures_observed += ranks.len() as u64;
-        ctx.effect(Effect::Deaths {
-            ranks,
-            scope: Scope::Local,
-        });
+        ranks
     }
 
     /// Whether this rank is a shrink target in leaving mode.
@@ -229,9 +267,12 @@ impl Membership {
             .unwrap_or_default()
     }
 
-    /// Whether a shrink order is in flight at this coordinator (joins wait).
+    /// Whether a shrink order is in flight at this coordinator, or this coordinator is leaving
+    /// (joins wait: a leaving coordinator admits nobody, its successor does).
     pub(super) fn shrink_open(&self) -> bool {
-        self.shrink.as_ref().is_some_and(|s| !s.open.is_empty())
+        self.shrink
+            .as_ref()
+            .is_some_and(|s| !s.open.is_empty() || s.leaving.is_some())
     }
 
     /// Coordinator: a join or check-in notice was broadcast (a shrink waits for it).
@@ -273,11 +314,8 @@ impl Membership {
             return Err(ShrinkError::OutOfSpan(r));
         }
         let me = ctx.me();
-        if targets.contains(&me) {
+        if targets.contains(&me) && Self::coordinator(ctx) != Some(me) {
             return Err(ShrinkError::IncludesSelf);
-        }
-        if let Some(c) = Self::coordinator(ctx).filter(|c| targets.contains(c)) {
-            return Err(ShrinkError::Coordinator(c));
         }
         let open = self.s().mine.len();
         if open >= ctx.cfg.membership.shrink_max_pending as usize {
@@ -345,8 +383,9 @@ impl Membership {
 
     /// A requester's campaign: queued if this rank is the coordinator.
     pub(super) fn on_shrink_request(&mut self, ctx: &mut Ctx<'_>, m: ShrinkRequestMsg) {
-        if Self::coordinator(ctx) != Some(ctx.me()) {
-            // The requester re-sends when it sees the coordinator change.
+        if Self::coordinator(ctx) != Some(ctx.me()) || self.is_leaving() {
+            // The requester re-sends when it sees the coordinator change (a leaving
+            // coordinator hands over: its successor takes the request).
             self.s().stats.shrink_requests_dropped += 1;
             return;
         }
@@ -393,7 +432,7 @@ impl Membership {
             return;
         }
         self.s().batch_timer = None;
-        if Self::coordinator(ctx) != Some(ctx.me()) {
+        if Self::coordinator(ctx) != Some(ctx.me()) || self.is_leaving() {
             self.s().queue.clear();
             return;
         }
@@ -418,7 +457,6 @@ impl Membership {
     /// when every target is dead already, the departure notice at once.
     fn sequence_shrink(&mut self, ctx: &mut Ctx<'_>) {
         let max = ctx.cfg.max_list as usize;
-        let me = ctx.me();
         let mut campaigns = Vec::new();
         let mut total = 0;
         while let Some((&id, t)) = self.s().queue.first_key_value() {
@@ -426,7 +464,7 @@ impl Membership {
                 break;
             }
             total += t.len();
-            let t: Vec<Rank> = t.iter().copied().filter(|&r| r != me).collect();
+            let t = t.clone();
             self.s().queue.remove(&id);
             campaigns.push((id, t));
         }
@@ -540,6 +578,11 @@ impl Membership {
             return;
         };
         self.epoch = self.epoch.max(m.epoch);
+        let me = ctx.me();
+        if m.ranks.contains(&me) && Self::coordinator(ctx) == Some(me) {
+            self.hand_over(ctx, &m);
+            return;
+        }
         let ranks: Vec<Rank> = m
             .ranks
             .iter()
@@ -572,6 +615,16 @@ impl Membership {
             }
             .into(),
         ));
+        self.finish_campaigns(ctx, &m);
+        self.startup_after_removals(ctx, &set, m.epoch, members);
+        if set.contains(me) {
+            self.evict(ctx, m.epoch);
+        }
+    }
+
+    /// The campaigns of a departure notice are finished here; the requester's complete (once:
+    /// the open campaign is taken).
+    fn finish_campaigns(&mut self, ctx: &mut Ctx<'_>, m: &LeftNotice) {
         let me = ctx.me();
         for id in &m.campaigns {
             let s = self.s();
@@ -604,9 +657,42 @@ impl Membership {
             ));
         }
         self.s().recompute_departing();
-        self.startup_after_removals(ctx, &set, m.epoch, members);
-        if set.contains(me) {
-            self.evict(ctx, m.epoch);
+    }
+
+    /// **Planned hand-over**: the coordinator's own departure notice names it. It applies none
+    /// of the removals (it would lose its view before passing the notice on): xcast forwards
+    /// the notice to its children once this returns, each child applies it as one repair, and
+    /// the root of the view without the targets finds itself in the root slot and recovers
+    /// xcast as after a root crash, without any failure (the ranks are departed, cause
+    /// `left`). Campaigns this rank requested complete here, now: the notice that completes
+    /// them is in its children's hands. It forgets its queue (requesters re-send to the
+    /// successor when their view changes), stays leaving (no requests, no joins, no new
+    /// orders) and leaves once every child it passed the notice to closed its link, or at its
+    /// departure timer.
+    fn hand_over(&mut self, ctx: &mut Ctx<'_>, m: &LeftNotice) {
+        self.finish_campaigns(ctx, m);
+        let children: RankSet = ctx
+            .tree
+            .view()
+            .map(|v| v.live_children().collect())
+            .unwrap_or_default();
+        let s = self.s();
+        s.handed_to = Some(children);
+        s.queue.clear();
+        s.open.clear();
+        s.left_sent.clear();
+        s.stats.hand_overs += 1;
+        if s.leaving.is_none() {
+            // Named by a campaign whose order it never processed (a re-issued one): leaving
+            // from now on, bounded by the departure timer.
+            s.leaving = Some(Leaving {
+                drained: true,
+                drain_expired: false,
+            });
+            s.stats.leaving_entered += 1;
+            let depart = ctx.now + ctx.cfg.membership.shrink_timeout;
+            ctx.timers.set(MembershipTimer::Depart, depart);
+            ctx.effect(Effect::Leaving);
         }
     }
 
@@ -678,10 +764,17 @@ impl Membership {
         if !self.is_leaving() {
             return false;
         }
-        if ctx.tree.link_role(peer) != crate::tree::LinkRole::Lateral {
-            let epoch = self.epoch;
-            self.evict(ctx, epoch);
+        if ctx.tree.link_role(peer) == crate::tree::LinkRole::Lateral {
+            return true;
         }
+        if let Some(waiting) = self.s().handed_to.as_mut() {
+            waiting.remove(peer);
+            if !waiting.is_empty() {
+                return true;
+            }
+        }
+        let epoch = self.epoch;
+        self.evict(ctx, epoch);
         true
     }
 

@@ -568,7 +568,7 @@ impl Membership {
         // re-send their check-ins through their new parents first.
         let resend = ctx.cfg.membership.check_in_resend;
         // No entry: the last death is older than `dead_since` keeps, past this wait.
-        let settled = self.dead_since.values().max().map(|&t| t + resend + resend);
+        let settled = self.dead_since.newest().map(|t| t + resend + resend);
         if let Some(at) = settled.filter(|&at| ctx.now < at) {
             if let Some(s) = self.startup.as_deref_mut() {
                 s.deadline_timer = Some(ctx.timers.set(MembershipTimer::StartupDeadline, at));

@@ -105,4 +105,7 @@ pub struct ShrinkStats {
     /// A leaving rank acknowledged the order before its RELM sends drained (the drain bound
     /// passed).
     pub drain_timeouts: u64,
+    /// A coordinator named by its own departure notice passed the coordination on to the
+    /// root of the view without the targets (a planned hand-over, no failure).
+    pub hand_overs: u64,
 }
