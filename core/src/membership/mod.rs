@@ -59,6 +59,7 @@ mod corroborate;
 mod event;
 mod joins;
 mod links;
+pub mod quorum;
 mod shrink;
 #[cfg(test)]
 mod shrink_tests;
@@ -178,9 +179,6 @@ pub(crate) struct Membership {
     evicted: bool,
     /// Coordinator: decisions made.
     decisions: u64,
-    /// Coordinator: its removals on evidence within `membership.majority_window` (when, how
-    /// many), for the majority guard.
-    recent_removals: Vec<(Instant, usize)>,
     /// This rank's detector sample: (subjects silent now, subjects watched).
     reachability: (u32, u32),
     /// Why ranks known dead here were removed, until the root's notice confirms them (the root
@@ -215,6 +213,8 @@ pub(crate) struct Membership {
     /// Shrink campaigns: requests, the coordinator's queue, recorded targets, leaving mode
     /// (`shrink.rs`; boxed on first use).
     shrink: Option<Box<shrink::Shrink>>,
+    /// Quorum agreement: acceptor, candidate and leader state (`quorum/`; boxed on first use).
+    quorum: Option<Box<quorum::Quorum>>,
 }
 
 /// One entry of the repair stack.
@@ -409,6 +409,11 @@ impl Membership {
         if new.is_empty() {
             return;
         }
+        // Quorum on: one phase 2 at a time, after phase 1 if this root has no ballot.
+        let quorum = Self::quorum_on(ctx);
+        if quorum && !self.ready_to_propose(ctx) {
+            return;
+        }
         self.announced.extend(new.iter().copied());
         self.epoch += 1;
         let causes = new
@@ -428,6 +433,12 @@ impl Membership {
             failed: new,
             causes,
         };
+        if quorum {
+            if let Some(b) = self.quorum.as_ref().and_then(|q| q.leading()) {
+                self.propose(ctx, b, m);
+            }
+            return;
+        }
         ctx.effect(Effect::RootBroadcast {
             tag: xcast::TAG_FAILURE_NOTICE,
             payload: m.to_payload(),
@@ -529,10 +540,11 @@ impl Membership {
 
     /// Coordinator: removes `ranks` for `cause` (one decision): repairs here and floods the
     /// decision over the tree.
-    fn remove(&mut self, ctx: &mut Ctx<'_>, ranks: Vec<Rank>, cause: RemovalCause) {
+    /// Returns the decision (the agreement also sends it straight to its promisers).
+    fn remove(&mut self, ctx: &mut Ctx<'_>, ranks: Vec<Rank>, cause: RemovalCause) -> RemovedMsg {
         // Ranks not checked in yet were never members: the majority guard does not count them.
         let members = ranks.iter().filter(|&&r| !self.is_pending(r)).count();
-        self.recent_removals.push((ctx.now, members));
+        self.note_removals(ctx, members);
         ctx.stats.membership.removed_on_evidence += members as u64;
         for &r in &ranks {
             let cause = if self.is_pending(r) {
@@ -556,7 +568,8 @@ impl Membership {
         self.seen_decisions.insert(m.coordinator, m.seq);
         // Flooded after the repair (the ranks are alive here, so their deaths change the
         // members and `on_members_change` follows).
-        self.repairs.push(Owed::Flood(m, None));
+        self.repairs.push(Owed::Flood(m.clone(), None));
+        m
     }
 
     /// Records why `ranks` died (the runtime's word, or a cause learned with them); the root
@@ -627,8 +640,10 @@ impl Membership {
     fn majority_stays(&mut self, ctx: &Ctx<'_>, n: usize) -> bool {
         // Most of this coordinator's own sample (its ring subjects, spread at random over the
         // cluster) silent: it is probably the one cut off.
+        // (Quorum on: the accept quorum catches a root cut off from the majority, and this
+        // sample would refuse the root's side of an even split half the time.)
         let (silent, watching) = self.reachability;
-        if silent * 2 > watching {
+        if silent * 2 > watching && !Self::quorum_on(ctx) {
             return false;
         }
         if n == 0 {
@@ -636,12 +651,19 @@ impl Membership {
             return true;
         }
         let window = ctx.cfg.membership.majority_window;
-        self.recent_removals.retain(|&(t, _)| ctx.now < t + window);
-        let recent: usize = self.recent_removals.iter().map(|&(_, k)| k).sum();
+        let recent = self.recent_removals(ctx, window);
         // Members: admitted ranks (those not checked in yet are not counted).
         let members = (ctx.tree.layout().span() as usize - ctx.tree.dead().len())
             .saturating_sub(self.pending_alive(ctx));
-        (recent + n) * 2 < members + recent
+        let before = members + recent;
+        let remaining = before.saturating_sub(recent + n);
+        if Self::quorum_on(ctx) {
+            // Weighted (members 2, this root 3): an even split leaves the root's side the
+            // larger weight.
+            remaining * 2 >= before && remaining > 0
+        } else {
+            remaining * 2 > before
+        }
     }
 
     /// Sends a decision to every tree neighbour (of the view after the repair) but `except`.
@@ -662,7 +684,9 @@ impl Membership {
     /// A decision from a tree neighbour: the first copy of each decision is applied (this rank
     /// itself listed: evicted) and passed on; later copies stop here.
     fn on_removed(&mut self, ctx: &mut Ctx<'_>, from: Rank, m: RemovedMsg) {
-        let is_neighbour = ctx.tree.view().is_some_and(|v| v.is_neighbor(from));
+        // A leader this rank promised sends its decision straight (quorum on).
+        let is_neighbour = ctx.tree.view().is_some_and(|v| v.is_neighbor(from))
+            || (from == m.coordinator && from == self.promised_leader());
         if !is_neighbour || !ctx.tree.layout().contains(m.coordinator) {
             ctx.stats.membership.stale += 1;
             return;
@@ -948,6 +972,10 @@ impl Machine for Membership {
             MembershipMsg::Corroborate(m) => self.on_corroborate(ctx, from, m),
             MembershipMsg::CheckIn(m) => self.on_check_in(ctx, from, m),
             MembershipMsg::ShrinkRequest(m) => self.on_shrink_request(ctx, m),
+            MembershipMsg::Prepare(m) => self.on_prepare(ctx, from, m),
+            MembershipMsg::Promise(m) => self.on_promise(ctx, from, m),
+            MembershipMsg::Propose(m) => self.on_propose(ctx, from, m),
+            MembershipMsg::Accept(m) => self.on_accept(ctx, from, m),
         }
     }
 
@@ -968,6 +996,7 @@ impl Machine for Membership {
             MembershipTimer::Campaign(seq) => self.on_campaign_timer(ctx, seq),
             MembershipTimer::Drain => self.on_drain_timer(ctx),
             MembershipTimer::Depart => self.on_depart_timer(ctx),
+            MembershipTimer::Quorum => self.on_quorum_timer(ctx, token),
         }
     }
 }
