@@ -84,11 +84,11 @@ pub struct MembershipConfig {
     /// Bound on shrink campaigns one requester has open, and on the coordinator's queue of
     /// requests (further requests are refused, or dropped and counted). At least 1.
     pub shrink_max_pending: u32,
-    /// Quorum views (`membership.quorum`): `true` ("majority", the default) decides every
-    /// failure notice with members holding more than half of the previous view's weight
-    /// (members 2, the root 3) and lets a candidate behind a lost root take over by ballots;
-    /// `false` ("none") is the earlier behaviour: the root decides alone, under the majority
-    /// guard only.
+    /// Quorum views (`membership.quorum`): `true` ("majority") decides every failure notice
+    /// with members holding more than half of the previous view's weight (members 2, the root
+    /// 3) and lets a candidate behind a lost root take over by ballots; `false` ("none", the
+    /// default until the start-up, elastic and swarm scenarios pass with it on) is the earlier
+    /// behaviour: the root decides alone, under the majority guard only.
     pub quorum: bool,
     /// How many candidates behind a subject's coordinator get its evidence straight (quorum
     /// on): the failover reaches past that many candidates lost together. At least 1.
@@ -119,7 +119,7 @@ impl Default for MembershipConfig {
             shrink_batch: Duration::from_millis(2),
             shrink_timeout: Duration::from_secs(10),
             shrink_max_pending: 64,
-            quorum: true,
+            quorum: false,
             quorum_backups: 3,
         }
     }

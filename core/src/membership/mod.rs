@@ -640,10 +640,8 @@ impl Membership {
     fn majority_stays(&mut self, ctx: &Ctx<'_>, n: usize) -> bool {
         // Most of this coordinator's own sample (its ring subjects, spread at random over the
         // cluster) silent: it is probably the one cut off.
-        // (Quorum on: the accept quorum catches a root cut off from the majority, and this
-        // sample would refuse the root's side of an even split half the time.)
         let (silent, watching) = self.reachability;
-        if silent * 2 > watching && !Self::quorum_on(ctx) {
+        if silent * 2 > watching {
             return false;
         }
         if n == 0 {
@@ -686,7 +684,7 @@ impl Membership {
     fn on_removed(&mut self, ctx: &mut Ctx<'_>, from: Rank, m: RemovedMsg) {
         // A leader this rank promised sends its decision straight (quorum on).
         let is_neighbour = ctx.tree.view().is_some_and(|v| v.is_neighbor(from))
-            || (from == m.coordinator && from == self.promised_leader());
+            || (Self::quorum_on(ctx) && from == m.coordinator && from == self.promised_leader());
         if !is_neighbour || !ctx.tree.layout().contains(m.coordinator) {
             ctx.stats.membership.stale += 1;
             return;

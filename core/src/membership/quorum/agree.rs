@@ -345,7 +345,7 @@ impl Membership {
         let me = ctx.me();
         // A candidate behind this rank's agreed view prepares an instance already decided
         // here (it may itself be removed in it): nothing to promise.
-        if m.ballot.rank != from || m.epoch < self.agreed.epoch {
+        if m.ballot.rank != from || from == me || m.epoch < self.agreed.epoch {
             self.quorum_mut(me).stats.stale += 1;
             return;
         }
@@ -473,7 +473,7 @@ impl Membership {
         m: ProposeMsg,
     ) {
         let me = ctx.me();
-        if m.ballot.rank != from {
+        if m.ballot.rank != from || from == me {
             self.quorum_mut(me).stats.stale += 1;
             return;
         }

@@ -31,6 +31,8 @@ struct Checker {
     evicted: BTreeMap<Rank, Instant>,
     /// Epochs checked for S3, and the accepting weight found.
     backed: BTreeMap<u64, (u64, u64)>,
+    /// Every value each acceptor has accepted: (epoch, ballot, removed) → acceptors.
+    accepts: BTreeMap<(u64, super::Ballot, Vec<Rank>), std::collections::BTreeSet<Rank>>,
 }
 
 impl Observer for Checker {
@@ -41,6 +43,14 @@ impl Observer for Checker {
     }
 
     fn check(&mut self, w: &World) -> Result<(), String> {
+        for r in w.live_ranks() {
+            if let Some(a) = w.node(r).and_then(|n| n.quorum_accepted()) {
+                self.accepts
+                    .entry((a.epoch, a.ballot, a.removed))
+                    .or_default()
+                    .insert(r);
+            }
+        }
         for r in w.live_ranks() {
             let Some(n) = w.node(r) else { continue };
             let v = n.view();
@@ -108,14 +118,12 @@ impl Checker {
             .copied()
             .filter(|r| !prev_set.contains(*r))
             .collect();
-        // Weight per ballot of the ranks whose last accepted value is this epoch's.
+        // Weight per ballot of the acceptors that ever accepted this epoch's value.
         let mut by_ballot: BTreeMap<super::Ballot, u64> = BTreeMap::new();
-        for r in w.live_ranks() {
-            let Some(n) = w.node(r) else { continue };
-            if let Some(a) = n.quorum_accepted() {
-                if a.epoch == e && a.removed == delta {
-                    *by_ballot.entry(a.ballot).or_default() += weights.of(r);
-                }
+        for ((epoch, ballot, value), who) in &self.accepts {
+            if *epoch == e && *value == delta {
+                let wt: u64 = who.iter().map(|&r| weights.of(r)).sum();
+                *by_ballot.entry(*ballot).or_default() += wt;
             }
         }
         let best = by_ballot.values().copied().max().unwrap_or(0);
@@ -142,6 +150,7 @@ fn cut(s: &mut Sim<Checker>, side: &[Rank]) {
 fn sim(span: u32, radix: u32, seed: u64) -> Sim<Checker> {
     let mut cfg = SimConfig::new(span, radix, seed);
     cfg.node.detect.enabled = true;
+    cfg.node.membership.quorum = true;
     Sim::new(cfg, Checker::default()).unwrap()
 }
 
@@ -250,10 +259,12 @@ fn the_root_alone_partitioned_forever() {
     }
 }
 
-/// An even split, 8|8: the side holding the root wins (weight 17 of 33), the other decides
-/// nothing.
+/// An even split, 8|8: only the side holding the root may decide (weight 17 of 33); the other
+/// decides nothing (its candidate's rounds end without a quorum). Whether the root's side
+/// decides depends on the root's reachability sample (the majority guard refuses when most of
+/// it is silent): printed, not asserted.
 #[test]
-fn an_even_split_is_won_by_the_root_side() {
+fn an_even_split_is_decided_by_the_root_side_only() {
     for seed in 1..=4 {
         let mut s = sim(16, 8, seed);
         s.run_until(Instant::ZERO + Duration::from_millis(500))
@@ -262,7 +273,6 @@ fn an_even_split_is_won_by_the_root_side() {
         let t0 = s.world().now();
         cut(&mut s, &b);
         s.apply(Fault::Partition(vec![a.clone()]));
-        until_agreed(&mut s, &a, &b, Duration::from_secs(3));
         s.run_until(t0 + Duration::from_secs(5))
             .unwrap_or_else(|f| panic!("{f}"));
         let stuck: u64 = b
@@ -275,7 +285,11 @@ fn an_even_split_is_won_by_the_root_side() {
                     .proposals_without_quorum
             })
             .sum();
-        eprintln!("seed {seed}: the losing side's rounds without quorum: {stuck}");
+        assert!(stuck > 0, "seed {seed}: the losing side never tried");
+        eprintln!(
+            "seed {seed}: root side removed {:?}; losing side's rounds without quorum: {stuck}",
+            removed_at(&s, Rank(0))
+        );
     }
 }
 
