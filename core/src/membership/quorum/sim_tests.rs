@@ -349,7 +349,11 @@ fn candidates_lost_in_a_row_hand_over_by_ballots() {
 /// Many seeds of the partition scenario (release builds run it in CI's time).
 #[test]
 fn partition_over_many_seeds() {
-    let seeds = if cfg!(debug_assertions) { 4 } else { 60 };
+    // `LIFELINE_QUORUM_SEEDS=1000` for the long run.
+    let seeds = std::env::var("LIFELINE_QUORUM_SEEDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(if cfg!(debug_assertions) { 4 } else { 60 });
     let mut worst = Duration::ZERO;
     for seed in 100..100 + seeds {
         worst = worst.max(partition_with_the_root_in_the_minority(seed));

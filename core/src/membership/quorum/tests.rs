@@ -180,3 +180,16 @@ fn the_acceptor_promises_higher_and_refuses_lower() {
     assert_eq!(a.propose(b1, 2, &[Rank(0)]), Ok(()));
     assert_eq!(a.accepted.as_ref().map(|x| x.epoch), Some(2));
 }
+
+#[test]
+fn quorum_backups_are_validated() {
+    let mut c = crate::membership::MembershipConfig::default();
+    assert!(!c.quorum, "off by default");
+    assert!(c.validate().is_ok());
+    c.quorum_backups = 0;
+    assert!(c.validate().is_err());
+    c.quorum_backups = 65;
+    assert!(c.validate().is_err());
+    c.quorum_backups = 64;
+    assert!(c.validate().is_ok());
+}
