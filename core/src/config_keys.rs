@@ -149,6 +149,8 @@ keys! {
     "membership_shrink_batch_ns" => membership.shrink_batch,
     "membership_shrink_timeout_ns" => membership.shrink_timeout,
     "membership_shrink_max_pending" => membership.shrink_max_pending,
+    "membership_quorum" => membership.quorum,
+    "membership_quorum_backups" => membership.quorum_backups,
     "xcast_max_inflight" => xcast.max_inflight,
     "xcast_max_bytes" => xcast.max_bytes,
     "xcast_retry_ns" => xcast.retry,

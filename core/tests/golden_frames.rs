@@ -7,6 +7,9 @@
 
 use bytes::Bytes;
 use lifeline_core::join::{AdmitNotice, JoinAnswerMsg, JoinForwardMsg, JoinId, JoinRequest};
+use lifeline_core::membership::quorum::{
+    AcceptMsg, Accepted, Ballot, PrepareMsg, PromiseMsg, ProposeMsg,
+};
 use lifeline_core::membership::{
     CampaignId, CheckInMsg, CheckInNotice, CorroborateMsg, CorroborateOp, RelayedMsg, RemovalCause,
     UnreachableMsg,
@@ -376,6 +379,53 @@ fn frames() -> Vec<(&'static str, Bytes)> {
         })
         .encode(),
     ));
+    // Agreement (kinds 44–47), added after the frames above so their lines stay put.
+    let b = Ballot {
+        round: 2,
+        rank: Rank(8),
+    };
+    let agreement: Vec<(&'static str, Message)> = vec![
+        (
+            "prepare",
+            Message::from(PrepareMsg {
+                ballot: b,
+                epoch: 3,
+                removed: vec![Rank(0), Rank(1)],
+            }),
+        ),
+        (
+            "promise",
+            Message::from(PromiseMsg {
+                ballot: b,
+                ok: true,
+                promised: b,
+                accepted: Some(Accepted {
+                    ballot: Ballot::INITIAL,
+                    epoch: 4,
+                    removed: vec![Rank(5)],
+                }),
+                downs: vec![(Rank(0), 1), (Rank(1), 2)],
+            }),
+        ),
+        (
+            "propose",
+            Message::from(ProposeMsg {
+                ballot: b,
+                epoch: 4,
+                removed: vec![Rank(0), Rank(1), Rank(5)],
+            }),
+        ),
+        (
+            "accept",
+            Message::from(AcceptMsg {
+                ballot: b,
+                epoch: 4,
+                ok: true,
+                promised: b,
+            }),
+        ),
+    ];
+    out.extend(agreement.into_iter().map(|(n, m)| (n, m.encode())));
     out
 }
 

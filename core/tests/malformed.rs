@@ -38,6 +38,9 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use bytes::Bytes;
 use lifeline_core::detect::{HeartbeatMsg, SuspectMsg};
 use lifeline_core::join::{JoinAnswerMsg, JoinForwardMsg, JoinId};
+use lifeline_core::membership::quorum::{
+    AcceptMsg, Accepted, Ballot, PrepareMsg, PromiseMsg, ProposeMsg,
+};
 use lifeline_core::membership::RemovalCause;
 use lifeline_core::relm::{Uid, UID_INVALID, UID_MAX, UID_NONE, UID_UNKNOWN};
 use lifeline_core::sim::testing::{Frame, Net, Solo};
@@ -609,6 +612,70 @@ fn samples() -> Vec<Sample> {
                 frame: Bytes::new(),
             })
             .encode(),
+        ),
+        fixed(
+            "prepare/plain",
+            Message::from(PrepareMsg {
+                ballot: Ballot {
+                    round: 2,
+                    rank: Rank(5),
+                },
+                epoch: 1,
+                removed: vec![Rank(0), Rank(SPAN)],
+            }),
+        ),
+        fixed(
+            "promise/accepted",
+            Message::from(PromiseMsg {
+                ballot: Ballot {
+                    round: 2,
+                    rank: Rank(5),
+                },
+                ok: true,
+                promised: Ballot {
+                    round: 2,
+                    rank: Rank(5),
+                },
+                accepted: Some(Accepted {
+                    ballot: Ballot::INITIAL,
+                    epoch: 3,
+                    removed: vec![Rank(21)],
+                }),
+                downs: vec![(Rank(21), 1), (Rank(SPAN), u64::MAX >> 2)],
+            }),
+        ),
+        fixed(
+            "promise/refused",
+            Message::from(PromiseMsg {
+                ballot: Ballot::INITIAL,
+                ok: false,
+                promised: Ballot {
+                    round: u64::MAX >> 2,
+                    rank: Rank(SPAN),
+                },
+                accepted: None,
+                downs: vec![],
+            }),
+        ),
+        fixed(
+            "propose/plain",
+            Message::from(ProposeMsg {
+                ballot: Ballot::INITIAL,
+                epoch: 4,
+                removed: vec![Rank(21)],
+            }),
+        ),
+        fixed(
+            "accept/refused",
+            Message::from(AcceptMsg {
+                ballot: Ballot::INITIAL,
+                epoch: 4,
+                ok: false,
+                promised: Ballot {
+                    round: 1,
+                    rank: Rank(3),
+                },
+            }),
         ),
         fixed(
             "join-forward/plain",

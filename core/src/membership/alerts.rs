@@ -51,6 +51,9 @@ impl Membership {
             hops: 0,
             skip,
         };
+        if Self::quorum_on(ctx) {
+            self.send_to_backups(ctx, subject, pending);
+        }
         if ctx.tree.root_without(subject) == Some(me) {
             self.tally(ctx, me, subject, pending);
             self.decide(ctx);
@@ -194,8 +197,12 @@ impl Membership {
                 hops: m.hops.saturating_add(1),
                 skip: 0,
             };
+            // Evidence sent straight to a backup candidate is counted there (quorum on).
+            let backup = m.hops == AlertMsg::MAX_HOPS
+                && Self::quorum_on(ctx)
+                && Self::is_backup_for(ctx, e.subject);
             match ctx.tree.root_without(e.subject) {
-                Some(c) if c == me => {
+                Some(c) if c == me || backup => {
                     ctx.stats.membership.alerts_in += n;
                     for o in e.observers {
                         self.tally(ctx, o, e.subject, pending);
@@ -264,7 +271,7 @@ impl Membership {
     }
 
     /// Coordinator: records one observer's evidence about one subject.
-    fn tally(&mut self, ctx: &mut Ctx<'_>, observer: Rank, subject: Rank, p: Pending) {
+    pub(super) fn tally(&mut self, ctx: &mut Ctx<'_>, observer: Rank, subject: Rank, p: Pending) {
         if p.down && self.is_departing(subject) {
             // The already-departed guard: a departing rank's silence decides nothing.
             self.s().stats.departures_observed += 1;
@@ -310,6 +317,59 @@ impl Membership {
     /// waits, at most until the newest in flux has stood for `membership.flux_hold`: its other
     /// observers' alerts, sent at about the same time, are then in).
     pub(super) fn decide(&mut self, ctx: &mut Ctx<'_>) {
+        let (mut stable, hold) = self.stable_now(ctx);
+        // The overload hold (`corroborate.rs`): evidence against a large share of the members
+        // at once waits until it has stood for the window.
+        self.release_unaccused();
+        let mut released: Option<Instant> = None;
+        for s in stable.clone() {
+            if let Some(at) = self.overload_holds(ctx, s) {
+                stable.retain(|&x| x != s);
+                released = Some(released.map_or(at, |t: Instant| t.min(at)));
+            }
+        }
+        if let Some(at) = released {
+            self.arm_decide(ctx, at);
+        }
+        if stable.is_empty() {
+            return;
+        }
+        if let Some(release) = hold {
+            ctx.stats.membership.decisions_deferred += 1;
+            self.arm_decide(ctx, release);
+            return;
+        }
+        // Quorum on, not the root: a candidate behind a lost root starts phase 1 when its
+        // evidence holds every candidate ahead of it; it removes nothing on its own.
+        if Self::quorum_on(ctx) && !ctx.tree.view().is_some_and(|v| v.is_root()) {
+            self.consider_candidacy(ctx, &stable);
+            return;
+        }
+        // Every subject with a standing report counts against the guard, not only the stable
+        // ones: a partition's silence reaches the coordinator a few subjects at a time.
+        // Ranks not checked in yet are not members: removing them costs the majority nothing.
+        let standing = self
+            .reports
+            .iter()
+            .filter(|(s, r)| r.downs() > 0 && !self.is_pending(**s))
+            .count();
+        if !self.majority_stays(ctx, standing) {
+            ctx.stats.membership.decisions_refused_minority += 1;
+            return;
+        }
+        for s in &stable {
+            self.reports.remove(s);
+        }
+        self.remove(ctx, stable, RemovalCause::Unresponsive);
+    }
+
+    /// The subjects whose evidence is stable now (H of K, implicit reporters counted).
+    pub(super) fn stable_subjects(&mut self, ctx: &Ctx<'_>) -> Vec<Rank> {
+        self.stable_now(ctx).0
+    }
+
+    /// Stable subjects, and until when a subject in flux holds the decision back.
+    fn stable_now(&mut self, ctx: &Ctx<'_>) -> (Vec<Rank>, Option<Instant>) {
         let k = ctx.cfg.detect.observers.max(1) as usize;
         let h_cfg = ctx.cfg.membership.stable_reports as usize;
         let l_cfg = ctx.cfg.membership.flux_reports as usize;
@@ -368,42 +428,6 @@ impl Membership {
                 hold = Some(hold.map_or(until, |t: Instant| t.max(until)));
             }
         }
-        // The overload hold (`corroborate.rs`): evidence against a large share of the members
-        // at once waits until it has stood for the window.
-        self.release_unaccused();
-        let mut released: Option<Instant> = None;
-        for s in stable.clone() {
-            if let Some(at) = self.overload_holds(ctx, s) {
-                stable.retain(|&x| x != s);
-                released = Some(released.map_or(at, |t: Instant| t.min(at)));
-            }
-        }
-        if let Some(at) = released {
-            self.arm_decide(ctx, at);
-        }
-        if stable.is_empty() {
-            return;
-        }
-        if let Some(release) = hold {
-            ctx.stats.membership.decisions_deferred += 1;
-            self.arm_decide(ctx, release);
-            return;
-        }
-        // Every subject with a standing report counts against the guard, not only the stable
-        // ones: a partition's silence reaches the coordinator a few subjects at a time.
-        // Ranks not checked in yet are not members: removing them costs the majority nothing.
-        let standing = self
-            .reports
-            .iter()
-            .filter(|(s, r)| r.downs() > 0 && !self.is_pending(**s))
-            .count();
-        if !self.majority_stays(ctx, standing) {
-            ctx.stats.membership.decisions_refused_minority += 1;
-            return;
-        }
-        for s in &stable {
-            self.reports.remove(s);
-        }
-        self.remove(ctx, stable, RemovalCause::Unresponsive);
+        (stable, hold)
     }
 }

@@ -84,6 +84,15 @@ pub struct MembershipConfig {
     /// Bound on shrink campaigns one requester has open, and on the coordinator's queue of
     /// requests (further requests are refused, or dropped and counted). At least 1.
     pub shrink_max_pending: u32,
+    /// Quorum views (`membership.quorum`): `true` ("majority") decides every failure notice
+    /// with members holding more than half of the previous view's weight (members 2, the root
+    /// 3) and lets a candidate behind a lost root take over by ballots; `false` ("none", the
+    /// default until the start-up, elastic and swarm scenarios pass with it on) is the earlier
+    /// behaviour: the root decides alone, under the majority guard only.
+    pub quorum: bool,
+    /// How many candidates behind a subject's coordinator get its evidence straight (quorum
+    /// on): the failover reaches past that many candidates lost together. At least 1.
+    pub quorum_backups: u32,
 }
 
 impl Default for MembershipConfig {
@@ -110,6 +119,8 @@ impl Default for MembershipConfig {
             shrink_batch: Duration::from_millis(2),
             shrink_timeout: Duration::from_secs(10),
             shrink_max_pending: 64,
+            quorum: false,
+            quorum_backups: 3,
         }
     }
 }
@@ -163,6 +174,11 @@ impl MembershipConfig {
         if self.shrink_timeout == Duration::ZERO {
             return Err(ConfigError::Invalid(
                 "membership.shrink_timeout must be positive: a campaign never waits unbounded",
+            ));
+        }
+        if self.quorum_backups == 0 || self.quorum_backups > 64 {
+            return Err(ConfigError::Invalid(
+                "membership.quorum_backups must be in 1..=64",
             ));
         }
         if self.shrink_max_pending == 0 {

@@ -346,7 +346,7 @@ impl Membership {
         // decision flood: the ranks linked to a killed process saw their own dials refused and
         // are told above (later reporters when their report arrives), so the tree around it
         // is repaired where it matters, and the coordinator's links carry only the notice.
-        self.recent_removals.push((ctx.now, 1));
+        self.note_removals(ctx, 1);
         ctx.stats.membership.removed_on_evidence += 1;
         self.causes.insert(subject, RemovalCause::LinkLost);
         ctx.effect(Effect::Deaths {

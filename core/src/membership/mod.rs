@@ -61,6 +61,7 @@ mod dead_since;
 mod event;
 mod joins;
 mod links;
+pub mod quorum;
 pub(crate) mod relay;
 #[cfg(test)]
 mod relay_tests;
@@ -186,9 +187,6 @@ pub(crate) struct Membership {
     evicted: bool,
     /// Coordinator: decisions made.
     decisions: u64,
-    /// Coordinator: its removals on evidence within `membership.majority_window` (when, how
-    /// many), for the majority guard.
-    recent_removals: Vec<(Instant, usize)>,
     /// This rank's detector sample: (subjects silent now, subjects watched).
     reachability: (u32, u32),
     /// Why ranks known dead here were removed, until the root's notice confirms them (the root
@@ -224,6 +222,8 @@ pub(crate) struct Membership {
     /// Gray links (tree links down on soft evidence, both ends alive), their relays, and the
     /// relay counters (`relay.rs`; boxed on first use).
     relay: Option<Box<relay::Relay>>,
+    /// Quorum agreement: acceptor, candidate and leader state (`quorum/`; boxed on first use).
+    quorum: Option<Box<quorum::Quorum>>,
 }
 
 /// One entry of the repair stack.
@@ -418,6 +418,11 @@ impl Membership {
         if new.is_empty() {
             return;
         }
+        // Quorum on: one phase 2 at a time, after phase 1 if this root has no ballot.
+        let quorum = Self::quorum_on(ctx);
+        if quorum && !self.ready_to_propose(ctx) {
+            return;
+        }
         self.announced.extend(new.iter().copied());
         self.epoch += 1;
         let causes = new
@@ -437,6 +442,12 @@ impl Membership {
             failed: new,
             causes,
         };
+        if quorum {
+            if let Some(b) = self.quorum.as_ref().and_then(|q| q.leading()) {
+                self.propose(ctx, b, m);
+            }
+            return;
+        }
         ctx.effect(Effect::RootBroadcast {
             tag: xcast::TAG_FAILURE_NOTICE,
             payload: m.to_payload(),
@@ -538,10 +549,11 @@ impl Membership {
 
     /// Coordinator: removes `ranks` for `cause` (one decision): repairs here and floods the
     /// decision over the tree.
-    fn remove(&mut self, ctx: &mut Ctx<'_>, ranks: Vec<Rank>, cause: RemovalCause) {
+    /// Returns the decision (the agreement also sends it straight to its promisers).
+    fn remove(&mut self, ctx: &mut Ctx<'_>, ranks: Vec<Rank>, cause: RemovalCause) -> RemovedMsg {
         // Ranks not checked in yet were never members: the majority guard does not count them.
         let members = ranks.iter().filter(|&&r| !self.is_pending(r)).count();
-        self.recent_removals.push((ctx.now, members));
+        self.note_removals(ctx, members);
         ctx.stats.membership.removed_on_evidence += members as u64;
         for &r in &ranks {
             let cause = if self.is_pending(r) {
@@ -565,7 +577,8 @@ impl Membership {
         self.seen_decisions.insert(m.coordinator, m.seq);
         // Flooded after the repair (the ranks are alive here, so their deaths change the
         // members and `on_members_change` follows).
-        self.repairs.push(Owed::Flood(m, None));
+        self.repairs.push(Owed::Flood(m.clone(), None));
+        m
     }
 
     /// Records why `ranks` died (the runtime's word, or a cause learned with them); the root
@@ -645,12 +658,19 @@ impl Membership {
             return true;
         }
         let window = ctx.cfg.membership.majority_window;
-        self.recent_removals.retain(|&(t, _)| ctx.now < t + window);
-        let recent: usize = self.recent_removals.iter().map(|&(_, k)| k).sum();
+        let recent = self.recent_removals(ctx, window);
         // Members: admitted ranks (those not checked in yet are not counted).
         let members = (ctx.tree.layout().span() as usize - ctx.tree.dead().len())
             .saturating_sub(self.pending_alive(ctx));
-        (recent + n) * 2 < members + recent
+        let before = members + recent;
+        let remaining = before.saturating_sub(recent + n);
+        if Self::quorum_on(ctx) {
+            // Weighted (members 2, this root 3): an even split leaves the root's side the
+            // larger weight.
+            remaining * 2 >= before && remaining > 0
+        } else {
+            remaining * 2 > before
+        }
     }
 
     /// Sends a decision to every tree neighbour (of the view after the repair) but `except`.
@@ -671,7 +691,9 @@ impl Membership {
     /// A decision from a tree neighbour: the first copy of each decision is applied (this rank
     /// itself listed: evicted) and passed on; later copies stop here.
     fn on_removed(&mut self, ctx: &mut Ctx<'_>, from: Rank, m: RemovedMsg) {
-        let is_neighbour = ctx.tree.view().is_some_and(|v| v.is_neighbor(from));
+        // A leader this rank promised sends its decision straight (quorum on).
+        let is_neighbour = ctx.tree.view().is_some_and(|v| v.is_neighbor(from))
+            || (Self::quorum_on(ctx) && from == m.coordinator && from == self.promised_leader());
         if !is_neighbour || !ctx.tree.layout().contains(m.coordinator) {
             ctx.stats.membership.stale += 1;
             return;
@@ -961,6 +983,10 @@ impl Machine for Membership {
             MembershipMsg::ShrinkRequest(m) => self.on_shrink_request(ctx, m),
             // The node opens envelopes before any machine sees a frame (`node/relay.rs`).
             MembershipMsg::Relayed(_) => ctx.stats.membership.stale += 1,
+            MembershipMsg::Prepare(m) => self.on_prepare(ctx, from, m),
+            MembershipMsg::Promise(m) => self.on_promise(ctx, from, m),
+            MembershipMsg::Propose(m) => self.on_propose(ctx, from, m),
+            MembershipMsg::Accept(m) => self.on_accept(ctx, from, m),
         }
     }
 
@@ -982,6 +1008,7 @@ impl Machine for Membership {
             MembershipTimer::Campaign(seq) => self.on_campaign_timer(ctx, seq),
             MembershipTimer::Drain => self.on_drain_timer(ctx),
             MembershipTimer::Depart => self.on_depart_timer(ctx),
+            MembershipTimer::Quorum => self.on_quorum_timer(ctx, token),
         }
     }
 }

@@ -416,7 +416,12 @@ fn isolated_root_removes_nobody_and_is_removed_by_the_rest() {
 /// with a minority is the quorum issue's; see the note on issue #11.)
 #[test]
 fn a_minority_holding_the_root_does_not_remove_the_majority() {
-    let mut s = sim(16, 2, 22);
+    // Quorum off (the root decides alone): the guard is all that stops it. With the quorum on
+    // the majority also removes the minority (`quorum/sim_tests.rs`).
+    let mut cfg = SimConfig::new(16, 2, 22);
+    cfg.node.detect.enabled = true;
+    cfg.node.membership.quorum = false;
+    let mut s = Sim::new(cfg, Log::default()).unwrap();
     s.run_until(ms(500)).unwrap();
     // Five of sixteen: enough observers on the minority side that the root's evidence about
     // the majority becomes stable (with three, too few report for a decision to be tried).
@@ -687,6 +692,9 @@ fn members_at_the_same_epoch_hold_the_same_view() {
 fn coordinator_node() -> (crate::Node, Rank, Vec<Rank>) {
     let mut cfg = crate::Config::new(64, 4);
     cfg.detect.enabled = true;
+    // One node driven by hand: nobody answers its proposals (the quorum is tested in
+    // `quorum/sim_tests.rs`).
+    cfg.membership.quorum = false;
     let d = cfg.detect.clone();
     let mut n = crate::Node::new(cfg, Rank(0), 1, Instant::ZERO).unwrap();
     while n.poll_transmit().is_some() {}

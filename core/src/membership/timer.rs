@@ -38,4 +38,7 @@ pub enum MembershipTimer {
     Drain,
     /// Leaving: the departure fallback (nobody closed this rank's lifeline in time).
     Depart,
+    /// Agreement: an open phase 1 or phase 2 re-sends to the members that have not answered
+    /// (or a candidate that stepped down looks at its evidence again).
+    Quorum,
 }

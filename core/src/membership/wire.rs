@@ -3,6 +3,7 @@
 
 use bytes::BufMut;
 
+use super::quorum::{AcceptMsg, PrepareMsg, PromiseMsg, ProposeMsg};
 use super::RemovalCause;
 use crate::join::{JoinAnswerMsg, JoinForwardMsg};
 use crate::tree::Rank;
@@ -598,8 +599,8 @@ impl Codec for LeftNotice {
 }
 
 crate::message_family! { Membership =>
-    /// Failure-knowledge messages (kinds 2–3, 40–43, 49), joins (60–61), check-ins (62), shrink
-    /// requests (63) and frames relayed around gray links (70).
+    /// Failure-knowledge messages (kinds 2–3, 40–43, 49), agreement (44–47), joins (60–61),
+    /// check-ins (62), shrink requests (63) and frames relayed around gray links (70).
     pub enum MembershipMsg {
         /// Adoption notice, parent to new child ([`AdoptMsg`]).
         Adopt(AdoptMsg) = 2, Control, Adopt, "adopt";
@@ -625,5 +626,13 @@ crate::message_family! { Membership =>
         Corroborate(CorroborateMsg) = 49, Control, Corroborate, "corroborate";
         /// A frame carried around a gray tree link through a relay rank ([`RelayedMsg`]).
         Relayed(RelayedMsg) = 70, Control, Relayed, "relayed";
+        /// Phase 1, candidate to members ([`PrepareMsg`]).
+        Prepare(PrepareMsg) = 44, Control, Prepare, "prepare";
+        /// Phase 1 answer, member to candidate ([`PromiseMsg`]).
+        Promise(PromiseMsg) = 45, Control, Promise, "promise";
+        /// Phase 2, leader to members ([`ProposeMsg`]).
+        Propose(ProposeMsg) = 46, Control, Propose, "propose";
+        /// Phase 2 answer, member to leader ([`AcceptMsg`]).
+        Accept(AcceptMsg) = 47, Control, Accept, "accept";
     }
 }

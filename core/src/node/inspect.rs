@@ -51,4 +51,11 @@ impl Node {
     pub fn view(&self) -> crate::MembershipView {
         self.m.membership.view()
     }
+
+    /// The last value this rank's acceptor accepted: (ballot, epoch, removed). For the
+    /// simulator's quorum checker.
+    #[cfg(test)]
+    pub(crate) fn quorum_accepted(&self) -> Option<crate::membership::quorum::Accepted> {
+        self.m.membership.quorum_accepted()
+    }
 }

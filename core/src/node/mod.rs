@@ -357,6 +357,12 @@ impl Node {
         self.m.membership.corroboration_stats()
     }
 
+    /// Quorum agreement counters (ballots, phases, quorums; zero until this rank's first
+    /// agreement traffic).
+    pub fn quorum_stats(&self) -> crate::membership::quorum::QuorumStats {
+        self.m.membership.quorum_stats()
+    }
+
     /// The next answer to a joiner: write the bytes on the join connection and close it once
     /// written (one answer per request).
     pub fn poll_join_reply(&mut self) -> Option<(crate::join::JoinConn, Bytes)> {

@@ -1,0 +1,652 @@
+//! Quorum agreement wired into the failure-knowledge machine (membership.md §3.5–§3.7, the
+//! part built so far; direct sends, no tree aggregation):
+//!
+//! - **Phase 2 for every failure notice.** The root's epoch-stamped global failure notice is
+//!   broadcast only after members holding more than half of the previous view's weight
+//!   accepted it (PROPOSE → ACCEPT); a root cut off with a minority never gets there, and its
+//!   side sees no new epoch. A root without a ballot (not the initial root, and not elected)
+//!   runs phase 1 first.
+//! - **Failover.** Standing evidence also goes straight to the backup candidates of its
+//!   subject's view ([`Membership::send_to_backups`]); a candidate holding stable evidence
+//!   against every candidate ahead of it is eligible, sends PREPARE to the members, and on a
+//!   promise quorum removes the candidates ahead and whatever else its evidence (its own and
+//!   what the promises carried) holds stable, as one decision told straight to every promiser
+//!   and flooded over its tree. It is then the root of the repaired view, and its notice takes
+//!   phase 2 with its ballot.
+//! - **Acceptors.** Every member promises higher ballots and accepts proposals at or above its
+//!   promise (answering refusals with the ballot it promised); a leader or candidate that sees
+//!   a higher ballot steps down.
+
+use super::{candidates, Accepted, Acceptor, Ballot, Votes, Weights};
+use super::{AcceptMsg, PrepareMsg, PromiseMsg, ProposeMsg, QuorumStats};
+use crate::machine::{Ctx, Effect};
+use crate::membership::{
+    AlertEntry, AlertMsg, GlobalFailureMsg, Membership, MembershipTimer, Pending, RemovalCause,
+};
+use crate::time::{Duration, Instant};
+use crate::timer::TimerToken;
+use crate::tree::Rank;
+use crate::wire::Codec;
+use crate::xcast;
+
+/// Phase 1 in progress at a candidate.
+#[derive(Debug)]
+struct Preparing {
+    ballot: Ballot,
+    /// The tentative cut (the candidates ahead, and what was stable when it began).
+    removed: Vec<Rank>,
+    votes: Votes,
+    /// The highest-ballot value a promise reported accepted (re-proposed first).
+    highest: Option<Accepted>,
+}
+
+/// Phase 2 in progress at the leader: one epoch's notice waiting for its accept quorum.
+#[derive(Debug)]
+struct Proposing {
+    ballot: Ballot,
+    notice: GlobalFailureMsg,
+    votes: Votes,
+}
+
+/// A rank's agreement state: its acceptor, and its candidate or leader state (boxed in
+/// [`Membership`] on first use).
+#[derive(Debug)]
+pub(in crate::membership) struct Quorum {
+    acceptor: Acceptor,
+    /// The highest ballot seen anywhere.
+    seen: Ballot,
+    /// The ballot this rank leads with (the initial root's, or won in phase 1).
+    leading: Option<Ballot>,
+    preparing: Option<Preparing>,
+    proposing: Option<Proposing>,
+    /// A value a promise reported accepted and not applied here: proposed before anything else.
+    reproposal: Option<Accepted>,
+    /// The re-send timer of the open phase.
+    retry: Option<TimerToken>,
+    /// Coordinator: its removals on evidence within `membership.majority_window` (when, how
+    /// many), for the majority guard (kept here, with the other coordinator state, so a node
+    /// that never coordinates carries none of it inline).
+    recent_removals: Vec<(Instant, usize)>,
+    pub(in crate::membership) stats: QuorumStats,
+}
+
+impl Quorum {
+    /// Fresh state for `me`: promised to the initial root's ballot, which rank 0 leads with.
+    fn new(me: Rank) -> Self {
+        Self {
+            acceptor: Acceptor::default(),
+            seen: Ballot::INITIAL,
+            leading: (me == Rank(0)).then_some(Ballot::INITIAL),
+            preparing: None,
+            proposing: None,
+            reproposal: None,
+            retry: None,
+            recent_removals: Vec::new(),
+            stats: QuorumStats::default(),
+        }
+    }
+
+    /// The ballot this rank leads with, if it leads.
+    pub(in crate::membership) fn leading(&self) -> Option<Ballot> {
+        self.leading
+    }
+}
+
+impl Membership {
+    fn quorum_mut(&mut self, me: Rank) -> &mut Quorum {
+        self.quorum.get_or_insert_with(|| Box::new(Quorum::new(me)))
+    }
+
+    /// Coordinator: `n` members removed now (counted by the majority guard).
+    pub(in crate::membership) fn note_removals(&mut self, ctx: &Ctx<'_>, n: usize) {
+        let now = ctx.now;
+        self.quorum_mut(ctx.me()).recent_removals.push((now, n));
+    }
+
+    /// Coordinator: members removed within `window` (older entries are dropped).
+    pub(in crate::membership) fn recent_removals(
+        &mut self,
+        ctx: &Ctx<'_>,
+        window: Duration,
+    ) -> usize {
+        let Some(q) = self.quorum.as_mut() else {
+            return 0;
+        };
+        q.recent_removals.retain(|&(t, _)| ctx.now < t + window);
+        q.recent_removals.iter().map(|&(_, k)| k).sum()
+    }
+
+    /// Agreement counters (zero until this rank's first agreement traffic).
+    pub(crate) fn quorum_stats(&self) -> QuorumStats {
+        self.quorum
+            .as_ref()
+            .map(|q| q.stats.clone())
+            .unwrap_or_default()
+    }
+
+    /// Whether view changes need a quorum (`membership.quorum`).
+    pub(in crate::membership) fn quorum_on(ctx: &Ctx<'_>) -> bool {
+        ctx.cfg.membership.quorum
+    }
+
+    /// The ballot this rank promised (the initial root's until a PREPARE or PROPOSE came).
+    pub(in crate::membership) fn promised_leader(&self) -> Rank {
+        self.quorum
+            .as_ref()
+            .map_or(Rank(0), |q| q.acceptor.promised.rank)
+    }
+
+    /// The weights of the previous view: the ranks no applied notice removed (less those that
+    /// never checked in); its root is the first candidate of that view.
+    fn prior_weights(&self, ctx: &Ctx<'_>) -> Weights {
+        let layout = ctx.tree.layout();
+        let removed = self
+            .agreed
+            .removed
+            .iter()
+            .filter(|r| layout.contains(*r))
+            .count();
+        let root = candidates(layout, &self.agreed.removed, 1)
+            .first()
+            .copied()
+            .unwrap_or(Rank(0));
+        // Ranks that never checked in were never members (start-up removes them).
+        let pending = (0..layout.span())
+            .map(Rank)
+            .filter(|&r| self.is_pending(r) && !self.agreed.removed.contains(r))
+            .count();
+        Weights {
+            root,
+            members: u64::from(layout.span()).saturating_sub((removed + pending) as u64),
+        }
+    }
+
+    /// The members a phase's messages go to: every rank alive here but this one and `skip`.
+    fn acceptors(ctx: &Ctx<'_>, skip: &[Rank]) -> Vec<Rank> {
+        let me = ctx.me();
+        (0..ctx.tree.layout().span())
+            .map(Rank)
+            .filter(|&r| r != me && ctx.tree.is_alive(r) && !skip.contains(&r))
+            .collect()
+    }
+
+    fn arm_retry(&mut self, ctx: &mut Ctx<'_>) {
+        let me = ctx.me();
+        // Two detector periods, plus up to 15 ms by rank so duelling candidates drift apart.
+        let base = ctx.cfg.detect.period.as_nanos().saturating_mul(2);
+        let jitter = Duration::from_millis(u64::from(me.0 % 16));
+        let at = ctx.now + Duration::from_nanos(base) + jitter;
+        let token = ctx.timers.set(MembershipTimer::Quorum, at);
+        self.quorum_mut(me).retry = Some(token);
+    }
+
+    /// Root, quorum on, about to announce new deaths: whether it may propose now. A phase 2
+    /// already open holds the next notice back; a root without a ballot runs phase 1 first; a
+    /// value a promise reported accepted is proposed first (then this returns false, and the
+    /// deaths wait for the next announce).
+    pub(in crate::membership) fn ready_to_propose(&mut self, ctx: &mut Ctx<'_>) -> bool {
+        let me = ctx.me();
+        let q = self.quorum_mut(me);
+        if q.proposing.is_some() || q.preparing.is_some() {
+            return false;
+        }
+        let Some(ballot) = q.leading else {
+            self.start_prepare(ctx, Vec::new());
+            return false;
+        };
+        if let Some(v) = q.reproposal.take() {
+            if v.epoch > self.agreed.epoch {
+                self.epoch = self.epoch.max(v.epoch);
+                let causes = vec![RemovalCause::Unresponsive; v.removed.len()];
+                let notice = GlobalFailureMsg {
+                    epoch: v.epoch,
+                    failed: v.removed,
+                    causes,
+                };
+                self.propose(ctx, ballot, notice);
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Leader: phase 2 for `notice` at `ballot` (this rank accepts it first).
+    pub(in crate::membership) fn propose(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        ballot: Ballot,
+        notice: GlobalFailureMsg,
+    ) {
+        let me = ctx.me();
+        let weights = self.prior_weights(ctx);
+        let q = self.quorum_mut(me);
+        let mut votes = Votes::new(weights);
+        if q.acceptor
+            .propose(ballot, notice.epoch, &notice.failed)
+            .is_ok()
+        {
+            votes.add(me);
+        }
+        q.stats.proposals += 1;
+        let m = ProposeMsg {
+            ballot,
+            epoch: notice.epoch,
+            removed: notice.failed.clone(),
+        };
+        q.proposing = Some(Proposing {
+            ballot,
+            notice,
+            votes,
+        });
+        let to = Self::acceptors(ctx, &m.removed);
+        ctx.send_all(to, m);
+        self.arm_retry(ctx);
+        self.check_decided(ctx);
+    }
+
+    /// Phase 2 reached its quorum: the notice goes out through xcast.
+    fn check_decided(&mut self, ctx: &mut Ctx<'_>) {
+        let me = ctx.me();
+        let q = self.quorum_mut(me);
+        if !q.proposing.as_ref().is_some_and(|p| p.votes.has_quorum()) {
+            return;
+        }
+        let Some(p) = q.proposing.take() else { return };
+        q.retry = None;
+        if !ctx.tree.view().is_some_and(|v| v.is_root()) {
+            // The tree changed under the proposal (this rank is no longer root): the root
+            // that now is re-announces.
+            q.stats.stale += 1;
+            return;
+        }
+        q.stats.decided += 1;
+        ctx.effect(Effect::RootBroadcast {
+            tag: xcast::TAG_FAILURE_NOTICE,
+            payload: p.notice.to_payload(),
+        });
+        // Deaths gathered while the phase ran go in the next notice.
+        self.schedule_announce(ctx);
+    }
+
+    /// Stops leading or preparing: a higher ballot than this rank's was seen. An open
+    /// proposal's ranks go back to unannounced.
+    fn step_down(&mut self, me: Rank, seen: Ballot) {
+        let Some(q) = self.quorum.as_mut() else {
+            return;
+        };
+        q.seen = q.seen.max(seen);
+        let mine = q
+            .leading
+            .or(q.preparing.as_ref().map(|p| p.ballot))
+            .or(q.proposing.as_ref().map(|p| p.ballot));
+        if mine.is_none_or(|b| b >= seen) {
+            return;
+        }
+        q.stats.stepped_down += 1;
+        q.leading = None;
+        q.preparing = None;
+        if let Some(p) = q.proposing.take() {
+            for r in &p.notice.failed {
+                self.announced.remove(*r);
+            }
+        }
+        let _ = me;
+    }
+
+    /// Candidate: phase 1 for the cut `removed` (the candidates ahead and what is stable).
+    pub(in crate::membership) fn start_prepare(&mut self, ctx: &mut Ctx<'_>, removed: Vec<Rank>) {
+        let me = ctx.me();
+        let weights = self.prior_weights(ctx);
+        let epoch = self.agreed.epoch;
+        let q = self.quorum_mut(me);
+        if q.preparing.is_some() {
+            return;
+        }
+        let ballot = Ballot::next(q.seen.max(q.acceptor.promised), me);
+        q.seen = ballot;
+        let mut votes = Votes::new(weights);
+        let highest = match q.acceptor.prepare(ballot) {
+            Ok(a) => {
+                votes.add(me);
+                a.cloned()
+            }
+            Err(_) => None,
+        };
+        q.stats.prepares_started += 1;
+        q.leading = None;
+        q.preparing = Some(Preparing {
+            ballot,
+            removed: removed.clone(),
+            votes,
+            highest,
+        });
+        let to = Self::acceptors(ctx, &removed);
+        ctx.send_all(
+            to,
+            PrepareMsg {
+                ballot,
+                epoch,
+                removed,
+            },
+        );
+        self.arm_retry(ctx);
+        self.check_elected(ctx);
+    }
+
+    /// Member: a PREPARE. Promised (with the value accepted here and this rank's standing down
+    /// evidence) when its ballot is at least the one promised; refused otherwise. A rank
+    /// leading or preparing with a lower ballot yields.
+    pub(in crate::membership) fn on_prepare(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        from: Rank,
+        m: PrepareMsg,
+    ) {
+        let me = ctx.me();
+        // A candidate behind this rank's agreed view prepares an instance already decided
+        // here (it may itself be removed in it): nothing to promise.
+        if m.ballot.rank != from || from == me || m.epoch < self.agreed.epoch {
+            self.quorum_mut(me).stats.stale += 1;
+            return;
+        }
+        self.step_down(me, m.ballot);
+        let downs: Vec<(Rank, u64)> = self
+            .own
+            .iter()
+            .filter(|(_, &(_, down, _))| down)
+            .map(|(&s, &(inc, _, _))| (s, inc))
+            .take(ctx.cfg.max_list as usize)
+            .collect();
+        let q = self.quorum_mut(me);
+        q.seen = q.seen.max(m.ballot);
+        let reply = match q.acceptor.prepare(m.ballot) {
+            Ok(accepted) => {
+                let accepted = accepted.cloned();
+                q.stats.promises_given += 1;
+                PromiseMsg {
+                    ballot: m.ballot,
+                    ok: true,
+                    promised: m.ballot,
+                    accepted,
+                    downs,
+                }
+            }
+            Err(promised) => {
+                q.stats.refused += 1;
+                PromiseMsg {
+                    ballot: m.ballot,
+                    ok: false,
+                    promised,
+                    accepted: None,
+                    downs: Vec::new(),
+                }
+            }
+        };
+        ctx.send(from, reply);
+    }
+
+    /// Candidate: a member's answer to its PREPARE.
+    pub(in crate::membership) fn on_promise(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        from: Rank,
+        m: PromiseMsg,
+    ) {
+        let me = ctx.me();
+        let q = self.quorum_mut(me);
+        let open = q.preparing.as_ref().is_some_and(|p| p.ballot == m.ballot);
+        if !open {
+            q.stats.stale += 1;
+            return;
+        }
+        if !m.ok {
+            q.stats.refused += 1;
+            self.step_down(me, m.promised);
+            return;
+        }
+        if let Some(p) = q.preparing.as_mut() {
+            p.votes.add(from);
+            if let Some(a) = m.accepted {
+                if p.highest.as_ref().is_none_or(|h| a.ballot > h.ballot) {
+                    p.highest = Some(a);
+                }
+            }
+        }
+        // The promiser's standing evidence counts as its alerts.
+        for (subject, incarnation) in m.downs {
+            if ctx.tree.layout().contains(subject) {
+                let p = Pending {
+                    incarnation,
+                    down: true,
+                    hops: 0,
+                    skip: 0,
+                };
+                self.tally(ctx, from, subject, p);
+            }
+        }
+        self.check_elected(ctx);
+    }
+
+    /// Phase 1 reached its quorum: this rank leads. It removes its cut and whatever is stable
+    /// now as one decision, told straight to every promiser as well as flooded, and proposes
+    /// (once the repair makes it root) the value a promise reported accepted, if any, first.
+    fn check_elected(&mut self, ctx: &mut Ctx<'_>) {
+        let me = ctx.me();
+        let q = self.quorum_mut(me);
+        if !q.preparing.as_ref().is_some_and(|p| p.votes.has_quorum()) {
+            return;
+        }
+        let Some(p) = q.preparing.take() else { return };
+        q.retry = None;
+        q.leading = Some(p.ballot);
+        q.stats.elected += 1;
+        let agreed = self.agreed.epoch;
+        let again = p.highest.filter(|v| v.epoch > agreed);
+        let mut cut: Vec<Rank> = p.removed;
+        cut.extend(self.stable_subjects(ctx));
+        if let Some(v) = &again {
+            cut.extend(v.removed.iter().copied());
+        }
+        self.quorum_mut(me).reproposal = again;
+        cut.sort_unstable();
+        cut.dedup();
+        cut.retain(|&r| r != me && ctx.tree.is_alive(r));
+        if cut.is_empty() {
+            if ctx.tree.view().is_some_and(|v| v.is_root()) {
+                self.schedule_announce(ctx);
+            }
+            return;
+        }
+        for s in &cut {
+            self.reports.remove(s);
+        }
+        let decision = self.remove(ctx, cut, RemovalCause::Unresponsive);
+        let promisers: Vec<Rank> = p.votes.voters().filter(|&r| r != me).collect();
+        ctx.send_all(promisers, decision);
+    }
+
+    /// Member: a PROPOSE. Accepted at or above the promised ballot; refused with it otherwise.
+    pub(in crate::membership) fn on_propose(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        from: Rank,
+        m: ProposeMsg,
+    ) {
+        let me = ctx.me();
+        if m.ballot.rank != from || from == me {
+            self.quorum_mut(me).stats.stale += 1;
+            return;
+        }
+        self.step_down(me, m.ballot);
+        let q = self.quorum_mut(me);
+        q.seen = q.seen.max(m.ballot);
+        let (ok, promised) = match q.acceptor.propose(m.ballot, m.epoch, &m.removed) {
+            Ok(()) => {
+                q.stats.accepted += 1;
+                (true, m.ballot)
+            }
+            Err(p) => {
+                q.stats.refused += 1;
+                (false, p)
+            }
+        };
+        ctx.send(
+            from,
+            AcceptMsg {
+                ballot: m.ballot,
+                epoch: m.epoch,
+                ok,
+                promised,
+            },
+        );
+    }
+
+    /// Leader: a member's answer to its PROPOSE.
+    pub(in crate::membership) fn on_accept(&mut self, ctx: &mut Ctx<'_>, from: Rank, m: AcceptMsg) {
+        let me = ctx.me();
+        let q = self.quorum_mut(me);
+        let open = q
+            .proposing
+            .as_ref()
+            .is_some_and(|p| p.ballot == m.ballot && p.notice.epoch == m.epoch);
+        if !open {
+            q.stats.stale += 1;
+            return;
+        }
+        if !m.ok {
+            q.stats.refused += 1;
+            self.step_down(me, m.promised);
+            return;
+        }
+        if let Some(p) = q.proposing.as_mut() {
+            p.votes.add(from);
+        }
+        self.check_decided(ctx);
+    }
+
+    /// The last value this rank's acceptor accepted (kept after it is decided: a new leader
+    /// behind on epochs learns it from the promises, ERA's re-collect).
+    #[cfg(test)]
+    pub(crate) fn quorum_accepted(&self) -> Option<super::Accepted> {
+        self.quorum.as_ref()?.acceptor.accepted.clone()
+    }
+
+    /// The re-send timer: an open phase that has not reached its quorum is counted and sent
+    /// again to the members that have not answered; a candidate that stepped down looks at its
+    /// evidence again.
+    pub(in crate::membership) fn on_quorum_timer(&mut self, ctx: &mut Ctx<'_>, token: TimerToken) {
+        let me = ctx.me();
+        let agreed = self.agreed.epoch;
+        let q = self.quorum_mut(me);
+        if q.retry != Some(token) {
+            ctx.stats.stale_timers += 1;
+            return;
+        }
+        q.retry = None;
+        if let Some(p) = &q.preparing {
+            q.stats.proposals_without_quorum += 1;
+            let m = PrepareMsg {
+                ballot: p.ballot,
+                epoch: agreed,
+                removed: p.removed.clone(),
+            };
+            let to: Vec<Rank> = Self::acceptors(ctx, &m.removed)
+                .into_iter()
+                .filter(|&r| !p.votes.has(r))
+                .collect();
+            ctx.send_all(to, m);
+            self.arm_retry(ctx);
+        } else if let Some(p) = &q.proposing {
+            q.stats.proposals_without_quorum += 1;
+            let m = ProposeMsg {
+                ballot: p.ballot,
+                epoch: p.notice.epoch,
+                removed: p.notice.failed.clone(),
+            };
+            let to: Vec<Rank> = Self::acceptors(ctx, &m.removed)
+                .into_iter()
+                .filter(|&r| !p.votes.has(r))
+                .collect();
+            ctx.send_all(to, m);
+            self.arm_retry(ctx);
+        } else if q.leading.is_none() {
+            self.decide(ctx);
+        }
+    }
+
+    /// The candidates of the view without `subject` that stand behind its coordinator and
+    /// get its evidence straight (`membership.quorum_backups` of them).
+    fn backups(ctx: &Ctx<'_>, subject: Rank) -> Vec<Rank> {
+        let n = ctx.cfg.membership.quorum_backups as usize;
+        let mut c = candidates(ctx.tree.layout(), ctx.tree.dead(), n + 2);
+        c.retain(|&r| r != subject);
+        c.into_iter().skip(1).take(n).collect()
+    }
+
+    /// Whether this rank is a backup candidate for evidence about `subject`.
+    pub(in crate::membership) fn is_backup_for(ctx: &Ctx<'_>, subject: Rank) -> bool {
+        Self::backups(ctx, subject).contains(&ctx.me())
+    }
+
+    /// Observer, quorum on: its evidence about `subject` goes straight to the backup
+    /// candidates too, so a candidate behind a coordinator that is lost or cut off holds the
+    /// same evidence (and is counted there if this rank is one).
+    pub(in crate::membership) fn send_to_backups(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        subject: Rank,
+        p: Pending,
+    ) {
+        let me = ctx.me();
+        let mut tallied = false;
+        for b in Self::backups(ctx, subject) {
+            if b == me {
+                self.tally(ctx, me, subject, p);
+                tallied = true;
+                continue;
+            }
+            self.quorum_mut(me).stats.candidate_alerts_out += 1;
+            ctx.send(
+                b,
+                AlertMsg {
+                    hops: AlertMsg::MAX_HOPS,
+                    entries: vec![AlertEntry {
+                        subject,
+                        incarnation: p.incarnation,
+                        down: p.down,
+                        observers: vec![me],
+                    }],
+                },
+            );
+        }
+        if tallied {
+            self.decide(ctx);
+        }
+    }
+
+    /// A non-root coordinator, quorum on, after its tally: if it is a candidate and its stable
+    /// set holds every candidate ahead of it, it starts phase 1 for that cut. It never removes
+    /// anyone on its own.
+    pub(in crate::membership) fn consider_candidacy(&mut self, ctx: &mut Ctx<'_>, stable: &[Rank]) {
+        let me = ctx.me();
+        let n = ctx.cfg.membership.quorum_backups as usize;
+        let cands = candidates(ctx.tree.layout(), ctx.tree.dead(), n + 1);
+        let Some(k) = cands.iter().position(|&c| c == me) else {
+            return;
+        };
+        if k == 0 || !cands[..k].iter().all(|c| stable.contains(c)) {
+            return;
+        }
+        if self
+            .quorum
+            .as_ref()
+            .is_some_and(|q| q.preparing.is_some() || q.leading.is_some())
+        {
+            return;
+        }
+        let mut cut: Vec<Rank> = stable.to_vec();
+        cut.sort_unstable();
+        cut.dedup();
+        self.start_prepare(ctx, cut);
+    }
+}

@@ -1,0 +1,35 @@
+//! Agreement counters.
+
+/// Agreement counters (ballots, phases, quorums), read with
+/// [`Node::quorum_stats`](crate::Node::quorum_stats). Kept with the agreement state, which a
+/// rank allocates on its first agreement traffic (all zero before), so a node carries none of
+/// them inline. Monotonic.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct QuorumStats {
+    /// Phase 1 rounds this rank started as an eligible candidate (or as a root without a
+    /// ballot).
+    pub prepares_started: u64,
+    /// Phase 1 rounds that reached a promise quorum (this rank became leader).
+    pub elected: u64,
+    /// Promises given (PREPAREs answered with a promise).
+    pub promises_given: u64,
+    /// PREPAREs and PROPOSEs refused for a lower ballot than the one promised.
+    pub refused: u64,
+    /// Phase 2 rounds started (one per epoch proposed, not per re-send).
+    pub proposals: u64,
+    /// Phase 2 rounds that reached an accept quorum (the epoch was decided and announced).
+    pub decided: u64,
+    /// Phase 1 or phase 2 rounds that timed out short of a quorum (re-tried while this rank
+    /// still leads or is eligible).
+    pub proposals_without_quorum: u64,
+    /// Proposals accepted here.
+    pub accepted: u64,
+    /// Times this rank stopped leading or preparing: a higher ballot was seen.
+    pub stepped_down: u64,
+    /// Decisions or answers ignored: from a ballot lower than the one promised here, or for a
+    /// round that is no longer open.
+    pub stale: u64,
+    /// Evidence about a candidate sent straight to the candidates behind it.
+    pub candidate_alerts_out: u64,
+}

@@ -1,0 +1,195 @@
+//! Unit tests of the pure agreement parts: candidate order, ballots, weights, votes, acceptor.
+
+use super::*;
+use crate::tree::{Layout, Rank, RankSet, Tree};
+
+fn set(v: &[u32]) -> RankSet {
+    v.iter().map(|&r| Rank(r)).collect()
+}
+
+/// The candidate order is the slot-0 succession: entry i+1 is the root of the view with
+/// entries 0..=i dead too (checked against the tree's own rule for many spans and dead sets).
+#[test]
+fn candidates_follow_the_slot_zero_succession() {
+    let mut rng = crate::rng::Rng::new(7);
+    for &(span, radix) in &[(16, 8), (9, 2), (64, 4), (100, 3), (1, 2), (300, 16)] {
+        let layout = Layout::new(span, radix).unwrap();
+        for _ in 0..20 {
+            let mut dead = RankSet::new();
+            for r in 0..span {
+                if rng.below(4) == 0 {
+                    dead.insert(Rank(r));
+                }
+            }
+            let bound = 6;
+            let c = candidates(&layout, &dead, bound);
+            let live = span as usize - dead.len();
+            assert_eq!(c.len(), bound.min(live), "span {span} radix {radix}");
+            let mut d = dead.clone();
+            for &ci in &c {
+                assert!(!dead.contains(ci));
+                // ci is the root of the view with d dead.
+                let me = (0..span).map(Rank).find(|r| !d.contains(*r)).unwrap();
+                let t = Tree::with_dead(layout, d.clone(), me).unwrap();
+                let root = t.root_without(Rank(u32::MAX)).unwrap();
+                assert_eq!(root, ci, "span {span} radix {radix} dead {d:?}");
+                d.insert(ci);
+            }
+        }
+    }
+}
+
+#[test]
+fn candidates_respect_the_bound_and_skip_the_dead() {
+    let layout = Layout::new(16, 8).unwrap();
+    assert!(candidates(&layout, &RankSet::new(), 0).is_empty());
+    let all = candidates(&layout, &RankSet::new(), 100);
+    assert_eq!(all.len(), 16);
+    assert_eq!(all[0], Rank(0));
+    let mut sorted = all.clone();
+    sorted.sort_unstable();
+    sorted.dedup();
+    assert_eq!(sorted.len(), 16, "every rank once");
+    let dead = set(&[0, all[1].0]);
+    let c = candidates(&layout, &dead, 3);
+    assert_eq!(c, vec![all[2], all[3], all[4]]);
+}
+
+#[test]
+fn ballots_order_by_round_then_rank() {
+    let a = Ballot {
+        round: 1,
+        rank: Rank(9),
+    };
+    let b = Ballot {
+        round: 2,
+        rank: Rank(1),
+    };
+    assert!(a < b);
+    assert!(Ballot::INITIAL < a);
+    let n = Ballot::next(b, Rank(4));
+    assert_eq!(
+        n,
+        Ballot {
+            round: 3,
+            rank: Rank(4)
+        }
+    );
+    assert!(n > b);
+    let tie = Ballot {
+        round: 3,
+        rank: Rank(5),
+    };
+    assert!(tie > n, "same round: the higher rank wins");
+}
+
+fn side_weight(w: &Weights, side: impl IntoIterator<Item = u32>) -> u64 {
+    let mut v = Votes::new(*w);
+    for r in side {
+        v.add(Rank(r));
+    }
+    v.weight()
+}
+
+/// An even split has exactly one winner: the side holding the root.
+#[test]
+fn an_even_split_is_won_by_the_side_with_the_root() {
+    let w = Weights {
+        root: Rank(0),
+        members: 16,
+    };
+    assert_eq!(w.total(), 33);
+    let with_root = side_weight(&w, 0..8);
+    let without = side_weight(&w, 8..16);
+    assert_eq!((with_root, without), (17, 16));
+    assert!(w.is_quorum(with_root));
+    assert!(!w.is_quorum(without));
+}
+
+/// 6 of 16 holding the root lose to the 10 others.
+#[test]
+fn a_minority_holding_the_root_loses() {
+    let w = Weights {
+        root: Rank(0),
+        members: 16,
+    };
+    let minority = side_weight(&w, 0..6);
+    let majority = side_weight(&w, 6..16);
+    assert_eq!((minority, majority), (13, 20));
+    assert!(!w.is_quorum(minority));
+    assert!(w.is_quorum(majority));
+    // Never both sides, whatever the split.
+    for k in 0..=16 {
+        let a = side_weight(&w, 0..k);
+        let b = side_weight(&w, k..16);
+        assert_eq!(a + b, w.total());
+        assert!(
+            w.is_quorum(a) != w.is_quorum(b),
+            "split at {k}: exactly one side"
+        );
+    }
+    let empty = Weights {
+        root: Rank(0),
+        members: 0,
+    };
+    assert!(!empty.is_quorum(0));
+}
+
+#[test]
+fn votes_count_each_voter_once() {
+    let w = Weights {
+        root: Rank(0),
+        members: 3,
+    };
+    let mut v = Votes::new(w);
+    assert!(v.add(Rank(1)));
+    assert!(!v.add(Rank(1)));
+    assert_eq!(v.weight(), 2);
+    assert!(!v.has_quorum(), "2 of 7");
+    assert!(v.add(Rank(2)));
+    assert!(v.has_quorum(), "4 of 7");
+    assert!(v.has(Rank(2)) && !v.has(Rank(0)));
+    assert_eq!(v.voters().collect::<Vec<_>>(), vec![Rank(1), Rank(2)]);
+}
+
+#[test]
+fn the_acceptor_promises_higher_and_refuses_lower() {
+    let mut a = Acceptor::default();
+    assert_eq!(a.promised, Ballot::INITIAL);
+    // The initial root proposes without a phase 1.
+    assert_eq!(a.propose(Ballot::INITIAL, 1, &[Rank(3)]), Ok(()));
+    let b1 = Ballot {
+        round: 1,
+        rank: Rank(8),
+    };
+    let got = a.prepare(b1).unwrap().cloned();
+    assert_eq!(
+        got,
+        Some(Accepted {
+            ballot: Ballot::INITIAL,
+            epoch: 1,
+            removed: vec![Rank(3)],
+        }),
+        "a promise reports the value accepted"
+    );
+    // The old root's proposals are refused with the promised ballot.
+    assert_eq!(a.propose(Ballot::INITIAL, 2, &[Rank(9)]), Err(b1));
+    assert_eq!(a.prepare(Ballot::INITIAL).err(), Some(b1));
+    // The same ballot again (a lost promise) is answered again.
+    assert!(a.prepare(b1).is_ok());
+    assert_eq!(a.propose(b1, 2, &[Rank(0)]), Ok(()));
+    assert_eq!(a.accepted.as_ref().map(|x| x.epoch), Some(2));
+}
+
+#[test]
+fn quorum_backups_are_validated() {
+    let mut c = crate::membership::MembershipConfig::default();
+    assert!(!c.quorum, "off by default");
+    assert!(c.validate().is_ok());
+    c.quorum_backups = 0;
+    assert!(c.validate().is_err());
+    c.quorum_backups = 65;
+    assert!(c.validate().is_err());
+    c.quorum_backups = 64;
+    assert!(c.validate().is_ok());
+}

@@ -1,0 +1,200 @@
+//! Agreement messages (control class, kinds 44–47): PREPARE and PROMISE (phase 1), PROPOSE and
+//! ACCEPT (phase 2). All are direct sends between a candidate or leader and the members of its
+//! view (the tree aggregation of membership.md §3.5 is not built).
+
+use bytes::BufMut;
+
+use super::{Accepted, Ballot};
+use crate::tree::Rank;
+use crate::wire::{Codec, DecodeError, Limits, Reader};
+
+fn put_ballot(buf: &mut impl BufMut, b: Ballot) {
+    buf.put_u64(b.round);
+    buf.put_u32(b.rank.0);
+}
+
+fn get_ballot(r: &mut Reader) -> Result<Ballot, DecodeError> {
+    Ok(Ballot {
+        round: crate::wire::counter(r.u64()?)?,
+        rank: r.rank()?,
+    })
+}
+
+fn put_ranks(buf: &mut impl BufMut, v: &[Rank]) {
+    buf.put_u32(v.len() as u32);
+    for r in v {
+        buf.put_u32(r.0);
+    }
+}
+
+fn get_ranks(r: &mut Reader, limits: &Limits) -> Result<Vec<Rank>, DecodeError> {
+    let n = r.count(4, limits.max_list)?;
+    (0..n).map(|_| r.rank()).collect()
+}
+
+/// Candidate to the members of its view: "promise me `ballot`; I mean to remove `removed`"
+/// (every candidate ahead of it, and whatever else its evidence holds stable).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PrepareMsg {
+    /// The candidate's ballot (its rank is the ballot's).
+    pub ballot: Ballot,
+    /// The candidate's agreed epoch (the instance it prepares is the next one).
+    pub epoch: u64,
+    /// The tentative cut, ascending.
+    pub removed: Vec<Rank>,
+}
+
+impl Codec for PrepareMsg {
+    fn encoded_len(&self) -> usize {
+        12 + 8 + 4 + 4 * self.removed.len()
+    }
+    fn encode(&self, buf: &mut impl BufMut) {
+        put_ballot(buf, self.ballot);
+        buf.put_u64(self.epoch);
+        put_ranks(buf, &self.removed);
+    }
+    fn decode(r: &mut Reader, limits: &Limits) -> Result<Self, DecodeError> {
+        Ok(Self {
+            ballot: get_ballot(r)?,
+            epoch: crate::wire::counter(r.u64()?)?,
+            removed: get_ranks(r, limits)?,
+        })
+    }
+}
+
+/// A member's answer to a PREPARE: a promise (with the value it accepted, if any, and the
+/// subjects of its own standing down evidence) or a refusal naming the ballot it promised.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PromiseMsg {
+    /// The ballot answered.
+    pub ballot: Ballot,
+    /// Whether it was promised (`false`: refused, see `promised`).
+    pub ok: bool,
+    /// The highest ballot the member has promised (the answered one when `ok`).
+    pub promised: Ballot,
+    /// The value the member accepted and has not seen decided, if any.
+    pub accepted: Option<Accepted>,
+    /// The subjects of the member's own standing down evidence, with the incarnation each is
+    /// about: the leader counts them as that observer's alerts.
+    pub downs: Vec<(Rank, u64)>,
+}
+
+impl Codec for PromiseMsg {
+    fn encoded_len(&self) -> usize {
+        12 + 1
+            + 12
+            + 1
+            + self
+                .accepted
+                .as_ref()
+                .map_or(0, |a| 12 + 8 + 4 + 4 * a.removed.len())
+            + 4
+            + 12 * self.downs.len()
+    }
+    fn encode(&self, buf: &mut impl BufMut) {
+        put_ballot(buf, self.ballot);
+        buf.put_u8(u8::from(self.ok));
+        put_ballot(buf, self.promised);
+        match &self.accepted {
+            None => buf.put_u8(0),
+            Some(a) => {
+                buf.put_u8(1);
+                put_ballot(buf, a.ballot);
+                buf.put_u64(a.epoch);
+                put_ranks(buf, &a.removed);
+            }
+        }
+        buf.put_u32(self.downs.len() as u32);
+        for &(s, inc) in &self.downs {
+            buf.put_u32(s.0);
+            buf.put_u64(inc);
+        }
+    }
+    fn decode(r: &mut Reader, limits: &Limits) -> Result<Self, DecodeError> {
+        let ballot = get_ballot(r)?;
+        let ok = r.bool()?;
+        let promised = get_ballot(r)?;
+        let accepted = if r.bool()? {
+            Some(Accepted {
+                ballot: get_ballot(r)?,
+                epoch: crate::wire::counter(r.u64()?)?,
+                removed: get_ranks(r, limits)?,
+            })
+        } else {
+            None
+        };
+        let n = r.count(12, limits.max_list)?;
+        let downs = (0..n)
+            .map(|_| Ok((r.rank()?, crate::wire::counter(r.u64()?)?)))
+            .collect::<Result<Vec<_>, DecodeError>>()?;
+        Ok(Self {
+            ballot,
+            ok,
+            promised,
+            accepted,
+            downs,
+        })
+    }
+}
+
+/// Leader to the members of its view: "accept that epoch `epoch` removes `removed`".
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProposeMsg {
+    /// The leader's ballot.
+    pub ballot: Ballot,
+    /// The epoch proposed (one past the leader's agreed epoch).
+    pub epoch: u64,
+    /// The ranks the epoch removes, ascending.
+    pub removed: Vec<Rank>,
+}
+
+impl Codec for ProposeMsg {
+    fn encoded_len(&self) -> usize {
+        12 + 8 + 4 + 4 * self.removed.len()
+    }
+    fn encode(&self, buf: &mut impl BufMut) {
+        put_ballot(buf, self.ballot);
+        buf.put_u64(self.epoch);
+        put_ranks(buf, &self.removed);
+    }
+    fn decode(r: &mut Reader, limits: &Limits) -> Result<Self, DecodeError> {
+        Ok(Self {
+            ballot: get_ballot(r)?,
+            epoch: crate::wire::counter(r.u64()?)?,
+            removed: get_ranks(r, limits)?,
+        })
+    }
+}
+
+/// A member's answer to a PROPOSE: accepted, or refused naming the higher ballot it promised.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AcceptMsg {
+    /// The ballot answered.
+    pub ballot: Ballot,
+    /// The epoch answered.
+    pub epoch: u64,
+    /// Whether it was accepted (`false`: refused, see `promised`).
+    pub ok: bool,
+    /// The highest ballot the member has promised.
+    pub promised: Ballot,
+}
+
+impl Codec for AcceptMsg {
+    fn encoded_len(&self) -> usize {
+        12 + 8 + 1 + 12
+    }
+    fn encode(&self, buf: &mut impl BufMut) {
+        put_ballot(buf, self.ballot);
+        buf.put_u64(self.epoch);
+        buf.put_u8(u8::from(self.ok));
+        put_ballot(buf, self.promised);
+    }
+    fn decode(r: &mut Reader, _limits: &Limits) -> Result<Self, DecodeError> {
+        Ok(Self {
+            ballot: get_ballot(r)?,
+            epoch: crate::wire::counter(r.u64()?)?,
+            ok: r.bool()?,
+            promised: get_ballot(r)?,
+        })
+    }
+}
