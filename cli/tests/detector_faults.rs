@@ -309,25 +309,31 @@ fn loss_evicts_no_clean_rank() {
     );
 }
 
-/// The tree link 1-3 cut for good: the run does not hang (every op completes), and after the
-/// link is declared down (TCP user timeout) plus the gray timeout (10 s) exactly one endpoint,
-/// the child 3, is removed: never both, never a bystander.
+/// The tree link 1-3 cut for good, both ends alive and heard: a routing problem, not a
+/// membership one (#23 item 2). Once TCP gives the link up (its user timeout) each end relays
+/// through a third rank (`membership/relay.rs`), so the run does not hang, nobody is removed
+/// (not even after the gray timeout: the relay carries), nothing is lost or duplicated, and
+/// the child's longest wait is the link timeout plus the switch, well under the gray timeout.
 #[test]
-fn tree_link_cut_for_good_removes_one_endpoint() {
+fn tree_link_cut_for_good_is_relayed_and_removes_nobody() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if !can_use_nft("tree_link_cut_for_good_removes_one_endpoint") {
+    if !can_use_nft("tree_link_cut_for_good_is_relayed_and_removes_nobody") {
         return;
     }
     let r = cluster("2", &["--cut", "1-3@500+forever"]);
     // The workload outlasts the gray timeout.
     assert!(r["workload_ms"].as_u64().unwrap() >= 10_500, "{r}");
-    assert_eq!(r["expect"]["evict_at_most_one_of"], json!([[1, 3]]), "{r}");
-    let ev = r["evicted"].as_array().unwrap();
-    assert_eq!(ev.len(), 1, "{r}");
-    assert_eq!(ev[0]["rank"], 3, "the child of the cut edge: {r}");
-    assert_eq!(ev[0]["status"], 3, "told, and exited: {r}");
-    assert_eq!(r["evict_both_ends"], json!([]), "{r}");
-    assert_eq!(r["false_positives"], 0, "{r}");
-    assert_eq!(r["pass"], true, "{r}");
-    delivered(&r, NODES - ev.len() as u64);
+    let gray = r["expect"]["gray_timeout_ms"].as_f64().unwrap();
+    nobody_evicted(&r);
+    delivered(&r, NODES);
+    // The link did go down (the relay had something to do), and the child's silence ended
+    // through the relay long before the gray timeout.
+    assert!(
+        r["link_downs_live"]
+            .as_array()
+            .is_some_and(|l| !l.is_empty()),
+        "{r}"
+    );
+    let gap = r["delivery_gap_ms"]["3"].as_f64().unwrap();
+    assert!(gap < gray * 0.8, "rank 3 waited {gap} ms: {r}");
 }
