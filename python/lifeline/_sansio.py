@@ -169,7 +169,8 @@ class Node:
         :class:`CampaignFailed` after ``membership_shrink_timeout_ns``. Raises ``Leaving``
         (this rank is itself a target), ``NotAMember``, ``Backpressure``
         (``membership_shrink_max_pending`` campaigns open), ``ValueError`` (no targets, a rank
-        twice or outside the span, this rank, the coordinator)."""
+        twice or outside the span, this rank unless it is the coordinator). The coordinator
+        may be a target: it hands the coordination over to the next root."""
         return self._inner.shrink(now_ns, list(targets))
 
     def view(self) -> View:
