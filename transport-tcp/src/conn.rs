@@ -8,14 +8,15 @@
 //!   its body, and the driver gets each read's frames as one batch. It writes its send queue
 //!   with one vectored write per `io_buffer` bytes: small frames copied into one buffer, large
 //!   ones by reference; whatever is gathered goes out whenever the queue is drained. A writer
-//!   that has written nothing for [`TcpConfig::keepalive_interval`] writes the six-byte
-//!   [`wire::KEEPALIVE`] frame, and the reader drops (and counts) the ones it reads: see
-//!   [`configure`] for why this, and not the kernel's keepalive, keeps idle links up.
+//!   on a link whose connections (control and data) have neither written nor read anything
+//!   for [`TcpConfig::keepalive_interval`] writes the six-byte [`wire::KEEPALIVE`] frame on
+//!   the control connection ([`crate::activity`]), and the reader drops (and counts) the ones
+//!   it reads: see [`configure`] for why this, and not the kernel's keepalive, keeps idle
+//!   links up.
 
 use std::collections::VecDeque;
 use std::io::{self, IoSlice};
 use std::net::{IpAddr, SocketAddr};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -34,6 +35,7 @@ use lifeline_transport_common::{
     Accepted, AddressBook, Connector, Counters, Ended, Inbound, LinkIo, SendQueue, MAX_BATCH,
 };
 
+use crate::activity::{Activity, Links};
 use crate::config::TcpConfig;
 use crate::connector::TcpConnector;
 use crate::handshake::{self, HandshakeError, Verdict};
@@ -49,6 +51,8 @@ pub(crate) struct Shared {
     pub(crate) cfg: Arc<TcpConfig>,
     pub(crate) limits: Limits,
     pub(crate) counters: Arc<Counters>,
+    /// Each link's activity, shared by its connections (the keepalive's clock).
+    pub(crate) links: Arc<Links>,
 }
 
 impl Shared {
@@ -69,7 +73,9 @@ impl Shared {
 /// No kernel keepalive (`SO_KEEPALIVE`): an installed connection's writer sends the
 /// [`wire::KEEPALIVE`] frame after [`TcpConfig::keepalive_interval`] without writing or
 /// reading, so an idle connection carries data every `link_timeout / 6` (one end sends, the
-/// other hears it; if it stops hearing, it sends its own). Lost, that data is
+/// other hears it; if it stops hearing, it sends its own). "Idle" is the link's, both
+/// connections together, and the control connection sends ([`crate::activity`]): a link whose
+/// data connection is busy, or whose control connection carries heartbeats, needs none. Lost, that data is
 /// retransmitted by TCP, and the user timeout ends the connection only when it stays
 /// unacknowledged for `link_timeout` (the peer's host vanished, or the path is cut for that
 /// long): within `link_timeout` plus one keepalive interval and one retransmission timeout. The kernel's probes did worse on
@@ -231,54 +237,28 @@ pub(crate) async fn run(stream: TcpStream, verdict: Option<Verdict>, io: LinkIo,
     };
     let (rd, wr) = stream.into_split();
     let queue = io.queue(class).clone();
-    let heard = Heard::new();
+    let link = sh.links.of(io.peer);
+    let idle = Idle {
+        // The control connection keeps the link up; the data connection never sends one.
+        after: (class == Class::Control).then(|| sh.cfg.keepalive_interval()),
+        link: &link,
+        counters: &sh.counters,
+    };
     let why = tokio::select! {
-        why = read_frames(rd, &sh, &io, class, &heard) => why,
-        why = write_frames(wr, verdict, &queue, sh.cfg.io_buffer, idle(&sh, &heard)) => why,
+        why = read_frames(rd, &sh, &io, class, &link) => why,
+        why = write_frames(wr, verdict, &queue, sh.cfg.io_buffer, idle) => why,
     };
     io.ended(class, why).await;
 }
 
-/// When the connection's reader last read bytes, for its writer's keepalive: nanoseconds
-/// since `base`.
-struct Heard {
-    base: tokio::time::Instant,
-    nanos: AtomicU64,
-}
-
-impl Heard {
-    fn new() -> Self {
-        Self {
-            base: tokio::time::Instant::now(),
-            nanos: AtomicU64::new(0),
-        }
-    }
-
-    fn now(&self) {
-        let n = self.base.elapsed().as_nanos().min(u128::from(u64::MAX)) as u64;
-        self.nanos.store(n, Ordering::Relaxed);
-    }
-
-    fn last(&self) -> tokio::time::Instant {
-        self.base + Duration::from_nanos(self.nanos.load(Ordering::Relaxed))
-    }
-}
-
-/// The writer's keepalive: after how long without writing or reading, when the reader last
-/// read, and where it is counted.
+/// The writer's keepalive: after how long without the link writing or reading (`None`: this
+/// connection sends none, its link's control connection does), the link's clock, and where
+/// keepalives are counted.
 #[derive(Clone, Copy)]
 struct Idle<'a> {
-    after: Duration,
-    heard: &'a Heard,
+    after: Option<Duration>,
+    link: &'a Activity,
     counters: &'a Counters,
-}
-
-fn idle<'a>(sh: &'a Shared, heard: &'a Heard) -> Idle<'a> {
-    Idle {
-        after: sh.cfg.keepalive_interval(),
-        heard,
-        counters: &sh.counters,
-    }
 }
 
 fn io_end(e: &io::Error) -> Ended {
@@ -307,7 +287,7 @@ async fn read_frames(
     sh: &Shared,
     io: &LinkIo,
     class: Class,
-    heard: &Heard,
+    heard: &Activity,
 ) -> Ended {
     let cap = sh.cfg.io_buffer.max(LARGE);
     let mut buf = BytesMut::with_capacity(cap);
@@ -376,7 +356,7 @@ async fn read_frames(
         };
         match read {
             Ok(0) => return Ended::Eof,
-            Ok(_) => heard.now(),
+            Ok(_) => heard.touch(),
             Err(e) => return io_end(&e),
         }
     }
@@ -388,11 +368,12 @@ const MAX_IOV: usize = 64;
 /// Writes the send queue: small frames are copied into one `cap`-sized buffer, large ones
 /// (>= `LARGE`) are gathered behind it by reference, and each `cap` bytes (or `MAX_IOV`
 /// pieces) go out in one vectored write, so no frame is copied twice; whatever is gathered is
-/// written whenever the queue is drained. When nothing was written or read for `idle.after`
-/// (the queue stayed empty, the peer sent nothing), the [`wire::KEEPALIVE`] frame is written
-/// (counted in `keepalives_out`). Reads count too: on an idle link, the first end whose
-/// interval runs out sends and the other hears it in time, so one end's keepalives, not both
-/// ends', keep the link up (half the frames and wake-ups: 256 processes on 2 cores feel them).
+/// written whenever the queue is drained. When the link (this connection and its sibling)
+/// wrote and read nothing for `idle.after`, the [`wire::KEEPALIVE`] frame is written (counted
+/// in `keepalives_out`); a writer without `idle.after` sends none and sleeps until its queue
+/// has frames. Reads count too: on an idle link, the first end whose interval runs out sends
+/// and the other hears it in time, so one end's keepalives, not both ends', keep the link up
+/// (half the frames and wake-ups: 256 processes on 2 cores feel them).
 async fn write_frames(
     mut wr: OwnedWriteHalf,
     verdict: Option<Verdict>,
@@ -410,7 +391,7 @@ async fn write_frames(
         buf: Vec::with_capacity(cap),
         large: Vec::new(),
         bytes: 0,
-        last: tokio::time::Instant::now(),
+        link: idle.link,
     };
     let mut batch = VecDeque::new();
     loop {
@@ -421,12 +402,16 @@ async fn write_frames(
             }
             // A notification that loses the race is kept by `Notify` (and the queue is taken
             // again first thing anyway).
-            let due = out.last.max(idle.heard.last()) + idle.after;
+            let Some(after) = idle.after else {
+                queue.notify.notified().await;
+                continue;
+            };
+            let due = idle.link.last() + after;
             tokio::select! {
                 () = queue.notify.notified() => {}
                 () = tokio::time::sleep_until(due) => {
-                    if out.last.max(idle.heard.last()) + idle.after > tokio::time::Instant::now() {
-                        continue; // heard from the peer meanwhile
+                    if idle.link.last() + after > tokio::time::Instant::now() {
+                        continue; // the link carried something meanwhile
                     }
                     out.buf.extend_from_slice(&wire::KEEPALIVE);
                     out.bytes += wire::KEEPALIVE.len();
@@ -466,15 +451,15 @@ async fn write_frames(
 }
 
 /// Bytes gathered for one vectored write: the copied small frames, then large frames.
-struct Gather {
+struct Gather<'a> {
     buf: Vec<u8>,
     large: Vec<Bytes>,
     bytes: usize,
-    /// When bytes were last written (or the writer started): the keepalive's clock.
-    last: tokio::time::Instant,
+    /// The link's clock (the keepalive's), touched by every write of bytes.
+    link: &'a Activity,
 }
 
-impl Gather {
+impl Gather<'_> {
     async fn write(&mut self, wr: &mut OwnedWriteHalf) -> io::Result<()> {
         {
             let mut slices: Vec<IoSlice<'_>> = std::iter::once(&self.buf[..])
@@ -492,7 +477,7 @@ impl Gather {
             }
         }
         if self.bytes > 0 {
-            self.last = tokio::time::Instant::now();
+            self.link.touch();
         }
         self.buf.clear();
         self.large.clear();
@@ -508,7 +493,7 @@ mod tests {
     use lifeline_transport_common::{FrameIn, FrameTx};
     use tokio::sync::mpsc;
 
-    fn flood(id: u64, len: usize) -> Bytes {
+    pub(super) fn flood(id: u64, len: usize) -> Bytes {
         Message::Flood(FloodMsg {
             origin: Rank(0),
             id,
@@ -541,6 +526,7 @@ mod tests {
                 max_list: 16,
             },
             counters: Arc::default(),
+            links: Arc::default(),
         };
         let io = LinkIo {
             peer: Rank(0),
@@ -570,19 +556,19 @@ mod tests {
             let queue = queue.clone();
             tokio::spawn(async move {
                 let counters = Counters::default();
-                let heard = Heard::new();
+                let link = Links::default().of(Rank(1));
                 let idle = Idle {
-                    after: Duration::from_secs(60),
-                    heard: &heard,
+                    after: Some(Duration::from_secs(60)),
+                    link: &link,
                     counters: &counters,
                 };
                 write_frames(wr, None, &queue, 32 << 10, idle).await
             })
         };
-        let reader =
-            tokio::spawn(
-                async move { read_frames(rd, &sh, &io, Class::Data, &Heard::new()).await },
-            );
+        let reader = tokio::spawn(async move {
+            let link = sh.links.of(Rank(0));
+            read_frames(rd, &sh, &io, Class::Data, &link).await
+        });
         let mut got = Vec::new();
         while got.len() < sent.len() {
             match frames_rx.recv().await.unwrap() {
@@ -605,6 +591,47 @@ mod tests {
             FrameIn::Ended { .. } => unreachable!(),
         }
         assert_eq!(reader.await.unwrap(), Ended::Malformed);
+        writer.abort();
+    }
+}
+
+#[cfg(test)]
+mod keepalive_tests {
+    use super::tests::flood;
+    use super::*;
+    use std::sync::atomic::Ordering;
+
+    /// A control connection that writes a frame every 100 ms sends no keepalive with a
+    /// 300 ms interval; once it stops writing (and hears nothing) it sends one per interval.
+    #[tokio::test]
+    async fn a_busy_link_sends_no_keepalive() {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let (a, b) = tokio::join!(TcpStream::connect(l.local_addr().unwrap()), l.accept());
+        let (_, wr) = a.unwrap().into_split();
+        let _b = b.unwrap();
+        let counters = Arc::new(Counters::default());
+        let links = Links::default();
+        let link = links.of(Rank(1));
+        let queue = Arc::new(SendQueue::default());
+        let writer = {
+            let (queue, counters, link) = (queue.clone(), counters.clone(), link.clone());
+            tokio::spawn(async move {
+                let idle = Idle {
+                    after: Some(Duration::from_millis(300)),
+                    link: &link,
+                    counters: &counters,
+                };
+                write_frames(wr, None, &queue, 1024, idle).await
+            })
+        };
+        for i in 0..10 {
+            queue.push_many([flood(i, 20)].into_iter());
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert_eq!(counters.keepalives_out.load(Ordering::Relaxed), 0);
+        tokio::time::sleep(Duration::from_millis(1000)).await;
+        let n = counters.keepalives_out.load(Ordering::Relaxed);
+        assert!((2..=4).contains(&n), "{n} keepalives in 1 s idle");
         writer.abort();
     }
 }

@@ -148,6 +148,7 @@ pub fn connector(
         limits: node.config().limits(),
         cfg: Arc::new(cfg),
         counters,
+        links: Arc::default(),
     };
     let connector = TcpConnector {
         sh,

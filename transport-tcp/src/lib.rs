@@ -148,6 +148,8 @@
 #![warn(missing_docs)]
 
 #[cfg(feature = "runtime")]
+mod activity;
+#[cfg(feature = "runtime")]
 mod config;
 #[cfg(feature = "runtime")]
 mod conn;
