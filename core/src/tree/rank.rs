@@ -1,5 +1,5 @@
-//! `Rank` and `RankSet`: rank identifiers and a compact set of them (a run list or a dense
-//! bitset, whichever is smaller: `rank_repr.rs`).
+//! `Rank` and `RankSet`: rank identifiers and a compact set of them (a progression list or a
+//! dense bitset, whichever is smaller: `rank_repr.rs`).
 
 use std::fmt;
 use std::str::FromStr;
@@ -42,24 +42,39 @@ impl From<u32> for Rank {
 
 /// A set of ranks with O(1) or O(log runs) membership and ascending iteration.
 ///
-/// Two representations, picked by size: a **run list** (sorted inclusive runs of consecutive
-/// members, 8 bytes a run) or a **dense bitset** (one bit per rank up to the highest member).
-/// A set starts as a run list and turns dense when its runs would take more memory than the
-/// bitset; a dense set turns back into a run list when it grows past a power of two of words
-/// and its runs would then take at most half the bitset. So the heap a set holds is within a
-/// factor of about two of the smaller representation: a shrink draining 4,096 consecutive
-/// ranks near rank 2^20 costs a few runs, not 128 KiB, and an empty set allocates nothing.
-/// `contains` is one word read on a dense set and a binary search over the runs otherwise.
+/// Two representations, picked by size: a **progression list** (sorted arithmetic
+/// progressions with disjoint ranges, 8 bytes each: a run of consecutive ranks is one, and so
+/// is each layer block of a subtree of the strided tree) or a **dense bitset** (one bit per
+/// rank up to the highest member). A set starts as a progression list and turns dense when the
+/// list would take more memory than the bitset; a dense set turns back into a list when it
+/// grows past a power of two of words and the list would then take at most half the bitset.
+/// So as a set grows its heap stays near the smaller representation (removals never change
+/// it): the 4,096 targets of a shrink draining 16 subtrees near rank 2^20 cost a few hundred
+/// progressions, not 128 KiB, and an empty set allocates nothing. `contains` is one word read
+/// on a dense set and a binary search over the progressions otherwise.
 /// Iteration is always in ascending rank order, never hash order; equality and hashing are by
 /// members, whatever the representation. The text form is a range list such as `2,7:9`
 /// (`a:b` is the inclusive range `a..=b`; a colon, not a dash, as in PRRTE's
 /// `rml_base_dead_dmns`).
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct RankSet {
-    /// Dense words, or packed runs (`rank_repr`), per `dense`.
+    /// Dense words, or packed progressions (`rank_repr`), per `dense`.
     data: Vec<u64>,
     len: u32,
     dense: bool,
+    /// A progression list is rebuilt (defragmented) when it reaches `2^(rebuilt + 1)`
+    /// progressions, `rebuilt` being the log2 of its length at the last rebuild: O(1)
+    /// amortized per insert. Fits in the padding (the set stays 32 bytes).
+    rebuilt: u8,
+}
+
+/// No rebuild below `2^(MIN_REBUILD_LOG + 1)` progressions.
+const MIN_REBUILD_LOG: u8 = 4;
+
+impl Default for RankSet {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl RankSet {
@@ -69,6 +84,7 @@ impl RankSet {
             data: Vec::new(),
             len: 0,
             dense: false,
+            rebuilt: MIN_REBUILD_LOG,
         }
     }
 
@@ -90,7 +106,7 @@ impl RankSet {
         self.data.capacity() * std::mem::size_of::<u64>()
     }
 
-    /// Whether `r` is a member: O(1) on a dense set, O(log runs) on a run list.
+    /// Whether `r` is a member: O(1) on a dense set, O(log progressions) on a list.
     #[inline]
     pub fn contains(&self, r: Rank) -> bool {
         if self.dense {
@@ -100,7 +116,7 @@ impl RankSet {
                 None => false,
             }
         } else {
-            repr::runs_contains(&self.data, r.0)
+            repr::aps_contains(&self.data, r.0)
         }
     }
 
@@ -112,36 +128,49 @@ impl RankSet {
         if self.dense {
             repr::dense_contains_range(&self.data, lo.0, hi.0)
         } else {
-            repr::runs_contains_range(&self.data, lo.0, hi.0)
+            repr::aps_contains_range(&self.data, lo.0, hi.0)
         }
     }
 
-    /// Before a dense set grows to `need` words: turns it into a run list instead (returning
-    /// `true`) when it crosses a power of two of words and its runs, one more counted for the
-    /// insert to come, would take at most half the words. Checked only at powers of two, so a
+    /// Before a dense set grows to `need` words: turns it into a progression list instead
+    /// (returning `true`) when it crosses a power of two of words and the list, one more
+    /// counted for the insert to come, would take at most half the words. Checked only at powers of two, so a
     /// set growing one word at a time pays O(words) only O(log words) times.
-    fn dense_to_runs_before_growing(&mut self, need: usize) -> bool {
+    fn dense_to_list_before_growing(&mut self, need: usize) -> bool {
         debug_assert!(self.dense && need > self.data.len());
         let have = self.data.len();
         if have != 0 && need.next_power_of_two() <= have.next_power_of_two() {
             return false;
         }
-        if (repr::dense_run_count(&self.data) + 1) * 2 > need {
+        let aps = repr::dense_to_aps(&self.data);
+        if (aps.len() + 1) * 2 > need {
             return false;
         }
-        self.data = repr::dense_to_runs(&self.data);
+        self.data = aps;
         self.dense = false;
+        self.mark_rebuilt();
         true
     }
 
-    /// After a run list changed: turns it dense when its runs take more words than the bitset.
-    fn settle_runs(&mut self) {
+    /// The list was just built greedily: the next rebuild is at twice its length.
+    fn mark_rebuilt(&mut self) {
+        let log = usize::BITS - 1 - self.data.len().max(1).leading_zeros();
+        self.rebuilt = (log as u8).max(MIN_REBUILD_LOG);
+    }
+
+    /// After a progression list changed: turns it dense when it takes more words than the
+    /// bitset would.
+    fn settle_list(&mut self) {
         debug_assert!(!self.dense);
+        if self.data.len() >> (self.rebuilt + 1) != 0 {
+            self.data = repr::aps_rebuild(&self.data);
+            self.mark_rebuilt();
+        }
         let Some(&last) = self.data.last() else {
             return;
         };
         if self.data.len() > repr::words_for(repr::hi(last)) {
-            self.data = repr::runs_to_dense(&self.data);
+            self.data = repr::aps_to_dense(&self.data);
             self.dense = true;
         }
     }
@@ -158,7 +187,7 @@ impl RankSet {
         }
         if self.dense {
             let need = repr::words_for(hi.0);
-            if need <= self.data.len() || !self.dense_to_runs_before_growing(need) {
+            if need <= self.data.len() || !self.dense_to_list_before_growing(need) {
                 if need > self.data.len() {
                     self.data.resize(need, 0);
                 }
@@ -167,19 +196,19 @@ impl RankSet {
                 return added;
             }
         }
-        let added = repr::runs_insert_range(&mut self.data, lo.0, hi.0);
+        let added = repr::aps_insert_range(&mut self.data, lo.0, hi.0);
         self.len += added;
-        self.settle_runs();
+        self.settle_list();
         added
     }
 
     /// Removes `r`; returns whether it was a member.
     pub fn remove(&mut self, r: Rank) -> bool {
         if !self.dense {
-            let removed = repr::runs_remove(&mut self.data, r.0);
+            let removed = repr::aps_remove(&mut self.data, r.0);
             if removed {
                 self.len -= 1;
-                self.settle_runs();
+                self.settle_list();
             }
             return removed;
         }
@@ -199,6 +228,7 @@ impl RankSet {
     pub fn clear(&mut self) {
         self.data.clear();
         self.dense = false;
+        self.rebuilt = MIN_REBUILD_LOG;
         self.len = 0;
     }
 
@@ -206,7 +236,7 @@ impl RankSet {
     pub fn union_with(&mut self, other: &Self) -> u32 {
         if self.dense && other.dense {
             let need = other.significant_words().len();
-            if need <= self.data.len() || !self.dense_to_runs_before_growing(need) {
+            if need <= self.data.len() || !self.dense_to_list_before_growing(need) {
                 if need > self.data.len() {
                     self.data.resize(need, 0);
                 }
@@ -219,22 +249,23 @@ impl RankSet {
                 return added;
             }
         }
-        if self.dense {
-            return other
-                .ranges()
-                .map(|(lo, hi)| self.insert_range(lo, hi))
-                .sum();
-        }
-        let merged = repr::runs_union(&self.data, other.ranges().map(|(lo, hi)| (lo.0, hi.0)));
-        let len: u64 = merged
-            .iter()
-            .map(|&r| u64::from(repr::hi(r) - repr::lo(r)) + 1)
+        // A progression list, or a dense set meeting a progression list: range by range
+        // (`insert_range` handles growth and a change of representation), then one rebuild.
+        let added = other
+            .ranges()
+            .map(|(lo, hi)| self.insert_range(lo, hi))
             .sum();
-        let added = (len - u64::from(self.len)) as u32;
-        self.data = merged;
-        self.len += added;
-        self.settle_runs();
+        self.compact();
         added
+    }
+
+    /// After a batch of inserts: rebuilds a progression list greedily (O(progressions)), so
+    /// a set built from a batch in any order is as compact as one built in ascending order.
+    fn compact(&mut self) {
+        if !self.dense && self.data.len() > 1 << MIN_REBUILD_LOG {
+            self.data = repr::aps_rebuild(&self.data);
+            self.mark_rebuilt();
+        }
     }
 
     /// Whether every member of `self` is in `other`.
@@ -261,10 +292,10 @@ impl RankSet {
         Some(Rank((i as u32) * 64 + 63 - w.leading_zeros()))
     }
 
-    /// How many members are below `r` (a rank query): O(r / 64) dense, O(runs) otherwise.
+    /// How many members are below `r` (a rank query): O(r / 64) dense, O(progressions) otherwise.
     pub fn count_below(&self, r: Rank) -> u32 {
         if !self.dense {
-            return repr::runs_count_below(&self.data, r.0);
+            return repr::aps_count_below(&self.data, r.0);
         }
         let w = (r.0 >> 6) as usize;
         let full: u32 = self.data.iter().take(w).map(|x| x.count_ones()).sum();
@@ -277,12 +308,13 @@ impl RankSet {
 
     /// The ranks that are *not* members, picked by their position among non-members: for each
     /// `k` of `ks` (ascending), the `k`-th non-member (0-based), pushed to `out` in order. One
-    /// pass over the words or runs: O(words or runs + `ks.len()`). Non-members never end, so
+    /// pass over the words or the runs: O(words or members + `ks.len()`). Non-members never end, so
     /// every `k` has an answer (the caller bounds it by the span).
     pub(crate) fn select_absent(&self, ks: &[u32], out: &mut impl Extend<Rank>) {
         debug_assert!(ks.windows(2).all(|p| p[0] <= p[1]));
         if !self.dense {
-            repr::runs_select_absent(&self.data, ks, out);
+            let runs = self.ranges().map(|(lo, hi)| (lo.0, hi.0));
+            repr::select_absent_in_runs(runs, ks, out);
             return;
         }
         let mut ks = ks.iter().copied().peekable();
@@ -315,10 +347,10 @@ impl RankSet {
                     current: self.data.first().copied().unwrap_or(0),
                 }
             } else {
-                IterInner::Runs {
-                    runs: &self.data,
+                IterInner::Aps {
+                    aps: &self.data,
                     index: 0,
-                    next: 0,
+                    k: 0,
                 }
             },
         }
@@ -327,14 +359,16 @@ impl RankSet {
     /// Maximal runs of consecutive members, ascending, as inclusive `(first, last)` pairs.
     pub fn ranges(&self) -> Ranges<'_> {
         Ranges {
-            inner: if self.dense {
-                RangesInner::Dense {
-                    inner: self.iter(),
-                    pending: None,
-                }
+            pieces: if self.dense {
+                Pieces::Dense(self.iter())
             } else {
-                RangesInner::Runs(self.data.iter())
+                Pieces::Aps {
+                    aps: &self.data,
+                    index: 0,
+                    k: 0,
+                }
             },
+            pending: None,
         }
     }
 
@@ -363,6 +397,7 @@ impl RankSet {
             }
             set.insert_range(Rank(lo), Rank(hi));
         }
+        set.compact();
         Ok(set)
     }
 }
@@ -415,8 +450,9 @@ impl PartialEq for RankSet {
         }
         match (self.dense, other.dense) {
             (true, true) => self.significant_words() == other.significant_words(),
-            // A run list is canonical (merged, sorted).
-            (false, false) => self.data == other.data,
+            // The same progressions are the same members; other lists may still be equal
+            // (a progression list depends on insertion order).
+            (false, false) if self.data == other.data => true,
             _ => self.ranges().eq(other.ranges()),
         }
     }
@@ -480,6 +516,7 @@ impl Extend<Rank> for RankSet {
         for r in iter {
             self.insert(r);
         }
+        self.compact();
     }
 }
 
@@ -504,11 +541,11 @@ enum IterInner<'a> {
         word_index: usize,
         current: u64,
     },
-    Runs {
-        runs: &'a [u64],
+    Aps {
+        aps: &'a [u64],
         index: usize,
-        /// The next rank to yield if it is in `runs[index]` (u64: past the last rank too).
-        next: u64,
+        /// The next member's position in `aps[index]`.
+        k: u32,
     },
 }
 
@@ -530,16 +567,16 @@ impl Iterator for Iter<'_> {
                 *word_index += 1;
                 *current = *words.get(*word_index)?;
             },
-            IterInner::Runs { runs, index, next } => loop {
-                let run = *runs.get(*index)?;
-                *next = (*next).max(u64::from(repr::lo(run)));
-                if *next <= u64::from(repr::hi(run)) {
-                    let r = *next as u32;
-                    *next += 1;
-                    return Some(Rank(r));
+            IterInner::Aps { aps, index, k } => {
+                let ap = repr::Ap::unpack(*aps.get(*index)?);
+                let r = ap.lo + *k * ap.step;
+                *k += 1;
+                if *k == ap.cnt {
+                    *k = 0;
+                    *index += 1;
                 }
-                *index += 1;
-            },
+                Some(Rank(r))
+            }
         }
     }
 }
@@ -547,38 +584,60 @@ impl Iterator for Iter<'_> {
 /// Iterator over maximal runs of a [`RankSet`]; see [`RankSet::ranges`].
 #[derive(Clone, Debug)]
 pub struct Ranges<'a> {
-    inner: RangesInner<'a>,
+    pieces: Pieces<'a>,
+    pending: Option<(u32, u32)>,
 }
 
+/// Ascending runs of members, not necessarily maximal: single members of a dense set, whole
+/// step-1 progressions, single members of other progressions.
 #[derive(Clone, Debug)]
-enum RangesInner<'a> {
-    Dense {
-        inner: Iter<'a>,
-        pending: Option<Rank>,
+enum Pieces<'a> {
+    Dense(Iter<'a>),
+    Aps {
+        aps: &'a [u64],
+        index: usize,
+        k: u32,
     },
-    Runs(std::slice::Iter<'a, u64>),
+}
+
+impl Iterator for Pieces<'_> {
+    type Item = (u32, u32);
+
+    fn next(&mut self) -> Option<(u32, u32)> {
+        match self {
+            Pieces::Dense(it) => it.next().map(|r| (r.0, r.0)),
+            Pieces::Aps { aps, index, k } => {
+                let ap = repr::Ap::unpack(*aps.get(*index)?);
+                if ap.step == 1 {
+                    *index += 1;
+                    return Some((ap.lo, ap.hi()));
+                }
+                let r = ap.lo + *k * ap.step;
+                *k += 1;
+                if *k == ap.cnt {
+                    *k = 0;
+                    *index += 1;
+                }
+                Some((r, r))
+            }
+        }
+    }
 }
 
 impl Iterator for Ranges<'_> {
     type Item = (Rank, Rank);
 
     fn next(&mut self) -> Option<(Rank, Rank)> {
-        match &mut self.inner {
-            RangesInner::Runs(runs) => runs.next().map(|&r| (Rank(repr::lo(r)), Rank(repr::hi(r)))),
-            RangesInner::Dense { inner, pending } => {
-                let lo = pending.take().or_else(|| inner.next())?;
-                let mut hi = lo;
-                for r in inner.by_ref() {
-                    if r.0 == hi.0 + 1 {
-                        hi = r;
-                    } else {
-                        *pending = Some(r);
-                        break;
-                    }
-                }
-                Some((lo, hi))
+        let (lo, mut hi) = self.pending.take().or_else(|| self.pieces.next())?;
+        for (a, b) in self.pieces.by_ref() {
+            if u64::from(a) == u64::from(hi) + 1 {
+                hi = b;
+            } else {
+                self.pending = Some((a, b));
+                break;
             }
         }
+        Some((Rank(lo), Rank(hi)))
     }
 }
 

@@ -117,6 +117,8 @@ mod model {
         Remove(u32),
         Clear,
         Union(Vec<(u32, u32)>),
+        /// `n` ranks `lo, lo + step, ..` one by one (a subtree layer block of the strided tree).
+        Strided(u32, u32, u32),
     }
 
     fn rank() -> impl Strategy<Value = u32> {
@@ -135,6 +137,8 @@ mod model {
             1 => Just(Op::Clear),
             2 => prop::collection::vec((rank(), 0u32..70), 0..12)
                 .prop_map(|v| Op::Union(v.into_iter().map(|(lo, n)| (lo, lo + n)).collect())),
+            3 => (rank(), prop_oneof![Just(2u32), Just(64), 1u32..70_000], 1u32..40)
+                .prop_map(|(lo, step, n)| Op::Strided(lo, step, n)),
         ]
     }
 
@@ -202,9 +206,13 @@ mod model {
         assert_eq!(hash(s), hash(&rebuilt));
         assert!(s.is_subset(&rebuilt) && rebuilt.is_subset(s));
         assert_eq!(s.to_string().parse::<RankSet>().unwrap(), *s);
-        // Representation invariant: a run list never takes more words than the bitset.
+        // Representation invariant: a progression list never takes more words than the
+        // bitset, and its ranges are ascending and disjoint.
         if !s.dense {
             assert!(m.is_empty() || s.data.len() <= repr::words_for(*m.last().unwrap()));
+            for w in s.data.windows(2) {
+                assert!(repr::hi(w[0]) < repr::Ap::unpack(w[1]).lo, "{:?}", s.data);
+            }
         }
     }
 
@@ -230,6 +238,12 @@ mod model {
                     Op::Remove(r) => {
                         prop_assert_eq!(s.remove(Rank(r)), m.remove(&r));
                     }
+                    Op::Strided(lo, step, n) => {
+                        for k in 0..n {
+                            let r = lo.saturating_add(k.saturating_mul(step));
+                            prop_assert_eq!(s.insert(Rank(r)), m.insert(r));
+                        }
+                    }
                     Op::Clear => {
                         s.clear();
                         m.clear();
@@ -253,34 +267,67 @@ mod model {
         }
     }
 
+    /// The targets of `scale shrink --ranks 1048576 --radix 64 --branch 4096`: the 16 first
+    /// child subtrees of rank 1, 4,096 ranks with no two consecutive (the tree is strided).
+    fn strided_branch() -> Vec<u32> {
+        let l = crate::tree::Layout::new(1 << 20, 64).unwrap();
+        let roots: Vec<Rank> = (0..16).map(|j| l.child(Rank(1), j).unwrap()).collect();
+        (0..1u32 << 20)
+            .filter(|&r| roots.iter().any(|&t| l.in_subtree(t, Rank(r))))
+            .collect()
+    }
+
     #[test]
-    fn a_shrink_near_two_to_the_twenty_costs_runs_not_a_bitset() {
-        // 16 blocks of 256 consecutive ranks below 2^20, in random order (the per-death path):
-        // a few runs, never the 128 KiB bitset.
-        let mut s = RankSet::new();
+    fn a_shrink_near_two_to_the_twenty_costs_progressions_not_a_bitset() {
+        let targets = strided_branch();
+        assert_eq!(targets.len(), 4_096);
+        assert!(
+            targets.windows(2).all(|w| w[1] > w[0] + 1),
+            "no two consecutive"
+        );
+        // Ascending (the campaign's one notice) and in a random order (the per-death path).
+        let mut order = targets.clone();
         let mut x = 0x9e37_79b9_7f4a_7c15u64;
-        let mut order: Vec<u32> = (0..16u32)
-            .flat_map(|b| (0..256).map(move |i| 1_040_000 + b * 300 + i))
-            .collect();
         for i in (1..order.len()).rev() {
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
             order.swap(i, (x % (i as u64 + 1)) as usize);
         }
-        for r in order {
-            s.insert(Rank(r));
+        for seq in [&targets, &order] {
+            // One by one (the per-death path's notices): a few times the greedy list at most.
+            let mut one_by_one = RankSet::new();
+            for &r in seq.iter() {
+                assert!(one_by_one.insert(Rank(r)));
+            }
+            assert!(!one_by_one.dense);
+            assert!(
+                one_by_one.heap_bytes() <= 32 * 1_024,
+                "{} B",
+                one_by_one.heap_bytes()
+            );
+            // As a batch (collect, union: the campaign's one notice).
+            let s: RankSet = seq.iter().map(|&r| Rank(r)).collect();
+            assert_eq!(s, one_by_one);
+            let mut u = RankSet::new();
+            u.union_with(&one_by_one);
+            assert!(u.heap_bytes() <= 8 * 1_024, "union: {} B", u.heap_bytes());
+            assert_eq!(s.len(), 4_096);
+            assert!(!s.dense);
+            assert!(s.iter().map(|r| r.0).eq(targets.iter().copied()));
+            // The dense bitset would be 128 KiB; a few hundred progressions instead.
+            assert!(s.heap_bytes() <= 8 * 1_024, "{} B", s.heap_bytes());
         }
-        assert_eq!(s.len(), 4_096);
-        assert_eq!(s.ranges().count(), 16);
-        assert!(!s.dense);
-        assert!(s.heap_bytes() <= 8 * 4_096, "{} B", s.heap_bytes());
-        // Scattered small deaths first (dense), then the block: back to runs.
-        let mut t: RankSet = (0..2_000u32).step_by(3).map(Rank).collect();
+        // Scattered small deaths first (dense), then a long run far up: back to a list.
+        let mut t: RankSet = (0..2_000u32)
+            .filter(|r| r % 3 != 0 && r % 7 != 0)
+            .map(Rank)
+            .collect();
         assert!(t.dense);
+        let n = t.len();
         t.insert_range(Rank(1_040_000), Rank(1_044_095));
-        assert!(!t.dense, "turned back into runs at the jump");
-        assert_eq!(t.len(), 667 + 4_096);
+        assert!(!t.dense, "turned back into a list at the jump");
+        assert_eq!(t.len(), n + 4_096);
         assert!(t.heap_bytes() < 16 * 1_024, "{} B", t.heap_bytes());
     }
 }
