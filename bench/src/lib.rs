@@ -5,13 +5,15 @@
 //! [`xcast`] (a failure-free stream of reliable broadcasts from the root), [`relm`] (a
 //! failure-free stream of reliable point-to-point messages between random pairs),
 //! [`membership`] (the membership scenario over many seeds), [`joins`] (a cluster formed from
-//! joins) and [`shrink`] (a shrink campaign draining a whole branch against the per-death path). Each module
+//! joins) [`shrink`] (a shrink campaign draining a whole branch against the per-death path) and
+//! [`rankset`] (`RankSet::contains` against the dense bitset it replaced). Each module
 //! exposes `USAGE` and `cli(&[String]) -> Result<(), CliError>`.
 
 pub mod args;
 pub mod flood;
 pub mod joins;
 pub mod membership;
+pub mod rankset;
 pub mod relm;
 pub mod repair;
 pub mod report;

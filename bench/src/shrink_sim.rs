@@ -81,6 +81,12 @@ pub struct Path {
     pub rss_built_bytes: Option<u64>,
     /// Resident set at the end of the settle period.
     pub rss_end_bytes: Option<u64>,
+    /// At the end, per live node on average: heap of the three rank sets every node keeps
+    /// (the tree's dead and confirmed sets, the agreed removed set; `RankSet::heap_bytes`).
+    pub sets_bytes_per_node: f64,
+    /// At the end, per live node on average: xcast payload bytes held (ops retained until
+    /// the global watermark passes them; `Node::xcast_held_payload_bytes`).
+    pub xcast_held_bytes_per_node: f64,
 }
 
 impl Path {
@@ -107,6 +113,8 @@ impl Path {
             "wall_ms": self.wall.as_millis() as u64,
             "rss_built_bytes": self.rss_built_bytes,
             "rss_end_bytes": self.rss_end_bytes,
+            "sets_bytes_per_node": self.sets_bytes_per_node.round(),
+            "xcast_held_bytes_per_node": self.xcast_held_bytes_per_node.round(),
         })
     }
 }
@@ -197,7 +205,8 @@ impl EndToEnd {
         format!(
             "simulated at {} ranks ({} targets, detector {}): campaign completed in {} ms \
              (order done {} ms, all survivors {} ms, all left {} ms), {} view change, {} repair passes at {} \
-             survivors (max {}), {} failure verdicts; {per_death}; {} B per simulated node",
+             survivors (max {}), {} failure verdicts; {per_death}; {} B per simulated node (rank \
+             sets {:.0} B, xcast payloads held {:.0} B)",
             self.span,
             self.targets,
             if self.detect { "on" } else { "off" },
@@ -211,6 +220,8 @@ impl EndToEnd {
             c.repair_passes_max,
             c.failure_verdicts,
             self.bytes_per_node().unwrap_or(0),
+            c.sets_bytes_per_node,
+            c.xcast_held_bytes_per_node,
         )
     }
 
@@ -442,6 +453,18 @@ fn run_path(
         rss_end_bytes: current_rss_bytes(),
         ..Path::default()
     };
+    let (mut live, mut sets, mut held) = (0u64, 0u64, 0u64);
+    for r in w.live_ranks() {
+        let Some(node) = w.node(r) else { continue };
+        live += 1;
+        let t = node.tree();
+        sets += (t.dead().heap_bytes()
+            + t.confirmed().heap_bytes()
+            + node.agreed_removed().heap_bytes()) as u64;
+        held += node.xcast_held_payload_bytes() as u64;
+    }
+    p.sets_bytes_per_node = sets as f64 / live.max(1) as f64;
+    p.xcast_held_bytes_per_node = held as f64 / live.max(1) as f64;
     for (i, &k) in o.passes.iter().enumerate() {
         if o.is_target[i] {
             p.target_passes += u64::from(k);

@@ -6,7 +6,7 @@
 
 use std::process::ExitCode;
 
-use lifeline_bench::{flood, joins, membership, relm, repair, shrink, xcast, CliError};
+use lifeline_bench::{flood, joins, membership, rankset, relm, repair, shrink, xcast, CliError};
 
 /// A subcommand: its name, one-line summary, usage text and entry point.
 struct Command {
@@ -59,6 +59,12 @@ const COMMANDS: &[Command] = &[
         about: "one campaign draining a whole branch against the per-death path: repair, time",
         usage: shrink::USAGE,
         run: shrink::cli,
+    },
+    Command {
+        name: "rankset",
+        about: "RankSet::contains against the dense bitset it replaced, on two dead sets",
+        usage: rankset::USAGE,
+        run: rankset::cli,
     },
 ];
 

@@ -297,6 +297,11 @@ impl Membership {
         self.epoch
     }
 
+    /// The ranks removed as of the agreed view (the set behind [`Self::view`]'s list).
+    pub(crate) fn agreed_removed(&self) -> &crate::tree::RankSet {
+        &self.agreed.removed
+    }
+
     /// The view the root's notices applied here have made (see [`MembershipView`]); its span
     /// is the admissions' (the tree's may run ahead of it).
     pub(crate) fn view(&self) -> MembershipView {

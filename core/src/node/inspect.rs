@@ -52,6 +52,18 @@ impl Node {
         self.m.membership.view()
     }
 
+    /// The ranks removed as of the agreed view, as the set the node keeps (what
+    /// [`Self::view`] lists): for footprint measurements.
+    pub fn agreed_removed(&self) -> &crate::tree::RankSet {
+        self.m.membership.agreed_removed()
+    }
+
+    /// Payload bytes the xcast machine holds: ops in flight or retained until the global
+    /// watermark passes them, and this rank's broadcasts awaiting completion.
+    pub fn xcast_held_payload_bytes(&self) -> usize {
+        self.m.xcast.held_payload_bytes()
+    }
+
     /// The last value this rank's acceptor accepted: (ballot, epoch, removed). For the
     /// simulator's quorum checker.
     #[cfg(test)]

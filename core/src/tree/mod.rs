@@ -41,6 +41,7 @@ use smallvec::SmallVec;
 mod delta;
 mod layout;
 mod rank;
+mod rank_repr;
 mod reconcile;
 mod snapshot;
 mod view;

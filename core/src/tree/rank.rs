@@ -1,7 +1,10 @@
-//! `Rank` and `RankSet`: rank identifiers and a compact set of them.
+//! `Rank` and `RankSet`: rank identifiers and a compact set of them (a progression list or a
+//! dense bitset, whichever is smaller: `rank_repr.rs`).
 
 use std::fmt;
 use std::str::FromStr;
+
+use super::rank_repr as repr;
 
 /// Largest supported span, `2^32 - 4` (the top values of `u32` stay free for sentinels).
 pub const MAX_SPAN: u32 = u32::MAX - 3;
@@ -37,24 +40,51 @@ impl From<u32> for Rank {
     }
 }
 
-/// A set of ranks: a growable bitset with O(1) membership and ascending iteration.
+/// A set of ranks with O(1) or O(log runs) membership and ascending iteration.
 ///
-/// Memory is one bit per rank up to the highest member ever inserted (not up to the span), so an
-/// empty set allocates nothing. Iteration is always in ascending rank order, never hash order.
-/// The text form is a range list such as `2,7:9` (`a:b` is the inclusive range `a..=b`; a colon,
-/// not a dash, as in PRRTE's `rml_base_dead_dmns`).
-#[derive(Clone, Default)]
+/// Two representations, picked by size: a **progression list** (sorted arithmetic
+/// progressions with disjoint ranges, 8 bytes each: a run of consecutive ranks is one, and so
+/// is each layer block of a subtree of the strided tree) or a **dense bitset** (one bit per
+/// rank up to the highest member). A set starts as a progression list and turns dense when the
+/// list would take more memory than the bitset; a dense set turns back into a list when it
+/// grows past a power of two of words and the list would then take at most half the bitset.
+/// So as a set grows its heap stays near the smaller representation (removals never change
+/// it): the 4,096 targets of a shrink draining 16 subtrees near rank 2^20 cost a few hundred
+/// progressions, not 128 KiB, and an empty set allocates nothing. `contains` is one word read
+/// on a dense set and a binary search over the progressions otherwise.
+/// Iteration is always in ascending rank order, never hash order; equality and hashing are by
+/// members, whatever the representation. The text form is a range list such as `2,7:9`
+/// (`a:b` is the inclusive range `a..=b`; a colon, not a dash, as in PRRTE's
+/// `rml_base_dead_dmns`).
+#[derive(Clone)]
 pub struct RankSet {
-    words: Vec<u64>,
+    /// Dense words, or packed progressions (`rank_repr`), per `dense`.
+    data: Vec<u64>,
     len: u32,
+    dense: bool,
+    /// A progression list is rebuilt (defragmented) when it reaches `2^(rebuilt + 1)`
+    /// progressions, `rebuilt` being the log2 of its length at the last rebuild: O(1)
+    /// amortized per insert. Fits in the padding (the set stays 32 bytes).
+    rebuilt: u8,
+}
+
+/// No rebuild below `2^(MIN_REBUILD_LOG + 1)` progressions.
+const MIN_REBUILD_LOG: u8 = 4;
+
+impl Default for RankSet {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl RankSet {
     /// An empty set.
     pub const fn new() -> Self {
         Self {
-            words: Vec::new(),
+            data: Vec::new(),
             len: 0,
+            dense: false,
+            rebuilt: MIN_REBUILD_LOG,
         }
     }
 
@@ -70,65 +100,121 @@ impl RankSet {
         self.len == 0
     }
 
-    /// Whether `r` is a member. O(1).
+    /// Bytes of heap the set holds now (its allocation's capacity): what it adds to a node's
+    /// footprint beyond its inline size.
+    pub fn heap_bytes(&self) -> usize {
+        self.data.capacity() * std::mem::size_of::<u64>()
+    }
+
+    /// Whether `r` is a member: O(1) on a dense set, O(log progressions) on a list.
     #[inline]
     pub fn contains(&self, r: Rank) -> bool {
-        let w = (r.0 >> 6) as usize;
-        match self.words.get(w) {
-            Some(word) => word & (1u64 << (r.0 & 63)) != 0,
-            None => false,
+        if self.dense {
+            let w = (r.0 >> 6) as usize;
+            match self.data.get(w) {
+                Some(word) => word & (1u64 << (r.0 & 63)) != 0,
+                None => false,
+            }
+        } else {
+            repr::aps_contains(&self.data, r.0)
         }
     }
 
-    /// Inserts `r`; returns whether it was new. Grows the bitset to cover `r`.
-    pub fn insert(&mut self, r: Rank) -> bool {
-        let w = (r.0 >> 6) as usize;
-        if w >= self.words.len() {
-            self.words.resize(w + 1, 0);
+    /// Whether every rank of `lo..=hi` is a member (`true` when `lo > hi`).
+    pub fn contains_range(&self, lo: Rank, hi: Rank) -> bool {
+        if lo > hi {
+            return true;
         }
-        let bit = 1u64 << (r.0 & 63);
-        if self.words[w] & bit != 0 {
+        if self.dense {
+            repr::dense_contains_range(&self.data, lo.0, hi.0)
+        } else {
+            repr::aps_contains_range(&self.data, lo.0, hi.0)
+        }
+    }
+
+    /// Before a dense set grows to `need` words: turns it into a progression list instead
+    /// (returning `true`) when it crosses a power of two of words and the list, one more
+    /// counted for the insert to come, would take at most half the words. Checked only at powers of two, so a
+    /// set growing one word at a time pays O(words) only O(log words) times.
+    fn dense_to_list_before_growing(&mut self, need: usize) -> bool {
+        debug_assert!(self.dense && need > self.data.len());
+        let have = self.data.len();
+        if have != 0 && need.next_power_of_two() <= have.next_power_of_two() {
             return false;
         }
-        self.words[w] |= bit;
-        self.len += 1;
+        let aps = repr::dense_to_aps(&self.data);
+        if (aps.len() + 1) * 2 > need {
+            return false;
+        }
+        self.data = aps;
+        self.dense = false;
+        self.mark_rebuilt();
         true
+    }
+
+    /// The list was just built greedily: the next rebuild is at twice its length.
+    fn mark_rebuilt(&mut self) {
+        let log = usize::BITS - 1 - self.data.len().max(1).leading_zeros();
+        self.rebuilt = (log as u8).max(MIN_REBUILD_LOG);
+    }
+
+    /// After a progression list changed: turns it dense when it takes more words than the
+    /// bitset would.
+    fn settle_list(&mut self) {
+        debug_assert!(!self.dense);
+        if self.data.len() >> (self.rebuilt + 1) != 0 {
+            self.data = repr::aps_rebuild(&self.data);
+            self.mark_rebuilt();
+        }
+        let Some(&last) = self.data.last() else {
+            return;
+        };
+        if self.data.len() > repr::words_for(repr::hi(last)) {
+            self.data = repr::aps_to_dense(&self.data);
+            self.dense = true;
+        }
+    }
+
+    /// Inserts `r`; returns whether it was new.
+    pub fn insert(&mut self, r: Rank) -> bool {
+        self.insert_range(r, r) == 1
     }
 
     /// Inserts the inclusive range `lo..=hi`; returns how many were new.
     pub fn insert_range(&mut self, lo: Rank, hi: Rank) -> u32 {
-        let mut added = 0;
         if lo > hi {
             return 0;
         }
-        let w_hi = (hi.0 >> 6) as usize;
-        if w_hi >= self.words.len() {
-            self.words.resize(w_hi + 1, 0);
+        if self.dense {
+            let need = repr::words_for(hi.0);
+            if need <= self.data.len() || !self.dense_to_list_before_growing(need) {
+                if need > self.data.len() {
+                    self.data.resize(need, 0);
+                }
+                let added = repr::dense_insert_range(&mut self.data, lo.0, hi.0);
+                self.len += added;
+                return added;
+            }
         }
-        let mut r = lo.0 as u64;
-        let hi = hi.0 as u64;
-        while r <= hi {
-            let w = (r >> 6) as usize;
-            let first = (r & 63) as u32;
-            let last = if (hi >> 6) as usize == w {
-                (hi & 63) as u32
-            } else {
-                63
-            };
-            let mask = (u64::MAX >> (63 - last)) & (u64::MAX << first);
-            added += (mask & !self.words[w]).count_ones();
-            self.words[w] |= mask;
-            r = ((w as u64) + 1) << 6;
-        }
+        let added = repr::aps_insert_range(&mut self.data, lo.0, hi.0);
         self.len += added;
+        self.settle_list();
         added
     }
 
     /// Removes `r`; returns whether it was a member.
     pub fn remove(&mut self, r: Rank) -> bool {
+        if !self.dense {
+            let removed = repr::aps_remove(&mut self.data, r.0);
+            if removed {
+                self.len -= 1;
+                self.settle_list();
+            }
+            return removed;
+        }
         let w = (r.0 >> 6) as usize;
         let bit = 1u64 << (r.0 & 63);
-        match self.words.get_mut(w) {
+        match self.data.get_mut(w) {
             Some(word) if *word & bit != 0 => {
                 *word &= !bit;
                 self.len -= 1;
@@ -140,49 +226,81 @@ impl RankSet {
 
     /// Removes every member, keeping the allocation.
     pub fn clear(&mut self) {
-        self.words.iter_mut().for_each(|w| *w = 0);
+        self.data.clear();
+        self.dense = false;
+        self.rebuilt = MIN_REBUILD_LOG;
         self.len = 0;
     }
 
     /// Adds every member of `other`; returns how many were new.
     pub fn union_with(&mut self, other: &Self) -> u32 {
-        if other.words.len() > self.words.len() {
-            self.words.resize(other.words.len(), 0);
+        if self.dense && other.dense {
+            let need = other.significant_words().len();
+            if need <= self.data.len() || !self.dense_to_list_before_growing(need) {
+                if need > self.data.len() {
+                    self.data.resize(need, 0);
+                }
+                let mut added = 0;
+                for (a, b) in self.data.iter_mut().zip(&other.data) {
+                    added += (b & !*a).count_ones();
+                    *a |= b;
+                }
+                self.len += added;
+                return added;
+            }
         }
-        let mut added = 0;
-        for (a, b) in self.words.iter_mut().zip(&other.words) {
-            added += (b & !*a).count_ones();
-            *a |= b;
-        }
-        self.len += added;
+        // A progression list, or a dense set meeting a progression list: range by range
+        // (`insert_range` handles growth and a change of representation), then one rebuild.
+        let added = other
+            .ranges()
+            .map(|(lo, hi)| self.insert_range(lo, hi))
+            .sum();
+        self.compact();
         added
+    }
+
+    /// After a batch of inserts: rebuilds a progression list greedily (O(progressions)), so
+    /// a set built from a batch in any order is as compact as one built in ascending order.
+    fn compact(&mut self) {
+        if !self.dense && self.data.len() > 1 << MIN_REBUILD_LOG {
+            self.data = repr::aps_rebuild(&self.data);
+            self.mark_rebuilt();
+        }
     }
 
     /// Whether every member of `self` is in `other`.
     pub fn is_subset(&self, other: &Self) -> bool {
-        self.words
-            .iter()
-            .enumerate()
-            .all(|(i, w)| w & !other.words.get(i).copied().unwrap_or(0) == 0)
+        if self.len > other.len {
+            return false;
+        }
+        if self.dense && other.dense {
+            return self
+                .data
+                .iter()
+                .enumerate()
+                .all(|(i, w)| w & !other.data.get(i).copied().unwrap_or(0) == 0);
+        }
+        self.ranges().all(|(lo, hi)| other.contains_range(lo, hi))
     }
 
     /// The highest member, if any.
     pub fn max(&self) -> Option<Rank> {
-        let (i, w) = self
-            .words
-            .iter()
-            .enumerate()
-            .rev()
-            .find(|(_, w)| **w != 0)?;
+        if !self.dense {
+            return self.data.last().map(|&r| Rank(repr::hi(r)));
+        }
+        let (i, w) = self.data.iter().enumerate().rev().find(|(_, w)| **w != 0)?;
         Some(Rank((i as u32) * 64 + 63 - w.leading_zeros()))
     }
 
-    /// How many members are below `r` (a rank query). O(r / 64).
+    /// How many members are below `r` (a rank query): O(r / 64) dense, O(progressions) otherwise.
     pub fn count_below(&self, r: Rank) -> u32 {
+        if !self.dense {
+            return repr::aps_count_below(&self.data, r.0);
+        }
         let w = (r.0 >> 6) as usize;
-        let full: u32 = self.words.iter().take(w).map(|x| x.count_ones()).sum();
+        let full: u32 = self.data.iter().take(w).map(|x| x.count_ones()).sum();
         let part = self
-            .words
+            .data
             .get(w)
             .map_or(0, |x| (x & ((1u64 << (r.0 & 63)) - 1)).count_ones());
         full + part
@@ -190,14 +308,19 @@ impl RankSet {
 
     /// The ranks that are *not* members, picked by their position among non-members: for each
     /// `k` of `ks` (ascending), the `k`-th non-member (0-based), pushed to `out` in order. One
-    /// pass over the words: O(highest member / 64 + `ks.len()`). Non-members never end, so every
-    /// `k` has an answer (the caller bounds it by the span).
+    /// pass over the words or the runs: O(words or members + `ks.len()`). Non-members never end, so
+    /// every `k` has an answer (the caller bounds it by the span).
     pub(crate) fn select_absent(&self, ks: &[u32], out: &mut impl Extend<Rank>) {
         debug_assert!(ks.windows(2).all(|p| p[0] <= p[1]));
+        if !self.dense {
+            let runs = self.ranges().map(|(lo, hi)| (lo.0, hi.0));
+            repr::select_absent_in_runs(runs, ks, out);
+            return;
+        }
         let mut ks = ks.iter().copied().peekable();
         // Non-members before word `w`.
         let mut base = 0u32;
-        for (w, &word) in self.words.iter().enumerate() {
+        for (w, &word) in self.data.iter().enumerate() {
             let free = !word;
             let here = free.count_ones();
             while let Some(&k) = ks.peek().filter(|&&k| k < base + here) {
@@ -210,23 +333,41 @@ impl RankSet {
             }
             base += here;
         }
-        let end = self.words.len() as u32 * 64;
+        let end = self.data.len() as u32 * 64;
         out.extend(ks.map(|k| Rank(end + (k - base))));
     }
 
     /// Members in ascending order.
     pub fn iter(&self) -> Iter<'_> {
         Iter {
-            words: &self.words,
-            word_index: 0,
-            current: self.words.first().copied().unwrap_or(0),
+            inner: if self.dense {
+                IterInner::Dense {
+                    words: &self.data,
+                    word_index: 0,
+                    current: self.data.first().copied().unwrap_or(0),
+                }
+            } else {
+                IterInner::Aps {
+                    aps: &self.data,
+                    index: 0,
+                    k: 0,
+                }
+            },
         }
     }
 
     /// Maximal runs of consecutive members, ascending, as inclusive `(first, last)` pairs.
     pub fn ranges(&self) -> Ranges<'_> {
         Ranges {
-            inner: self.iter(),
+            pieces: if self.dense {
+                Pieces::Dense(self.iter())
+            } else {
+                Pieces::Aps {
+                    aps: &self.data,
+                    index: 0,
+                    k: 0,
+                }
+            },
             pending: None,
         }
     }
@@ -256,6 +397,7 @@ impl RankSet {
             }
             set.insert_range(Rank(lo), Rank(hi));
         }
+        set.compact();
         Ok(set)
     }
 }
@@ -290,30 +432,42 @@ pub enum RankSetParseError {
 }
 
 impl RankSet {
-    /// The words up to the last non-zero one: the canonical content, whatever the history of
-    /// inserts and removes.
+    /// The dense words up to the last non-zero one: the canonical content of a dense set,
+    /// whatever the history of inserts and removes.
     fn significant_words(&self) -> &[u64] {
-        let end = self
-            .words
-            .iter()
-            .rposition(|&w| w != 0)
-            .map_or(0, |i| i + 1);
-        &self.words[..end]
+        debug_assert!(self.dense);
+        let end = self.data.iter().rposition(|&w| w != 0).map_or(0, |i| i + 1);
+        &self.data[..end]
     }
 }
 
 impl PartialEq for RankSet {
-    /// Set equality: two sets with the same members are equal however they were built.
+    /// Set equality: two sets with the same members are equal however they were built and
+    /// whichever representation each has.
     fn eq(&self, other: &Self) -> bool {
-        self.len == other.len && self.significant_words() == other.significant_words()
+        if self.len != other.len {
+            return false;
+        }
+        match (self.dense, other.dense) {
+            (true, true) => self.significant_words() == other.significant_words(),
+            // The same progressions are the same members; other lists may still be equal
+            // (a progression list depends on insertion order).
+            (false, false) if self.data == other.data => true,
+            _ => self.ranges().eq(other.ranges()),
+        }
     }
 }
 
 impl Eq for RankSet {}
 
 impl std::hash::Hash for RankSet {
+    /// Hashes the maximal runs, so equal sets hash alike in either representation.
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        self.significant_words().hash(state);
+        self.len.hash(state);
+        for (lo, hi) in self.ranges() {
+            lo.0.hash(state);
+            hi.0.hash(state);
+        }
     }
 }
 
@@ -362,6 +516,7 @@ impl Extend<Rank> for RankSet {
         for r in iter {
             self.insert(r);
         }
+        self.compact();
     }
 }
 
@@ -376,23 +531,52 @@ impl<'a> IntoIterator for &'a RankSet {
 /// Ascending iterator over a [`RankSet`].
 #[derive(Clone, Debug)]
 pub struct Iter<'a> {
-    words: &'a [u64],
-    word_index: usize,
-    current: u64,
+    inner: IterInner<'a>,
+}
+
+#[derive(Clone, Debug)]
+enum IterInner<'a> {
+    Dense {
+        words: &'a [u64],
+        word_index: usize,
+        current: u64,
+    },
+    Aps {
+        aps: &'a [u64],
+        index: usize,
+        /// The next member's position in `aps[index]`.
+        k: u32,
+    },
 }
 
 impl Iterator for Iter<'_> {
     type Item = Rank;
 
     fn next(&mut self) -> Option<Rank> {
-        loop {
-            if self.current != 0 {
-                let bit = self.current.trailing_zeros();
-                self.current &= self.current - 1;
-                return Some(Rank((self.word_index as u32) * 64 + bit));
+        match &mut self.inner {
+            IterInner::Dense {
+                words,
+                word_index,
+                current,
+            } => loop {
+                if *current != 0 {
+                    let bit = current.trailing_zeros();
+                    *current &= *current - 1;
+                    return Some(Rank((*word_index as u32) * 64 + bit));
+                }
+                *word_index += 1;
+                *current = *words.get(*word_index)?;
+            },
+            IterInner::Aps { aps, index, k } => {
+                let ap = repr::Ap::unpack(*aps.get(*index)?);
+                let r = ap.lo + *k * ap.step;
+                *k += 1;
+                if *k == ap.cnt {
+                    *k = 0;
+                    *index += 1;
+                }
+                Some(Rank(r))
             }
-            self.word_index += 1;
-            self.current = *self.words.get(self.word_index)?;
         }
     }
 }
@@ -400,127 +584,63 @@ impl Iterator for Iter<'_> {
 /// Iterator over maximal runs of a [`RankSet`]; see [`RankSet::ranges`].
 #[derive(Clone, Debug)]
 pub struct Ranges<'a> {
-    inner: Iter<'a>,
-    pending: Option<Rank>,
+    pieces: Pieces<'a>,
+    pending: Option<(u32, u32)>,
+}
+
+/// Ascending runs of members, not necessarily maximal: single members of a dense set, whole
+/// step-1 progressions, single members of other progressions.
+#[derive(Clone, Debug)]
+enum Pieces<'a> {
+    Dense(Iter<'a>),
+    Aps {
+        aps: &'a [u64],
+        index: usize,
+        k: u32,
+    },
+}
+
+impl Iterator for Pieces<'_> {
+    type Item = (u32, u32);
+
+    fn next(&mut self) -> Option<(u32, u32)> {
+        match self {
+            Pieces::Dense(it) => it.next().map(|r| (r.0, r.0)),
+            Pieces::Aps { aps, index, k } => {
+                let ap = repr::Ap::unpack(*aps.get(*index)?);
+                if ap.step == 1 {
+                    *index += 1;
+                    return Some((ap.lo, ap.hi()));
+                }
+                let r = ap.lo + *k * ap.step;
+                *k += 1;
+                if *k == ap.cnt {
+                    *k = 0;
+                    *index += 1;
+                }
+                Some((r, r))
+            }
+        }
+    }
 }
 
 impl Iterator for Ranges<'_> {
     type Item = (Rank, Rank);
 
     fn next(&mut self) -> Option<(Rank, Rank)> {
-        let lo = self.pending.take().or_else(|| self.inner.next())?;
-        let mut hi = lo;
-        for r in self.inner.by_ref() {
-            if r.0 == hi.0 + 1 {
-                hi = r;
+        let (lo, mut hi) = self.pending.take().or_else(|| self.pieces.next())?;
+        for (a, b) in self.pieces.by_ref() {
+            if u64::from(a) == u64::from(hi) + 1 {
+                hi = b;
             } else {
-                self.pending = Some(r);
+                self.pending = Some((a, b));
                 break;
             }
         }
-        Some((lo, hi))
+        Some((Rank(lo), Rank(hi)))
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn set(v: &[u32]) -> RankSet {
-        v.iter().map(|&r| Rank(r)).collect()
-    }
-
-    #[test]
-    fn insert_remove_contains_len() {
-        let mut s = RankSet::new();
-        assert!(s.is_empty());
-        assert!(s.insert(Rank(5)));
-        assert!(!s.insert(Rank(5)));
-        assert!(s.insert(Rank(200)));
-        assert!(s.contains(Rank(5)) && s.contains(Rank(200)) && !s.contains(Rank(6)));
-        assert!(!s.contains(Rank(100_000)));
-        assert_eq!(s.len(), 2);
-        assert!(s.remove(Rank(5)));
-        assert!(!s.remove(Rank(5)));
-        assert!(!s.remove(Rank(1 << 30)));
-        assert_eq!(s.len(), 1);
-        assert_eq!(s.max(), Some(Rank(200)));
-    }
-
-    #[test]
-    fn text_form_round_trip() {
-        let s = set(&[2, 7, 8, 9, 63, 64, 65, 1000]);
-        assert_eq!(s.to_string(), "2,7:9,63:65,1000");
-        assert_eq!("2,7:9,63:65,1000".parse::<RankSet>().unwrap(), s);
-        assert_eq!("".parse::<RankSet>().unwrap(), RankSet::new());
-        assert_eq!(RankSet::new().to_string(), "");
-        assert!(" 9:7 "
-            .parse::<RankSet>()
-            .unwrap_err()
-            .to_string()
-            .contains("descending"));
-    }
-
-    #[test]
-    fn text_form_rejects_malformed() {
-        for bad in [
-            "x",
-            "1,,2",
-            "1:",
-            ":3",
-            "-1",
-            "1-3",
-            "4294967296",
-            "1:2:3",
-            "+1",
-        ] {
-            assert!(bad.parse::<RankSet>().is_err(), "{bad:?} accepted");
-        }
-        assert_eq!(
-            RankSet::parse_bounded("3,9", 9),
-            Err(RankSetParseError::OutOfRange { rank: 9, span: 9 })
-        );
-        assert!(matches!(
-            "5:3".parse::<RankSet>(),
-            Err(RankSetParseError::DescendingRange(_))
-        ));
-    }
-
-    #[test]
-    fn insert_range_counts_new_members() {
-        let mut s = set(&[3, 70]);
-        assert_eq!(s.insert_range(Rank(0), Rank(130)), 129);
-        assert_eq!(s.len(), 131);
-        assert_eq!(s.to_string(), "0:130");
-        assert_eq!(s.insert_range(Rank(5), Rank(4)), 0);
-    }
-
-    #[test]
-    fn equality_ignores_history() {
-        let mut a = set(&[5, 200]);
-        a.remove(Rank(200));
-        assert_eq!(a, set(&[5]));
-        let mut b = set(&[1000]);
-        b.clear();
-        assert_eq!(b, RankSet::new());
-        let h = |s: &RankSet| {
-            use std::hash::{Hash, Hasher};
-            let mut h = std::collections::hash_map::DefaultHasher::new();
-            s.hash(&mut h);
-            h.finish()
-        };
-        assert_eq!(h(&a), h(&set(&[5])));
-        assert_ne!(a, set(&[6]));
-    }
-
-    #[test]
-    fn union_and_subset() {
-        let mut a = set(&[1, 2, 300]);
-        let b = set(&[2, 3, 1000]);
-        assert_eq!(a.union_with(&b), 2);
-        assert_eq!(a.len(), 5);
-        assert!(b.is_subset(&a));
-        assert!(!a.is_subset(&b));
-        assert!(RankSet::new().is_subset(&b));
-    }
-}
+#[path = "rank_tests.rs"]
+mod tests;

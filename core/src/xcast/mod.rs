@@ -219,6 +219,17 @@ impl Xcast {
         }
     }
 
+    /// Payload bytes of the ops held (in flight, or retained until the global watermark
+    /// passes them) and of this rank's broadcasts awaiting completion: for footprint figures.
+    pub(crate) fn held_payload_bytes(&self) -> usize {
+        self.ops.iter().map(|(_, o)| o.payload.len()).sum::<usize>()
+            + self
+                .pending
+                .values()
+                .map(|p| p.payload.len())
+                .sum::<usize>()
+    }
+
     /// Highest op id delivered locally.
     pub(crate) fn delivered(&self) -> u64 {
         self.delivered

@@ -5,11 +5,13 @@
 //! Ranks are split once, from the seed: **stable** members (rank 0, the coordinator, among
 //! them) that request campaigns, serve as contacts and carry the load; a **target pool** the
 //! campaigns draw from (1–3 targets each, each rank at most once); **victims** that crash at a
-//! random time. Some victims are targets: a target crashing while it leaves.
+//! random time. Some victims are targets: a target crashing while it leaves. In a quarter of
+//! the seeds without joins ([`targets_root`]) rank 0 is in the pool too, the first campaign's
+//! first target: the coordinator hands over to its successor and leaves (it never crashes).
 //!
 //! The oracle:
 //! - every campaign completes exactly once at its requester (never fails: the coordinator
-//!   stays), naming exactly its targets;
+//!   never crashes, and when it is a target it hands over), naming exactly its targets;
 //! - no campaign is open past `membership.shrink_timeout`;
 //! - a departure view names only targets of the campaigns it completes, and no rank departs
 //!   twice at one member;
@@ -271,6 +273,15 @@ enum Plan {
     Relm(Rank, Rank),
 }
 
+/// Whether this run targets rank 0 (the coordinator): a quarter of the seeds without joins,
+/// drawn from the seed alone so a replay does the same. Not with joins yet: with them, seed
+/// 153 of the varied runs (`--ranks 33 --radix 4 --seed 153 --campaigns 6 --joins 4
+/// --crashes 2 --window-ms 1654 --detect`) gave failure verdicts for the joiner 36 and left
+/// joiner 0 unadmitted while rank 0 handed over (not yet diagnosed).
+pub fn targets_root(p: &ShrinkParams) -> bool {
+    p.campaigns > 0 && p.joins == 0 && Rng::new(p.seed).fork(0x726f_6f74).chance(0.25)
+}
+
 /// Runs the shrink scenario; a [`SimFailure`] only for an invalid shape or a stuck run (the
 /// oracle's verdicts are in [`ShrinkReport::violations`]).
 pub fn run_shrink(p: &ShrinkParams, hooks: Hooks) -> Result<ShrinkReport, SimFailure> {
@@ -302,14 +313,25 @@ pub fn run_shrink(p: &ShrinkParams, hooks: Hooks) -> Result<ShrinkReport, SimFai
         let j = rng.below(i as u64 + 1) as usize;
         order.swap(i, j);
     }
-    let pool: Vec<Rank> = order[..pool_size as usize].to_vec();
+    let mut pool: Vec<Rank> = order[..pool_size as usize].to_vec();
+    let mut outside: Vec<Rank> = order[pool_size as usize..].to_vec();
+    // In a quarter of the seeds rank 0, the coordinator, is the first campaign's first target
+    // (the planned hand-over); its own fork, so every other draw is the same either way.
+    let root_targeted = targets_root(p);
+    if root_targeted {
+        outside.insert(0, std::mem::replace(&mut pool[0], Rank(0)));
+    }
     // Victims: half (rounded down) from the pool (targets crashing), the rest from outside.
+    // Never rank 0: a coordinator crashing while it hands over may fail the campaign, and this
+    // oracle wants every campaign completed.
     let mut victims: Vec<Rank> = Vec::new();
     let from_pool = (p.crashes / 2) as usize;
-    victims.extend(pool.iter().rev().take(from_pool));
-    let outside = &order[pool_size as usize..];
-    victims.extend(outside.iter().take(p.crashes as usize - victims.len()));
-    let stable: Vec<Rank> = std::iter::once(Rank(0))
+    victims.extend(pool.iter().rev().filter(|r| r.0 != 0).take(from_pool));
+    let missing = p.crashes as usize - victims.len();
+    victims.extend(outside.iter().take(missing));
+    let stable: Vec<Rank> = (!root_targeted)
+        .then_some(Rank(0))
+        .into_iter()
         .chain(outside.iter().copied().filter(|r| !victims.contains(r)))
         .collect();
     let warm = Instant::ZERO + Duration::from_millis(200);
@@ -391,7 +413,8 @@ pub fn run_shrink(p: &ShrinkParams, hooks: Hooks) -> Result<ShrinkReport, SimFai
     }
     let settle = end + Duration::from_secs(4);
     sim.run_until(settle)?;
-    let origin = Rank(0);
+    // The final xcast's origin: a stable member (rank 0 unless it left).
+    let origin = stable[0];
     let sent = sim.command(origin, |n, now| {
         n.xcast(now, crate::xcast::FIRST_APP_TAG, Bytes::from_static(FINAL))
     });
@@ -403,7 +426,13 @@ pub fn run_shrink(p: &ShrinkParams, hooks: Hooks) -> Result<ShrinkReport, SimFai
     let mut report = ShrinkReport {
         campaigns: obs.campaigns.len() as u32,
         violations: obs.violations.clone(),
-        left_views: w.node(Rank(0)).map_or(0, |n| n.shrink_stats().left_views),
+        // Every coordinator's: rank 0's, and its successor's after a hand-over (a rank that
+        // left keeps its node in the world; only crashed ranks are skipped).
+        left_views: w
+            .live_ranks()
+            .filter_map(|r| w.node(r))
+            .map(|n| n.shrink_stats().left_views)
+            .sum::<u64>(),
         ..Default::default()
     };
     let mut v = Vec::new();
