@@ -79,7 +79,12 @@
 //! - **Handshake** before any frame: both sides prove the cluster key by MAC over fresh nonces,
 //!   the claimed rank must be in the address book and connect from its IP, and the class is
 //!   declared ([`handshake`]). A peer that fails is refused and counted
-//!   ([`TransportStats::handshakes_refused`]); nothing it sent reaches the core.
+//!   ([`TransportStats::handshakes_refused`]); nothing it sent reaches the core. The HELLO
+//!   (version 2) announces the dialer's span and listening port: a rank past the book's given
+//!   ranks that proves the key, within `join.max_per_view × 64` ranks of them and below its
+//!   announced span, is accepted and its address learned ([`handshake::PastBook`],
+//!   [`TransportStats::peers_learned`]): a launched rank that starts late thus lets in the
+//!   joiner a grow made its parent.
 //!
 //! # Joins
 //!

@@ -149,6 +149,7 @@ impl<C: Connector> Driver<C> {
     fn report_down(&mut self, peer: Rank, reason: DownReason) {
         tracing::debug!(peer = peer.0, %reason, "link down");
         self.peers.close(peer);
+        self.early.forget(peer);
         let at = self.input_now();
         if let Some(cause) = reason.cause() {
             Counters::add(&self.counters.link_downs);
