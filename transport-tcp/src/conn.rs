@@ -102,7 +102,8 @@ impl Shared {
 ///
 /// No kernel keepalive (`SO_KEEPALIVE`): an installed connection's writer sends the
 /// [`wire::KEEPALIVE`] frame after [`TcpConfig::keepalive_interval`] without writing or
-/// reading, so an idle connection carries data every `link_timeout / 6` (one end sends, the
+/// reading, so an idle connection carries data every `link_timeout / 6` (at least 250 ms;
+/// one end sends, the
 /// other hears it; if it stops hearing, it sends its own). Lost, that data is
 /// retransmitted by TCP, and the user timeout ends the connection only when it stays
 /// unacknowledged for `link_timeout` (the peer's host vanished, or the path is cut for that
