@@ -589,7 +589,8 @@ static void handshake(struct conn *c) {
             conn_close(c);
             return;
         }
-        /* The claimed rank must be in the book and connect from its IP. */
+        /* The claimed rank must be in the book and connect from its IP (this example does not
+         * learn ranks past its book: see lifeline_tcp_acceptor_listen). */
         if (from >= span || book[from].sin_addr.s_addr != c->src_ip) { conn_close(c); return; }
         buf_consume(&c->in, LIFELINE_TCP_HELLO_LEN);
         c->peer = from;
@@ -625,7 +626,9 @@ static void connected(struct conn *c) {
     uint8_t n[LIFELINE_TCP_NONCE_LEN], hello[LIFELINE_TCP_HELLO_LEN];
     nonce(n);
     uint32_t class = c->slot == 0 ? LIFELINE_CLASS_CONTROL : LIFELINE_CLASS_DATA;
-    if (lifeline_tcp_dialer_new(key, me, c->peer, class, n, hello, &c->dialer) != LIFELINE_OK) {
+    /* Announce the span and our listening port: a rank whose book lacks us can learn us. */
+    if (lifeline_tcp_dialer_new_announcing(key, me, c->peer, class, span, ntohs(book[me].sin_port), n,
+                                           hello, &c->dialer) != LIFELINE_OK) {
         dial_done(c, LIFELINE_DIAL_FAILED);
         return;
     }

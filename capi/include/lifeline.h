@@ -34,7 +34,7 @@
 // or layout, a removed or renumbered item). Additions (functions, event kinds, fields appended
 // to node-owned or size-checked structs, error codes) do not bump it. The shared library's
 // soname is `liblifeline.so.<LIFELINE_ABI_VERSION>`.
-#define LIFELINE_ABI_VERSION 1
+#define LIFELINE_ABI_VERSION 2
 
 // The library's major version (`lifeline_version()` spells the whole version).
 #define LIFELINE_VERSION_MAJOR 0
@@ -216,8 +216,8 @@
 // drained and left, or crashed while leaving. Not a failure.
 #define LIFELINE_CAUSE_LEFT 5
 
-// Bytes of a HELLO.
-#define LIFELINE_TCP_HELLO_LEN 46
+// Bytes of a HELLO (handshake version 2).
+#define LIFELINE_TCP_HELLO_LEN 52
 
 // Bytes of a CHALLENGE.
 #define LIFELINE_TCP_CHALLENGE_LEN 72
@@ -1116,6 +1116,15 @@ void lifeline_tcp_key_free(struct lifeline_tcp_key *key);
 // `LIFELINE_TCP_HELLO_LEN` writable bytes; `out` is NULL or writable.
 enum lifeline_result lifeline_tcp_dialer_new(const struct lifeline_tcp_key *key, uint32_t me, uint32_t to, uint32_t class_, const uint8_t *nonce, uint8_t *hello, struct lifeline_tcp_dialer **out);
 
+// `lifeline_tcp_dialer_new`, announcing in the HELLO this rank's `span` (one past the highest
+// rank it knows) and the `port` it listens on at the IP it dials from, so an acceptor whose
+// address book lacks `me` can accept and learn it (0 and 0: nothing announced, as
+// `lifeline_tcp_dialer_new`).
+//
+// # Safety
+// As `lifeline_tcp_dialer_new`.
+enum lifeline_result lifeline_tcp_dialer_new_announcing(const struct lifeline_tcp_key *key, uint32_t me, uint32_t to, uint32_t class_, uint32_t span, uint16_t port, const uint8_t *nonce, uint8_t *hello, struct lifeline_tcp_dialer **out);
+
 // Checks the acceptor's CHALLENGE (`challenge[0..len]`, `len` must be
 // `LIFELINE_TCP_CHALLENGE_LEN`) and writes the PROOF to send to
 // `proof[0..LIFELINE_TCP_PROOF_LEN]`. On an error nothing may be sent (close):
@@ -1156,15 +1165,25 @@ enum lifeline_result lifeline_tcp_verdict_encode(uint32_t verdict, uint64_t epoc
 // `nonce[0..32]`, writes the CHALLENGE to `challenge[0..LIFELINE_TCP_CHALLENGE_LEN]`, the
 // claimed rank to `*from` and the class (`LIFELINE_CLASS_*`) to `*class`, and the state for
 // the PROOF to `*out`. Before sending the CHALLENGE the caller checks that `*from` is in its
-// address book and that the connection comes from its IP (else: close, send nothing). Errors
-// (`*out` NULL, nothing to send: close): `LIFELINE_ERR_HANDSHAKE` (garbage, another target,
-// its own rank), `LIFELINE_ERR_INVALID_ARGUMENT` (a wrong length).
+// address book and that the connection comes from its IP, or for a rank past the book what
+// `lifeline_tcp_acceptor_listen` says (else: close, send nothing). Errors
+// (`*out` NULL, nothing to send: close): `LIFELINE_ERR_HANDSHAKE` (garbage, another
+// handshake version, another target, its own rank), `LIFELINE_ERR_INVALID_ARGUMENT` (a wrong
+// length).
 //
 // # Safety
 // `key` is NULL or live; `hello` is NULL or `len` readable bytes; `nonce` is NULL or 32
 // readable bytes; `challenge` is NULL or `LIFELINE_TCP_CHALLENGE_LEN` writable bytes; `from`,
 // `class` and `out` are NULL or writable.
 enum lifeline_result lifeline_tcp_acceptor_on_hello(const struct lifeline_tcp_key *key, uint32_t me, const uint8_t *hello, size_t len, const uint8_t *nonce, uint8_t *challenge, uint32_t *from, uint32_t *class_, struct lifeline_tcp_acceptor **out);
+
+// What the HELLO that `acceptor` checked announced: the dialer's span in `*span` and its
+// listening port in `*port` (0 and 0: nothing). For a claimed rank absent from the book: see
+// the module documentation for when to accept and learn it.
+//
+// # Safety
+// `acceptor` is NULL or live; `span` and `port` are NULL or writable.
+enum lifeline_result lifeline_tcp_acceptor_listen(const struct lifeline_tcp_acceptor *acceptor, uint32_t *span, uint16_t *port);
 
 // Checks the dialer's PROOF (`proof[0..len]`, `len` must be `LIFELINE_TCP_PROOF_LEN`):
 // `LIFELINE_OK` authenticates the dialer as the rank `lifeline_tcp_acceptor_on_hello` returned

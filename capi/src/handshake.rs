@@ -2,7 +2,7 @@
 //! sans-IO steps), so a C program that owns its sockets interoperates with `lifeline node`.
 //!
 //! ```text
-//! dialer → acceptor  HELLO      46 B   lifeline_tcp_dialer_new
+//! dialer → acceptor  HELLO      52 B   lifeline_tcp_dialer_new (_announcing)
 //! acceptor → dialer  CHALLENGE  72 B   lifeline_tcp_acceptor_on_hello
 //! dialer → acceptor  PROOF      32 B   lifeline_tcp_dialer_on_challenge
 //! acceptor → dialer  RESULT   1|9 B    lifeline_tcp_verdict_encode / lifeline_tcp_decode_verdict
@@ -15,11 +15,19 @@
 //! source on loopback addresses). After an accepted RESULT the connection carries the core's
 //! frames back to back. Every two ranks hold one connection per traffic class (the HELLO's
 //! class).
+//!
+//! Handshake version 2: the HELLO announces the dialer's span and listening port
+//! (`lifeline_tcp_dialer_new_announcing`), so an acceptor whose book lacks the dialer (a launched
+//! rank that started late, dialled by a joiner admitted past its peers file) can accept and
+//! learn it: `lifeline_tcp_acceptor_listen` reads what was announced; accept only a rank at or
+//! past the book's given span, below `given + join.max_per_view × 64`, below the announced span
+//! and with a port, and learn it at the connection's IP and that port once the PROOF checks
+//! (what the Rust adapter does). A version-1 HELLO is refused (`LIFELINE_ERR_HANDSHAKE`).
 
 use lifeline_core::tree::Rank;
 use lifeline_core::Class;
 use lifeline_transport_tcp::handshake::{
-    decode_verdict, Acceptor, Dialer, HandshakeError, Verdict, CHALLENGE_LEN, HELLO_LEN,
+    decode_verdict, Acceptor, Dialer, HandshakeError, Listen, Verdict, CHALLENGE_LEN, HELLO_LEN,
     RESULT_MAX_LEN,
 };
 use lifeline_transport_tcp::ClusterKey;
@@ -28,8 +36,8 @@ use crate::catch;
 use crate::node::{put, LIFELINE_CLASS_CONTROL, LIFELINE_CLASS_DATA};
 use crate::result::*;
 
-/// Bytes of a HELLO.
-pub const LIFELINE_TCP_HELLO_LEN: usize = 46;
+/// Bytes of a HELLO (handshake version 2).
+pub const LIFELINE_TCP_HELLO_LEN: usize = 52;
 /// Bytes of a CHALLENGE.
 pub const LIFELINE_TCP_CHALLENGE_LEN: usize = 72;
 /// Bytes of a PROOF.
@@ -176,6 +184,30 @@ pub unsafe extern "C" fn lifeline_tcp_dialer_new(
     hello: *mut u8,
     out: *mut *mut TcpDialer,
 ) -> LifelineResult {
+    // SAFETY: the caller's guarantees, passed on unchanged.
+    unsafe { lifeline_tcp_dialer_new_announcing(key, me, to, class, 0, 0, nonce, hello, out) }
+}
+
+/// `lifeline_tcp_dialer_new`, announcing in the HELLO this rank's `span` (one past the highest
+/// rank it knows) and the `port` it listens on at the IP it dials from, so an acceptor whose
+/// address book lacks `me` can accept and learn it (0 and 0: nothing announced, as
+/// `lifeline_tcp_dialer_new`).
+///
+/// # Safety
+/// As `lifeline_tcp_dialer_new`.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn lifeline_tcp_dialer_new_announcing(
+    key: *const TcpKey,
+    me: u32,
+    to: u32,
+    class: u32,
+    span: u32,
+    port: u16,
+    nonce: *const u8,
+    hello: *mut u8,
+    out: *mut *mut TcpDialer,
+) -> LifelineResult {
     if out.is_null() {
         return LIFELINE_ERR_NULL;
     }
@@ -197,7 +229,14 @@ pub unsafe extern "C" fn lifeline_tcp_dialer_new(
         return LIFELINE_ERR_INVALID_ARGUMENT;
     };
     catch(LIFELINE_ERR_PANIC, || {
-        let d = Dialer::new(&k.0, Rank(me), Rank(to), class, nonce);
+        let d = Dialer::announcing(
+            &k.0,
+            Rank(me),
+            Rank(to),
+            class,
+            Listen { span, port },
+            nonce,
+        );
         // SAFETY: `hello` is non-NULL with HELLO_LEN writable bytes (the caller's guarantee).
         unsafe { write_out(hello, d.hello()) };
         // SAFETY: non-NULL and writable (checked above).
@@ -342,9 +381,11 @@ pub unsafe extern "C" fn lifeline_tcp_verdict_encode(
 /// `nonce[0..32]`, writes the CHALLENGE to `challenge[0..LIFELINE_TCP_CHALLENGE_LEN]`, the
 /// claimed rank to `*from` and the class (`LIFELINE_CLASS_*`) to `*class`, and the state for
 /// the PROOF to `*out`. Before sending the CHALLENGE the caller checks that `*from` is in its
-/// address book and that the connection comes from its IP (else: close, send nothing). Errors
-/// (`*out` NULL, nothing to send: close): `LIFELINE_ERR_HANDSHAKE` (garbage, another target,
-/// its own rank), `LIFELINE_ERR_INVALID_ARGUMENT` (a wrong length).
+/// address book and that the connection comes from its IP, or for a rank past the book what
+/// `lifeline_tcp_acceptor_listen` says (else: close, send nothing). Errors
+/// (`*out` NULL, nothing to send: close): `LIFELINE_ERR_HANDSHAKE` (garbage, another
+/// handshake version, another target, its own rank), `LIFELINE_ERR_INVALID_ARGUMENT` (a wrong
+/// length).
 ///
 /// # Safety
 /// `key` is NULL or live; `hello` is NULL or `len` readable bytes; `nonce` is NULL or 32
@@ -401,6 +442,34 @@ pub unsafe extern "C" fn lifeline_tcp_acceptor_on_hello(
             Err(e) => code(&e),
         }
     })
+}
+
+/// What the HELLO that `acceptor` checked announced: the dialer's span in `*span` and its
+/// listening port in `*port` (0 and 0: nothing). For a claimed rank absent from the book: see
+/// the module documentation for when to accept and learn it.
+///
+/// # Safety
+/// `acceptor` is NULL or live; `span` and `port` are NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn lifeline_tcp_acceptor_listen(
+    acceptor: *const TcpAcceptor,
+    span: *mut u32,
+    port: *mut u16,
+) -> LifelineResult {
+    // SAFETY: the caller guarantees `acceptor` is NULL or live.
+    let Some(a) = (unsafe { acceptor.as_ref() }) else {
+        return LIFELINE_ERR_NULL;
+    };
+    if span.is_null() || port.is_null() {
+        return LIFELINE_ERR_NULL;
+    }
+    let l = a.0.hello().listen;
+    // SAFETY: both non-NULL (checked above) and writable (the caller's guarantee).
+    unsafe {
+        put(span, l.span);
+        put(port, l.port);
+    }
+    LIFELINE_OK
 }
 
 /// Checks the dialer's PROOF (`proof[0..len]`, `len` must be `LIFELINE_TCP_PROOF_LEN`):

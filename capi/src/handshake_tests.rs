@@ -90,7 +90,7 @@ fn a_bad_proof_is_refused() {
             k,
             1,
             hello.as_ptr(),
-            46,
+            LIFELINE_TCP_HELLO_LEN,
             [2; 32].as_ptr(),
             ch.as_mut_ptr(),
             &mut from,
@@ -140,7 +140,7 @@ fn garbage_and_misaddressed_hellos_are_refused() {
             k,
             1,
             hello.as_ptr(),
-            46,
+            LIFELINE_TCP_HELLO_LEN,
             [2; 32].as_ptr(),
             ch.as_mut_ptr(),
             &mut from,
@@ -152,7 +152,7 @@ fn garbage_and_misaddressed_hellos_are_refused() {
             k,
             1,
             hello.as_ptr(),
-            45,
+            LIFELINE_TCP_HELLO_LEN - 1,
             [2; 32].as_ptr(),
             ch.as_mut_ptr(),
             &mut from,
@@ -168,7 +168,7 @@ fn garbage_and_misaddressed_hellos_are_refused() {
             k,
             1,
             hello.as_ptr(),
-            46,
+            LIFELINE_TCP_HELLO_LEN,
             [2; 32].as_ptr(),
             ch.as_mut_ptr(),
             &mut from,
@@ -258,4 +258,103 @@ fn verdicts_round_trip_and_wait_for_their_bytes() {
     assert_eq!(LIFELINE_TCP_HELLO_LEN, HELLO_LEN);
     assert_eq!(LIFELINE_TCP_CHALLENGE_LEN, CHALLENGE_LEN);
     assert_eq!(LIFELINE_TCP_RESULT_MAX_LEN, RESULT_MAX_LEN);
+}
+
+/// Version 2: an announcing dialer's span and port reach the acceptor through
+/// `lifeline_tcp_acceptor_listen`; a plain dialer announces nothing; a version-1 HELLO is
+/// refused as a handshake error, nothing made.
+#[test]
+fn the_hello_announces_span_and_port_and_an_old_version_is_refused() {
+    let k = key(b"secret");
+    // SAFETY: every pointer is live with the documented sizes.
+    unsafe {
+        for (announce, want) in [(true, (7u32, 7001u16)), (false, (0, 0))] {
+            let mut hello = [0u8; LIFELINE_TCP_HELLO_LEN];
+            let mut d = null_mut();
+            let r = if announce {
+                lifeline_tcp_dialer_new_announcing(
+                    k,
+                    6,
+                    4,
+                    LIFELINE_CLASS_CONTROL,
+                    7,
+                    7001,
+                    [1; 32].as_ptr(),
+                    hello.as_mut_ptr(),
+                    &mut d,
+                )
+            } else {
+                lifeline_tcp_dialer_new(
+                    k,
+                    6,
+                    4,
+                    LIFELINE_CLASS_CONTROL,
+                    [1; 32].as_ptr(),
+                    hello.as_mut_ptr(),
+                    &mut d,
+                )
+            };
+            assert_eq!(r, LIFELINE_OK);
+            let mut ch = [0u8; LIFELINE_TCP_CHALLENGE_LEN];
+            let (mut from, mut class, mut a) = (0u32, 0u32, null_mut());
+            let r = lifeline_tcp_acceptor_on_hello(
+                k,
+                4,
+                hello.as_ptr(),
+                hello.len(),
+                [2; 32].as_ptr(),
+                ch.as_mut_ptr(),
+                &mut from,
+                &mut class,
+                &mut a,
+            );
+            assert_eq!((r, from), (LIFELINE_OK, 6));
+            let (mut span, mut port) = (99u32, 99u16);
+            assert_eq!(
+                lifeline_tcp_acceptor_listen(a, &mut span, &mut port),
+                LIFELINE_OK
+            );
+            assert_eq!((span, port), want);
+            assert_eq!(
+                lifeline_tcp_acceptor_listen(a, null_mut(), &mut port),
+                LIFELINE_ERR_NULL
+            );
+            assert_eq!(
+                lifeline_tcp_acceptor_listen(null(), &mut span, &mut port),
+                LIFELINE_ERR_NULL
+            );
+            // The same HELLO as version 1 would have it: refused.
+            hello[4] = 1;
+            let mut a1 = null_mut();
+            let r = lifeline_tcp_acceptor_on_hello(
+                k,
+                4,
+                hello.as_ptr(),
+                hello.len(),
+                [2; 32].as_ptr(),
+                ch.as_mut_ptr(),
+                &mut from,
+                &mut class,
+                &mut a1,
+            );
+            assert_eq!(r, LIFELINE_ERR_HANDSHAKE);
+            assert!(a1.is_null());
+            // A version-1 HELLO's length is refused too.
+            let r = lifeline_tcp_acceptor_on_hello(
+                k,
+                4,
+                hello.as_ptr(),
+                46,
+                [2; 32].as_ptr(),
+                ch.as_mut_ptr(),
+                &mut from,
+                &mut class,
+                &mut a1,
+            );
+            assert_eq!(r, LIFELINE_ERR_INVALID_ARGUMENT);
+            lifeline_tcp_dialer_free(d);
+            lifeline_tcp_acceptor_free(a);
+        }
+        lifeline_tcp_key_free(k);
+    }
 }

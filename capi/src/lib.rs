@@ -66,7 +66,7 @@ pub use stats::Stats;
 /// or layout, a removed or renumbered item). Additions (functions, event kinds, fields appended
 /// to node-owned or size-checked structs, error codes) do not bump it. The shared library's
 /// soname is `liblifeline.so.<LIFELINE_ABI_VERSION>`.
-pub const LIFELINE_ABI_VERSION: u32 = 1;
+pub const LIFELINE_ABI_VERSION: u32 = 2;
 /// The library's major version (`lifeline_version()` spells the whole version).
 pub const LIFELINE_VERSION_MAJOR: u32 = 0;
 /// The library's minor version.

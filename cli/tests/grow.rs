@@ -175,20 +175,16 @@ fn cluster_grows_by_four_joiners() {
     assert!(t0.elapsed() < Duration::from_secs(60));
 }
 
-/// KNOWN BUG (#21, found 2026-11-27; ignored until fixed): a launched rank that starts after a
-/// joiner was promoted to be its parent never gets in. Peers file of 6 ranks (radix 2: 2 → 4),
-/// rank 4 not started; a joiner takes rank 6 (a child of 2); rank 2 is killed, so the joiner
-/// takes 2's slot and is 4's parent. When 4 starts, its TCP handshake refuses the joiner's
-/// dials (rank 6 is not in 4's address book: `handshakes_refused`), the joiner gives 4 up as
-/// unreachable, and 4, alive the whole time, is removed about 12 s later. The simulator's fix
-/// (`Node::dispatch_from_past_span`: an adoption notice from past the span is read) never
-/// gets a frame here. A fix needs the late rank to learn the joiners' addresses (a catch-up
-/// answer to its first frame carrying a smaller span, or a HELLO that carries the dialer's
-/// listening port so an authenticated rank past the book can be accepted). Started at once
-/// after the promotion (as here) it is even removed within 0.1 s of its start: the joiner's
-/// dials to the not-yet-listening rank were refused and corroborated before it started.
+/// #21: a launched rank that starts after a joiner was promoted to be its parent gets in.
+/// Peers file of 6 ranks (radix 2: 2 → 4), rank 4 not started; a joiner takes rank 6 (a child
+/// of 2); rank 2 is killed, so the joiner takes 2's slot and is 4's parent. When 4 starts, the
+/// joiner's dials carry its span and listening port (TCP handshake version 2): rank 4's book
+/// holds only the peers file's 6 ranks, and it learns rank 6 from the authenticated HELLO
+/// instead of refusing it; the core then reads the joiner's adoption notice from past its span
+/// and catches up (`Node::dispatch_from_past_span`). Before the fix rank 4 refused the joiner
+/// (`handshakes_refused`), the joiner gave it up, and 4 was removed 12 s after its start (or
+/// within 0.1 s when started right after the promotion, as here).
 #[test]
-#[ignore = "known bug: a late launched rank under a promoted joiner is refused by its own handshake"]
 fn a_late_rank_under_a_promoted_joiner_gets_in() {
     let dir = std::env::temp_dir().join(format!("lifeline-late-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -239,6 +235,32 @@ fn a_late_rank_under_a_promoted_joiner_gets_in() {
         assert!(Instant::now() < deadline, "no view under the joiner");
     }
     assert!(parent.is_some());
+    // Past the corroboration and gray timeouts: rank 4 is still in, under the joiner, which
+    // it learned from the handshake; the joiner has it as a child.
+    std::thread::sleep(Duration::from_secs(5));
     writeln!(late.0.stdin.as_mut().unwrap(), "stats").unwrap();
+    let stats = loop {
+        let l = out4.next().expect("rank 4 prints its stats").unwrap();
+        let v: Value = serde_json::from_str(&l).unwrap();
+        assert_ne!(v["event"], "evicted", "the late rank was removed: {v}");
+        if v["event"] == "stats" {
+            break v;
+        }
+    };
+    assert_eq!(stats["view"]["parent"], 6, "{stats}");
+    assert!(
+        stats["transport"]["peers_learned"].as_u64().unwrap() >= 1,
+        "{stats}"
+    );
+    writeln!(j.0.stdin.as_mut().unwrap(), "stats").unwrap();
+    let js = wait_for(&mut outj, "stats");
+    assert!(
+        js["view"]["children"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c == 4),
+        "{js}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

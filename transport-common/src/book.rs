@@ -1,7 +1,7 @@
 //! [`AddressBook`]: every rank's listening address, supplied by the embedder and shared by the
 //! driver (which dials by it) and the connector (which checks peers against it).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::net::SocketAddr;
 
@@ -22,9 +22,19 @@ use lifeline_core::tree::Rank;
 /// [`crate::join`]); ranks added by a grow of the embedder's own go in with
 /// [`Handle::add_peers`](crate::Handle::add_peers) or [`Handle::grow`](crate::Handle::grow). An
 /// entry never changes once given.
+///
+/// An adapter may also **learn** a rank past the book from an authenticated peer
+/// ([`AddressBook::learn`]: the TCP handshake's HELLO announces the dialer's listening port): a
+/// launched rank that starts late knows only its peers file, and a joiner the tree made its
+/// parent must still reach it. Learned entries are marked as such: [`AddressBook::given_span`]
+/// leaves them out, so the bound on what may be learned ("so far past the given ranks") does
+/// not move with what was learned.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct AddressBook {
     addrs: BTreeMap<Rank, SocketAddr>,
+    /// Ranks learned from peers rather than given (a later [`AddressBook::add`] of the same
+    /// entry makes it given).
+    learned: BTreeSet<Rank>,
 }
 
 /// Why a peers file was refused.
@@ -88,9 +98,10 @@ impl AddressBook {
         Self::default()
     }
 
-    /// Sets `rank`'s address (replacing any earlier one).
+    /// Sets `rank`'s address (replacing any earlier one), as a given entry.
     pub fn insert(&mut self, rank: Rank, addr: SocketAddr) {
         self.addrs.insert(rank, addr);
+        self.learned.remove(&rank);
     }
 
     /// `rank`'s address.
@@ -118,12 +129,48 @@ impl AddressBook {
         self.addrs.keys().next_back().map_or(0, |r| r.0 + 1)
     }
 
+    /// One past the highest rank *given* to the book (learned entries left out): the base of
+    /// the bound on ranks an adapter may learn.
+    pub fn given_span(&self) -> u32 {
+        self.addrs
+            .keys()
+            .rev()
+            .find(|r| !self.learned.contains(r))
+            .map_or(0, |r| r.0 + 1)
+    }
+
+    /// Whether `rank`'s entry was learned from a peer ([`AddressBook::learn`]) and not given
+    /// since.
+    pub fn is_learned(&self, rank: Rank) -> bool {
+        self.learned.contains(&rank)
+    }
+
+    /// Number of learned entries.
+    pub fn learned_len(&self) -> usize {
+        self.learned.len()
+    }
+
+    /// Adds `rank` at `addr` as a *learned* entry (an authenticated peer said where it
+    /// listens; the caller checked the bound): as [`AddressBook::add`], and an entry added here
+    /// is marked learned.
+    pub fn learn(&mut self, rank: Rank, addr: SocketAddr) -> Result<bool, SocketAddr> {
+        let added = self.add(rank, addr)?;
+        if added {
+            self.learned.insert(rank);
+        }
+        Ok(added)
+    }
+
     /// Adds `rank` at `addr` unless the book already has it elsewhere: `Ok(true)` when added,
     /// `Ok(false)` when it was there already at this address, `Err(known)` (and nothing changes)
-    /// when it is known at another address (an entry never changes once given).
+    /// when it is known at another address (an entry never changes once given). A learned
+    /// entry added again here becomes a given one.
     pub fn add(&mut self, rank: Rank, addr: SocketAddr) -> Result<bool, SocketAddr> {
         match self.addrs.get(&rank) {
-            Some(known) if *known == addr => Ok(false),
+            Some(known) if *known == addr => {
+                self.learned.remove(&rank);
+                Ok(false)
+            }
             Some(known) => Err(*known),
             None => {
                 self.addrs.insert(rank, addr);
@@ -278,6 +325,29 @@ mod tests {
         assert_eq!(b.add(Rank(3), a), Ok(false));
         assert_eq!(b.add(Rank(3), c), Err(a));
         assert_eq!(b.get(Rank(3)), Some(a));
+    }
+
+    #[test]
+    fn learned_entries_stay_out_of_the_given_span_until_given() {
+        let mut b = AddressBook::parse(
+            "0 127.0.0.1:1
+5 127.0.0.1:6
+",
+        )
+        .unwrap();
+        let a: SocketAddr = "127.0.0.1:9".parse().unwrap();
+        assert_eq!((b.span(), b.given_span()), (6, 6));
+        assert_eq!(b.learn(Rank(9), a), Ok(true));
+        assert!(b.is_learned(Rank(9)));
+        assert_eq!((b.span(), b.given_span(), b.learned_len()), (10, 6, 1));
+        // Learning never moves an entry, given or learned.
+        assert_eq!(b.learn(Rank(9), "127.0.0.1:10".parse().unwrap()), Err(a));
+        assert_eq!(b.learn(Rank(0), a), Err("127.0.0.1:1".parse().unwrap()));
+        assert_eq!(b.learn(Rank(5), "127.0.0.1:6".parse().unwrap()), Ok(false));
+        assert!(!b.is_learned(Rank(5)));
+        // Given later (an admission): no longer learned.
+        assert_eq!(b.add(Rank(9), a), Ok(false));
+        assert_eq!((b.given_span(), b.learned_len()), (10, 0));
     }
 
     /// The binary form round-trips; every prefix, every flipped byte and trailing bytes are an

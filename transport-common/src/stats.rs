@@ -49,6 +49,18 @@ counters! {
     /// malformed hello, a claim of a rank the certificate does not name, a wrong address
     /// (QUIC). Nothing such a peer sent reached the core.
     handshakes_refused,
+    /// Of those, TCP HELLOs of another handshake version (an older or newer build): refused
+    /// at their version byte.
+    handshakes_old_version,
+    /// Ranks past the address book learned from an authenticated HELLO (TCP: the dialer's
+    /// announced listening port at its connection's IP; see `AddressBook::learn`).
+    peers_learned,
+    /// Frames from a rank past this node's span that the core could not read yet (a joiner
+    /// whose admission is not applied here yet), held to be fed again once the span covers
+    /// their sender.
+    early_held,
+    /// Such frames dropped: past the driver's bound on held frames (1,024 frames, 4 MiB).
+    early_dropped,
     /// Authenticated connections refused because the rank is known dead.
     refused_dead,
     /// Of those, connections answered "you were removed" (the coordinator removed the rank;

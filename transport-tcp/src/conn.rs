@@ -50,6 +50,9 @@ pub(crate) struct Shared {
     pub(crate) book: Arc<RwLock<AddressBook>>,
     pub(crate) cfg: Arc<TcpConfig>,
     pub(crate) limits: Limits,
+    /// How many ranks past the book's given ones an authenticated HELLO may add
+    /// ([`handshake::PastBook`]): `join.max_per_view × 64`, the core's own catch-up bound.
+    pub(crate) past_bound: u32,
     pub(crate) counters: Arc<Counters>,
     /// Each link's activity, shared by its connections (the keepalive's clock).
     pub(crate) links: Arc<Links>,
@@ -65,6 +68,37 @@ impl Shared {
     pub(crate) fn addr(&self, r: Rank) -> Option<std::net::SocketAddr> {
         self.book.read().unwrap_or_else(|e| e.into_inner()).get(r)
     }
+
+    /// What this rank's HELLOs announce: its book's span (at least one past its own rank) and
+    /// the port of its own book entry, so an acceptor whose book lacks this rank can learn it.
+    pub(crate) fn listen(&self) -> handshake::Listen {
+        let book = self.book.read().unwrap_or_else(|e| e.into_inner());
+        handshake::Listen {
+            span: book.span().max(self.me.0.saturating_add(1)),
+            port: book.get(self.me).map_or(0, |a| a.port()),
+        }
+    }
+
+    /// Learns the authenticated `hello`'s dialer, absent from the book, at its connection's
+    /// IP and announced port (the handshake checked the bound). `false` (and nothing changes)
+    /// when the rank was meanwhile given or learned at another address.
+    fn learn(&self, hello: &handshake::Hello, peer_ip: IpAddr) -> bool {
+        let addr = hello.listen_addr(peer_ip);
+        let mut book = self.book.write().unwrap_or_else(|e| e.into_inner());
+        match book.learn(hello.from, addr) {
+            Ok(added) => {
+                if added {
+                    Counters::add(&self.counters.peers_learned);
+                    tracing::debug!(rank = hello.from.0, %addr, "rank past the book learned");
+                }
+                true
+            }
+            Err(known) => {
+                tracing::debug!(rank = hello.from.0, %addr, %known, "learned rank known elsewhere");
+                false
+            }
+        }
+    }
 }
 
 /// `TCP_NODELAY` and (on Linux) `TCP_USER_TIMEOUT = link_timeout`, so small control frames are
@@ -72,10 +106,11 @@ impl Shared {
 ///
 /// No kernel keepalive (`SO_KEEPALIVE`): an installed connection's writer sends the
 /// [`wire::KEEPALIVE`] frame after [`TcpConfig::keepalive_interval`] without writing or
-/// reading, so an idle connection carries data every `link_timeout / 6` (one end sends, the
-/// other hears it; if it stops hearing, it sends its own). "Idle" is the link's, both
-/// connections together, and the control connection sends ([`crate::activity`]): a link whose
-/// data connection is busy, or whose control connection carries heartbeats, needs none. Lost, that data is
+/// reading, so an idle connection carries data every `link_timeout / 6` (at least 250 ms; one
+/// end sends, the other hears it; if it stops hearing, it sends its own). "Idle" is the
+/// link's, both connections together, and the control connection sends ([`crate::activity`]):
+/// a link whose data connection is busy, or whose control connection carries heartbeats, needs
+/// none. Lost, that data is
 /// retransmitted by TCP, and the user timeout ends the connection only when it stays
 /// unacknowledged for `link_timeout` (the peer's host vanished, or the path is cut for that
 /// long): within `link_timeout` plus one keepalive interval and one retransmission timeout. The kernel's probes did worse on
@@ -162,7 +197,25 @@ async fn accept_one(
     let hello = async {
         // A snapshot: the lock is never held across an await.
         let book = sh.book();
-        handshake::accept_after_magic(&mut stream, magic, &sh.key, sh.me, &book, peer.ip()).await
+        let past = handshake::PastBook {
+            given: book.given_span(),
+            bound: sh.past_bound,
+        };
+        let h = handshake::accept_after_magic(
+            &mut stream,
+            magic,
+            &sh.key,
+            sh.me,
+            &book,
+            past,
+            peer.ip(),
+        )
+        .await?;
+        // Authenticated: a rank past the book is learned before its connection goes on.
+        if book.get(h.from).is_none() && !sh.learn(&h, peer.ip()) {
+            return Err(HandshakeError::UnknownRank(h.from));
+        }
+        Ok(h)
     };
     match tokio::time::timeout_at(deadline, hello).await {
         Ok(Ok(h)) => {
@@ -178,6 +231,9 @@ async fn accept_one(
         }
         Ok(Err(e)) => {
             Counters::add(&sh.counters.handshakes_refused);
+            if matches!(e, HandshakeError::Version(_)) {
+                Counters::add(&sh.counters.handshakes_old_version);
+            }
             tracing::debug!(from = %peer, error = %e, "handshake refused");
         }
         Err(_) => {
@@ -207,7 +263,7 @@ pub(crate) async fn dial(
     configure(&s, &sh.cfg)?;
     tokio::time::timeout(
         sh.cfg.handshake_timeout,
-        handshake::dial(&mut s, &sh.key, sh.me, peer, class),
+        handshake::dial_announcing(&mut s, &sh.key, sh.me, peer, class, sh.listen()),
     )
     .await
     .map_err(|_| HandshakeError::Timeout)??;
@@ -525,6 +581,7 @@ mod tests {
                 max_frame: 1 << 20,
                 max_list: 16,
             },
+            past_bound: 0,
             counters: Arc::default(),
             links: Arc::default(),
         };

@@ -146,6 +146,7 @@ pub fn connector(
         key: Arc::new(key),
         book,
         limits: node.config().limits(),
+        past_bound: crate::handshake::PastBook::bound_for(node.config().join.max_per_view),
         cfg: Arc::new(cfg),
         counters,
         links: Arc::default(),

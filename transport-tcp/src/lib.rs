@@ -48,7 +48,8 @@
 //!   keepalive interval and one retransmission timeout. A hung process whose kernel still ACKs is *not* detected by TCP: that
 //!   is the core's heartbeat detector's job.
 //! - **Keepalive frames**: a connection's writer that has neither written nor read anything
-//!   for [`TcpConfig::keepalive_interval`] (`link_timeout / 6`) writes the six-byte
+//!   for [`TcpConfig::keepalive_interval`] (`link_timeout / 6`, at least 250 ms:
+//!   [`KEEPALIVE_FLOOR`], whose figures are on that method) writes the six-byte
 //!   [`lifeline_core::wire::KEEPALIVE`] frame, and readers drop the ones they read before the
 //!   driver ([`TransportStats::keepalives_out`], `keepalives_in`). An idle link so always has
 //!   data in flight: a segment lost to a blip shorter than `link_timeout` is retransmitted, and
@@ -79,7 +80,12 @@
 //! - **Handshake** before any frame: both sides prove the cluster key by MAC over fresh nonces,
 //!   the claimed rank must be in the address book and connect from its IP, and the class is
 //!   declared ([`handshake`]). A peer that fails is refused and counted
-//!   ([`TransportStats::handshakes_refused`]); nothing it sent reaches the core.
+//!   ([`TransportStats::handshakes_refused`]); nothing it sent reaches the core. The HELLO
+//!   (version 2) announces the dialer's span and listening port: a rank past the book's given
+//!   ranks that proves the key, within `join.max_per_view × 64` ranks of them and below its
+//!   announced span, is accepted and its address learned ([`handshake::PastBook`],
+//!   [`TransportStats::peers_learned`]): a launched rank that starts late thus lets in the
+//!   joiner a grow made its parent.
 //!
 //! # Joins
 //!
@@ -163,7 +169,7 @@ mod key;
 pub mod probe;
 
 #[cfg(feature = "runtime")]
-pub use config::{BindLocal, TcpConfig};
+pub use config::{BindLocal, TcpConfig, KEEPALIVE_FLOOR};
 #[cfg(feature = "runtime")]
 pub use connector::{connector, spawn, TcpConnector, TcpNode};
 pub use key::{ClusterKey, KeyError};

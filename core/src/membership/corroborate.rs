@@ -26,6 +26,12 @@
 //!   ([`CorroborationStats::refusals_unconfirmed`]), and the subject's observers decide on their heartbeats, as for
 //!   any silent rank.
 //!
+//! **Not joined yet.** A refusal about a rank never heard from (an expected rank that has not
+//! checked in, and whose check-in the coordinator has not heard either) opens no case: nothing
+//! listens there because the process has not started, which is not a death. It is counted
+//! ([`CorroborationStats::refusals_not_joined`]); start-up's bound removes a rank that never
+//! comes (cause "never joined").
+//!
 //! **Small views.** Two ranks are needed, whatever the view: with only the coordinator and one
 //! other rank besides the subject (three members), the coordinator's own dial is the second;
 //! with two members the coordinator's own refused dial is all there can be, and decides.
@@ -237,6 +243,13 @@ impl Membership {
             || ctx.tree.root_without(subject) != Some(me)
         {
             ctx.stats.membership.stale += 1;
+            return;
+        }
+        // Not joined yet is not dead (#21): nothing listens at a rank that has not started,
+        // and a launcher may start it late (under a parent a grow admitted meanwhile, which
+        // dialled it first). Start-up's bound decides about ranks that never come.
+        if self.never_heard_from(subject) {
+            self.corr().stats.refusals_not_joined += 1;
             return;
         }
         let now = ctx.now;

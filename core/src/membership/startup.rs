@@ -125,6 +125,14 @@ impl Membership {
         self.startup.as_ref().is_some_and(|s| s.pending.contains(r))
     }
 
+    /// Whether `r` was never heard from: an expected rank that no applied notice listed,
+    /// none removed, and whose check-in this rank (as coordinator) has not heard either.
+    pub(super) fn never_heard_from(&self, r: Rank) -> bool {
+        self.startup
+            .as_ref()
+            .is_some_and(|s| s.pending.contains(r) && !s.heard.contains(r))
+    }
+
     /// Pending ranks still alive in the tree (not members yet: the majority guard leaves them
     /// out).
     pub(super) fn pending_alive(&self, ctx: &Ctx<'_>) -> usize {

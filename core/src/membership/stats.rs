@@ -64,6 +64,10 @@ pub struct CorroborationStats {
     /// Refused-dial reports dropped after `membership.corroborate_timeout`, neither
     /// corroborated nor refuted (the subject's observers decide).
     pub refusals_unconfirmed: u64,
+    /// Refused-dial reports about a rank never heard from (an expected rank that has not
+    /// checked in, nor been heard checking in, here at the coordinator): "not joined yet" is
+    /// not dead, so no case is opened (start-up's bound decides about ranks that never come).
+    pub refusals_not_joined: u64,
     /// Subjects whose removal the coordinator held because down evidence arrived against a
     /// large share of its members within `membership.overload_window` (counted once per
     /// subject and accusation).

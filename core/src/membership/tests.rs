@@ -918,6 +918,55 @@ fn the_coordinator_removes_on_a_second_refusal_only() {
     assert!(sent_removals(&mut n).is_empty());
 }
 
+/// Not joined yet is not dead (#21): with check-ins on, a refused dial about an expected rank
+/// that never checked in (nor was heard checking in) opens no case: no probe, no ping, nobody
+/// removed, counted in `refusals_not_joined`. Once its check-in is heard, a refusal about it is
+/// corroborated as any other.
+#[test]
+fn a_refusal_about_a_rank_never_heard_from_is_no_evidence() {
+    use CorroborateOp::*;
+    let mut cfg = crate::Config::new(64, 4);
+    cfg.detect.enabled = true;
+    cfg.membership.quorum = false;
+    cfg.membership.check_in = true;
+    cfg.membership.startup_timeout = Duration::from_secs(60);
+    let d = cfg.detect.clone();
+    let mut n = crate::Node::new(cfg, Rank(0), 1, Instant::ZERO).unwrap();
+    while n.poll_transmit().is_some() {}
+    let (subject, obs) = (1..64)
+        .map(Rank)
+        .map(|s| {
+            let rings =
+                crate::detect::rings::Rings::compute_for(n.tree(), s, d.ring_seed, d.observers);
+            (s, rings.observers.into_iter().collect::<Vec<_>>())
+        })
+        .find(|(_, o)| o.len() == 8 && !o.contains(&Rank(0)))
+        .unwrap();
+    let t = ms(1_000);
+    for o in &obs[..3] {
+        n.handle_frame(t, *o, corroborate(Refused, subject));
+    }
+    assert!(n.tree().is_alive(subject));
+    assert!(sent_corroboration(&mut n).is_empty(), "no probe, no ping");
+    let cs = n.corroboration_stats();
+    assert_eq!((cs.refusals_in, cs.refusals_not_joined), (3, 3), "{cs:?}");
+    assert!(sent_removals(&mut n).is_empty());
+    // It checks in (heard at the root, not yet announced): now a refusal is evidence.
+    let check_in = MembershipMsg::CheckIn(super::CheckInMsg {
+        span: 64,
+        ranks: vec![subject],
+    });
+    n.handle_frame(
+        t,
+        subject,
+        crate::wire::Message::Membership(check_in).encode(),
+    );
+    n.handle_frame(t, obs[0], corroborate(Refused, subject));
+    let out = sent_corroboration(&mut n);
+    assert!(out.iter().any(|(_, m)| m.op == Probe), "{out:?}");
+    assert_eq!(n.corroboration_stats().refusals_not_joined, 3);
+}
+
 /// The prober's side: asked to dial a subject, it pings it; the answer goes back to the
 /// coordinator as a contact, a refused dial as its own refusal report (even within the report
 /// interval: it was asked).

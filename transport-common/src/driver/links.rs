@@ -149,6 +149,7 @@ impl<C: Connector> Driver<C> {
     fn report_down(&mut self, peer: Rank, reason: DownReason) {
         tracing::debug!(peer = peer.0, %reason, "link down");
         self.peers.close(peer);
+        self.early.forget(peer);
         let at = self.input_now();
         if let Some(cause) = reason.cause() {
             Counters::add(&self.counters.link_downs);
@@ -188,15 +189,24 @@ impl<C: Connector> Driver<C> {
         }
     }
 
-    /// An authenticated inbound connection: the link policy's tie-break decides.
+    /// An authenticated inbound connection: the link policy's tie-break decides. A rank past
+    /// this node's span that the book holds (a joiner admitted by a view not applied here yet,
+    /// or one the connector learned from its handshake) is not known dead: it is taken like
+    /// any live rank. A launched rank that starts late holds only the launcher's span, and the
+    /// joiner that a grow made its parent reaches it this way; the core then reads its
+    /// adoption notice and catches up (`Node::dispatch_frame`).
     pub(super) fn on_accepted(&mut self, a: Accepted<C::Conn>) {
         let Accepted { peer, slot, conn } = a;
         let verdict = if self.stopping {
             AcceptVerdict::Refuse
         } else {
             let now = self.now();
-            self.links
-                .handle_accepted(now, peer, slot, alive(&self.node))
+            let past = !self.node.tree().layout().contains(peer) && self.addr(peer).is_some();
+            let me = self.node.me();
+            let alive = alive(&self.node);
+            self.links.handle_accepted(now, peer, slot, |r| {
+                alive(r) || (past && r == peer && r != me)
+            })
         };
         tracing::debug!(peer = peer.0, slot, ?verdict, "inbound connection");
         match verdict {

@@ -34,6 +34,7 @@
 //! every drain, and an admission's joiners enter the address book during the drain that
 //! reports it, before any link action for them runs.
 
+mod early;
 mod joins;
 mod links;
 mod outputs;
@@ -47,6 +48,7 @@ use std::sync::{Arc, RwLock};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
+use bytes::Bytes;
 use lifeline_core::link::{AttemptId, DownReason, LinkConfig, LinkPolicy};
 use lifeline_core::tree::Rank;
 use lifeline_core::{Class, Event, Instant, MembershipEvent, Node, Transmit};
@@ -190,6 +192,7 @@ pub fn spawn<C: Connector>(node: Node, connector: Arc<C>, setup: Setup) -> Runni
         reports: reports_tx,
         next_conn: 0,
         downs: VecDeque::new(),
+        early: early::Early::default(),
         stopping: false,
         listener: listener.abort_handle(),
     };
@@ -325,6 +328,8 @@ struct Driver<C: Connector> {
     joins: JoinConns,
     /// Links to drop for a reason of the driver's own, once the core is drained.
     downs: VecDeque<(Rank, DownReason)>,
+    /// Frames from ranks past the span that the core dropped, fed again once it covers them.
+    early: early::Early,
     /// The last connection id handed out (ids tell a current connection's end from a replaced
     /// one's).
     next_conn: u64,
@@ -443,9 +448,50 @@ impl<C: Connector> Driver<C> {
                 self.execute(a);
             } else if let Some((peer, why)) = self.downs.pop_front() {
                 self.link_down(peer, why);
-            } else {
+            } else if !self.replay_early(None) {
                 return;
             }
+        }
+    }
+
+    /// Feeds the held frames (all, or `only` this sender's) whose sender the span now covers;
+    /// returns whether any was fed.
+    fn replay_early(&mut self, only: Option<Rank>) -> bool {
+        if self.early.is_empty() {
+            return false;
+        }
+        let layout = *self.node.tree().layout();
+        let ready = self
+            .early
+            .take(|r| layout.contains(r) && only.is_none_or(|o| o == r));
+        if ready.is_empty() {
+            return false;
+        }
+        let now = self.input_now();
+        for (from, frame) in ready {
+            self.node.handle_frame(now, from, frame);
+        }
+        true
+    }
+
+    /// Feeds one frame from `from`; one the core dropped because `from` is past its span is
+    /// held (bounded) for [`Self::replay_early`].
+    fn feed_frame(&mut self, now: Instant, from: Rank, frame: Bytes) {
+        if self.node.tree().layout().contains(from) {
+            if self.early.holds(from) {
+                self.replay_early(Some(from));
+            }
+            self.node.handle_frame(now, from, frame);
+            return;
+        }
+        self.node.handle_frame(now, from, frame.clone());
+        if self.node.tree().layout().contains(from) {
+            return; // caught up on it (an adoption notice): dispatched
+        }
+        if self.early.hold(from, frame) {
+            Counters::add(&self.counters.early_held);
+        } else {
+            Counters::add(&self.counters.early_dropped);
         }
     }
 
@@ -542,7 +588,7 @@ impl<C: Connector> Driver<C> {
                     if i > 0 && i % self.frames_per_drain == 0 {
                         self.drain_core();
                     }
-                    self.node.handle_frame(now, from, frame);
+                    self.feed_frame(now, from, frame);
                 }
                 n.max(1)
             }

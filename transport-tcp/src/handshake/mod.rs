@@ -3,7 +3,8 @@
 //! from a connection before its handshake succeeds.
 //!
 //! ```text
-//! dialer → acceptor  HELLO      "LLT1" version:u8 class:u8 from:u32 to:u32 nonce_d[32]   (46 B)
+//! dialer → acceptor  HELLO      "LLT1" version:u8 class:u8 from:u32 to:u32 nonce_d[32]
+//!                               span:u32 port:u16                                     (52 B)
 //! acceptor → dialer  CHALLENGE  "LLT1" me:u32 nonce_a[32] mac_a[32]                      (72 B)
 //! dialer → acceptor  PROOF      mac_d[32]
 //! acceptor → dialer  RESULT     0 accepted | 1 duplicate (the acceptor's own dial wins) | 2 refused
@@ -19,6 +20,19 @@
 //! The acceptor checks, before answering, that the claimed rank is in the address book and
 //! connects from that rank's IP, and that `to` is its own rank.
 //!
+//! **Ranks past the book** (version 2). The HELLO announces the dialer's span (one past the
+//! highest rank it knows) and the port it listens on (0: none announced). A launched rank that
+//! starts late holds only its peers file, while joiners were admitted past it; the joiner the
+//! tree made its parent must still get in. So an acceptor whose book lacks the claimed rank
+//! accepts it when it lies past the book's given ranks, below the announced span, and within
+//! a bound ([`PastBook`]: `join.max_per_view × 64` ranks, as far as the core's catch-up on an
+//! adoption notice believes a larger span), it announced a port, and it proves the key; its
+//! address (the connection's IP, the announced port) is then learned into the book
+//! (`AddressBook::learn`, in `lifeline-transport-common`). A stranger without
+//! the key learns nothing and adds nothing; one with it cannot grow the book past the bound.
+//! A version-1 HELLO is refused as [`HandshakeError::Version`] (counted in
+//! `handshakes_refused`, and in `handshakes_old_version`) before anything else is read.
+//!
 //! A process that is not a member yet (a joiner: it has no rank) opens its connection with
 //! the [join preamble](join) instead, on the same listener; the first four bytes tell which.
 //!
@@ -27,7 +41,7 @@
 //! that matters.
 
 use std::io;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 
 use lifeline_core::tree::Rank;
 use lifeline_core::Class;
@@ -36,10 +50,10 @@ use crate::key::ClusterKey;
 
 /// Handshake magic: "Lifeline TCP, format 1".
 pub const MAGIC: [u8; 4] = *b"LLT1";
-/// Handshake version.
-pub const VERSION: u8 = 1;
+/// Handshake version (2: the HELLO announces the dialer's span and listening port).
+pub const VERSION: u8 = 2;
 /// Length of HELLO.
-pub const HELLO_LEN: usize = 46;
+pub const HELLO_LEN: usize = 52;
 /// Length of CHALLENGE.
 pub const CHALLENGE_LEN: usize = 72;
 
@@ -98,9 +112,26 @@ pub enum HandshakeError {
     /// The peer did not finish in time.
     #[error("timed out")]
     Timeout,
-    /// Not a Lifeline TCP handshake (bad magic, version or class).
+    /// Not a Lifeline TCP handshake (bad magic or class).
     #[error("not a lifeline handshake")]
     Garbage,
+    /// A Lifeline TCP HELLO of another version than [`VERSION`] (an older build): refused,
+    /// nothing past its version byte read.
+    #[error("handshake version {0} is not supported (this build speaks version {VERSION})")]
+    Version(u8),
+    /// The claimed rank is past this node's address book and beyond what it may learn (not
+    /// below the span the dialer announced, no port announced, or past [`PastBook`]'s bound).
+    #[error(
+        "rank {rank} is past the address book and cannot be learned (span {span}, port {port})"
+    )]
+    PastBook {
+        /// The claimed rank.
+        rank: Rank,
+        /// The span the dialer announced.
+        span: u32,
+        /// The port the dialer announced.
+        port: u16,
+    },
     /// The claimed rank is not in the address book, is this node, or names another target.
     #[error("claimed rank {0} is unknown here")]
     UnknownRank(Rank),
@@ -143,14 +174,64 @@ pub struct Hello {
     pub to: Rank,
     /// The connection's traffic class.
     pub class: Class,
+    /// What the dialer announced about itself (version 2).
+    pub listen: Listen,
     nonce: [u8; 32],
+}
+
+/// What a HELLO announces about its dialer, so an acceptor whose book lacks it can learn it
+/// (see the module documentation).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Listen {
+    /// One past the highest rank the dialer knows (its address book's span); 0: not announced.
+    pub span: u32,
+    /// The port the dialer listens on, at the IP it connects from; 0: not announced.
+    pub port: u16,
+}
+
+/// The bound on ranks an acceptor learns from HELLOs: a rank past the book is learned only if
+/// it is at least `given` (one past the highest rank the book was given, not learned) and below
+/// `given + bound`, below the span it announced, and it announced a port.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PastBook {
+    /// One past the highest rank given to the book (learned ranks not counted).
+    pub given: u32,
+    /// How many ranks past `given` may be learned (`join.max_per_view × 64` in the adapter).
+    pub bound: u32,
+}
+
+impl PastBook {
+    /// The core's bound on a span caught up from an adoption notice, for `max_per_view`
+    /// (`join.max_per_view`): the adapter learns no rank the core would not take into its span.
+    pub fn bound_for(max_per_view: u32) -> u32 {
+        max_per_view.saturating_mul(64)
+    }
+
+    /// Whether `hello`'s dialer, absent from the book, may be learned: `Ok` or
+    /// [`HandshakeError::PastBook`].
+    pub fn check(&self, hello: &Hello) -> Result<(), HandshakeError> {
+        let r = hello.from.0;
+        let ok = r >= self.given
+            && u64::from(r) < u64::from(self.given) + u64::from(self.bound)
+            && r < hello.listen.span
+            && hello.listen.port != 0;
+        if ok {
+            Ok(())
+        } else {
+            Err(HandshakeError::PastBook {
+                rank: hello.from,
+                span: hello.listen.span,
+                port: hello.listen.port,
+            })
+        }
+    }
 }
 
 pub mod join;
 #[cfg(feature = "runtime")]
 pub(crate) mod stream;
 #[cfg(feature = "runtime")]
-pub use stream::{accept, accept_after_magic, dial, finish};
+pub use stream::{accept, accept_after_magic, dial, dial_announcing, finish};
 
 fn class_byte(c: Class) -> u8 {
     match c {
@@ -168,13 +249,16 @@ impl Hello {
         b[6..10].copy_from_slice(&self.from.0.to_be_bytes());
         b[10..14].copy_from_slice(&self.to.0.to_be_bytes());
         b[14..46].copy_from_slice(&self.nonce);
+        b[46..50].copy_from_slice(&self.listen.span.to_be_bytes());
+        b[50..52].copy_from_slice(&self.listen.port.to_be_bytes());
         b
     }
 
     fn decode(b: &[u8; HELLO_LEN]) -> Result<Self, HandshakeError> {
-        if b[..4] != MAGIC || b[4] != VERSION {
+        if b[..4] != MAGIC {
             return Err(HandshakeError::Garbage);
         }
+        check_version(b[4])?;
         let class = match b[5] {
             0 => Class::Control,
             1 => Class::Data,
@@ -187,8 +271,36 @@ impl Hello {
             from: Rank(u32_at(6)),
             to: Rank(u32_at(10)),
             class,
+            listen: Listen {
+                span: u32_at(46),
+                port: u16::from_be_bytes([b[50], b[51]]),
+            },
             nonce,
         })
+    }
+}
+
+impl Hello {
+    /// Where this HELLO's dialer listens, as an acceptor learns it: the connection's IP
+    /// `peer_ip` (an IPv4-mapped IPv6 address as IPv4: the dialer is checked against it, and
+    /// later dialled at it) and the announced port.
+    pub fn listen_addr(&self, peer_ip: IpAddr) -> SocketAddr {
+        let ip = match peer_ip {
+            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(peer_ip, IpAddr::V4),
+            v4 => v4,
+        };
+        SocketAddr::new(ip, self.listen.port)
+    }
+}
+
+/// Checks a HELLO's version byte (its fifth byte, after [`MAGIC`]): read it first, so a HELLO
+/// of another length (an older build's) is refused at once as [`HandshakeError::Version`]
+/// instead of waiting for bytes that never come.
+pub fn check_version(v: u8) -> Result<(), HandshakeError> {
+    if v == VERSION {
+        Ok(())
+    } else {
+        Err(HandshakeError::Version(v))
     }
 }
 
@@ -218,12 +330,27 @@ pub struct Dialer {
 }
 
 impl Dialer {
-    /// A handshake proving `key` as `me` to `to`, for a connection of `class`.
+    /// A handshake proving `key` as `me` to `to`, for a connection of `class`, announcing
+    /// nothing ([`Listen::default`]): an acceptor that lacks `me` in its book refuses it.
     pub fn new(key: &ClusterKey, me: Rank, to: Rank, class: Class, nonce: [u8; 32]) -> Self {
+        Self::announcing(key, me, to, class, Listen::default(), nonce)
+    }
+
+    /// [`Dialer::new`], announcing `listen` (this rank's span and listening port), so an
+    /// acceptor whose book lacks `me` can learn it.
+    pub fn announcing(
+        key: &ClusterKey,
+        me: Rank,
+        to: Rank,
+        class: Class,
+        listen: Listen,
+        nonce: [u8; 32],
+    ) -> Self {
         let hello = Hello {
             from: me,
             to,
             class,
+            listen,
             nonce,
         }
         .encode();
@@ -299,22 +426,22 @@ pub struct Acceptor {
 }
 
 impl Acceptor {
-    /// Checks a HELLO received by `me`: well formed, addressed to `me`, from another rank, and
-    /// `from_ok(claimed rank)` (the caller's address-book and source-IP check; its error is
-    /// returned as is). `nonce_a` must be fresh (random). Returns the state for the PROOF and
-    /// the CHALLENGE to send.
+    /// Checks a HELLO received by `me`: well formed, of this [`VERSION`], addressed to `me`,
+    /// from another rank, and `from_ok(&hello)` (the caller's address-book and source-IP check,
+    /// or for a rank past the book [`PastBook::check`]; its error is returned as is). `nonce_a`
+    /// must be fresh (random). Returns the state for the PROOF and the CHALLENGE to send.
     pub fn on_hello(
         key: &ClusterKey,
         me: Rank,
         raw: &[u8; HELLO_LEN],
         nonce_a: [u8; 32],
-        from_ok: impl FnOnce(Rank) -> Result<(), HandshakeError>,
+        from_ok: impl FnOnce(&Hello) -> Result<(), HandshakeError>,
     ) -> Result<(Self, [u8; CHALLENGE_LEN]), HandshakeError> {
         let hello = Hello::decode(raw)?;
         if hello.to != me || hello.from == me {
             return Err(HandshakeError::UnknownRank(hello.from));
         }
-        from_ok(hello.from)?;
+        from_ok(&hello)?;
         let mut ch = [0u8; CHALLENGE_LEN];
         ch[..4].copy_from_slice(&MAGIC);
         ch[4..8].copy_from_slice(&me.0.to_be_bytes());
@@ -393,8 +520,8 @@ mod steps_tests {
         let r = Acceptor::on_hello(&k, Rank(1), me.hello(), [2; 32], |_| Ok(()));
         assert!(matches!(r, Err(HandshakeError::UnknownRank(Rank(1)))));
         // The caller's check is returned as is.
-        let r = Acceptor::on_hello(&k, Rank(1), d.hello(), [2; 32], |r| {
-            Err(HandshakeError::UnknownRank(r))
+        let r = Acceptor::on_hello(&k, Rank(1), d.hello(), [2; 32], |h| {
+            Err(HandshakeError::UnknownRank(h.from))
         });
         assert!(matches!(r, Err(HandshakeError::UnknownRank(Rank(0)))));
         // Garbage, and a challenge from another rank than the one dialled.
@@ -408,6 +535,53 @@ mod steps_tests {
         ));
         ch[0] = b'X';
         assert!(matches!(d.on_challenge(&ch), Err(HandshakeError::Garbage)));
+    }
+
+    #[test]
+    fn the_past_book_bound_and_the_version_byte() {
+        let k = key(b"k");
+        let past = PastBook {
+            given: 10,
+            bound: 5,
+        };
+        let hello = |from: u32, span: u32, port: u16| {
+            let d = Dialer::announcing(
+                &k,
+                Rank(from),
+                Rank(1),
+                Class::Control,
+                Listen { span, port },
+                [3; 32],
+            );
+            Hello::decode(d.hello()).unwrap()
+        };
+        assert!(past.check(&hello(10, 11, 1)).is_ok());
+        assert!(past.check(&hello(14, 20, 1)).is_ok());
+        for (from, span, port) in [(9, 20, 1), (15, 20, 1), (12, 12, 1), (12, 13, 0)] {
+            assert!(
+                matches!(
+                    past.check(&hello(from, span, port)),
+                    Err(HandshakeError::PastBook { .. })
+                ),
+                "{from} {span} {port}"
+            );
+        }
+        // Near the top of the rank space: no overflow.
+        let top = PastBook {
+            given: u32::MAX - 1,
+            bound: u32::MAX,
+        };
+        assert!(top.check(&hello(u32::MAX - 1, u32::MAX, 1)).is_ok());
+        assert_eq!(PastBook::bound_for(1024), 65_536);
+        assert_eq!(PastBook::bound_for(u32::MAX), u32::MAX);
+        // Every version but this one is refused as such; the magic is checked first.
+        let mut raw = hello(10, 11, 1).encode();
+        for v in [0u8, 1, 3, 255] {
+            raw[4] = v;
+            assert!(matches!(Hello::decode(&raw), Err(HandshakeError::Version(x)) if x == v));
+        }
+        raw[0] = b'X';
+        assert!(matches!(Hello::decode(&raw), Err(HandshakeError::Garbage)));
     }
 
     #[test]

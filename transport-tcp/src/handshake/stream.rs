@@ -10,8 +10,8 @@ use lifeline_transport_common::AddressBook;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use super::{
-    decode_verdict, same_ip, Acceptor, Dialer, HandshakeError, Hello, Verdict, CHALLENGE_LEN,
-    HELLO_LEN,
+    check_version, decode_verdict, same_ip, Acceptor, Dialer, HandshakeError, Hello, Listen,
+    PastBook, Verdict, CHALLENGE_LEN, HELLO_LEN,
 };
 use crate::key::ClusterKey;
 
@@ -32,7 +32,20 @@ pub async fn dial<S: AsyncRead + AsyncWrite + Unpin>(
     to: Rank,
     class: Class,
 ) -> Result<(), HandshakeError> {
-    let d = Dialer::new(key, me, to, class, nonce()?);
+    dial_announcing(s, key, me, to, class, Listen::default()).await
+}
+
+/// [`dial`], announcing `listen` (this rank's span and listening port) in the HELLO, so an
+/// acceptor whose address book lacks `me` can learn it (see [the handshake](super)).
+pub async fn dial_announcing<S: AsyncRead + AsyncWrite + Unpin>(
+    s: &mut S,
+    key: &ClusterKey,
+    me: Rank,
+    to: Rank,
+    class: Class,
+    listen: Listen,
+) -> Result<(), HandshakeError> {
+    let d = Dialer::announcing(key, me, to, class, listen, nonce()?);
     s.write_all(d.hello()).await?;
     s.flush().await?;
     let mut ch = [0u8; CHALLENGE_LEN];
@@ -54,40 +67,49 @@ pub async fn dial<S: AsyncRead + AsyncWrite + Unpin>(
 }
 
 /// The acceptor's side, up to (not including) the RESULT byte: checks the dialer's claim
-/// against the address book and `peer_ip`, and its proof of the key. The caller decides the
-/// [`Verdict`] and writes it with [`finish`].
+/// against the address book and `peer_ip` (or, for a rank past the book, against `past`),
+/// and its proof of the key. The caller decides the [`Verdict`] and writes it with [`finish`];
+/// a dialer absent from `book` that passed is to be learned at [`Hello::listen_addr`].
 pub async fn accept<S: AsyncRead + AsyncWrite + Unpin>(
     s: &mut S,
     key: &ClusterKey,
     me: Rank,
     book: &AddressBook,
+    past: PastBook,
     peer_ip: IpAddr,
 ) -> Result<Hello, HandshakeError> {
     let mut magic = [0u8; 4];
     s.read_exact(&mut magic).await?;
-    accept_after_magic(s, magic, key, me, book, peer_ip).await
+    accept_after_magic(s, magic, key, me, book, past, peer_ip).await
 }
 
 /// [`accept`] once the listener has read the connection's first four bytes, `magic` (to tell
-/// a rank's HELLO from a [join preamble](super::join)).
+/// a rank's HELLO from a [join preamble](super::join)). The version byte is read and checked
+/// before the rest: another version is refused at once ([`HandshakeError::Version`]).
 pub async fn accept_after_magic<S: AsyncRead + AsyncWrite + Unpin>(
     s: &mut S,
     magic: [u8; 4],
     key: &ClusterKey,
     me: Rank,
     book: &AddressBook,
+    past: PastBook,
     peer_ip: IpAddr,
 ) -> Result<Hello, HandshakeError> {
     let mut raw = [0u8; HELLO_LEN];
     raw[..4].copy_from_slice(&magic);
-    s.read_exact(&mut raw[4..]).await?;
-    let from_ok = |from: Rank| {
-        let Some(addr) = book.get(from) else {
-            return Err(HandshakeError::UnknownRank(from));
+    if magic != super::MAGIC {
+        return Err(HandshakeError::Garbage);
+    }
+    s.read_exact(&mut raw[4..5]).await?;
+    check_version(raw[4])?;
+    s.read_exact(&mut raw[5..]).await?;
+    let from_ok = |h: &Hello| {
+        let Some(addr) = book.get(h.from) else {
+            return past.check(h);
         };
         if !same_ip(addr.ip(), peer_ip) {
             return Err(HandshakeError::AddressMismatch {
-                rank: from,
+                rank: h.from,
                 expected: addr.ip(),
                 got: peer_ip,
             });
