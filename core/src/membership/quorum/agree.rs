@@ -70,6 +70,20 @@ pub(in crate::membership) struct Quorum {
     pub(in crate::membership) stats: QuorumStats,
 }
 
+/// Takes the open phase out of `slot` if its votes hold a quorum, clearing the re-send timer
+/// (the phase is over); leaves both untouched otherwise.
+fn take_if_quorum<P>(
+    slot: &mut Option<P>,
+    retry: &mut Option<TimerToken>,
+    votes: impl Fn(&P) -> &Votes,
+) -> Option<P> {
+    if !slot.as_ref().is_some_and(|p| votes(p).has_quorum()) {
+        return None;
+    }
+    *retry = None;
+    slot.take()
+}
+
 impl Quorum {
     /// Fresh state for `me`: promised to the initial root's ballot, which rank 0 leads with.
     fn new(me: Rank) -> Self {
@@ -170,6 +184,14 @@ impl Membership {
             .collect()
     }
 
+    /// The members a re-sent phase message goes to: the acceptors that have not voted yet.
+    fn not_voted(ctx: &Ctx<'_>, skip: &[Rank], votes: &Votes) -> Vec<Rank> {
+        Self::acceptors(ctx, skip)
+            .into_iter()
+            .filter(|&r| !votes.has(r))
+            .collect()
+    }
+
     fn arm_retry(&mut self, ctx: &mut Ctx<'_>) {
         let me = ctx.me();
         // Two detector periods, plus up to 15 ms by rank so duelling candidates drift apart.
@@ -248,11 +270,9 @@ impl Membership {
     fn check_decided(&mut self, ctx: &mut Ctx<'_>) {
         let me = ctx.me();
         let q = self.quorum_mut(me);
-        if !q.proposing.as_ref().is_some_and(|p| p.votes.has_quorum()) {
+        let Some(p) = take_if_quorum(&mut q.proposing, &mut q.retry, |p| &p.votes) else {
             return;
-        }
-        let Some(p) = q.proposing.take() else { return };
-        q.retry = None;
+        };
         if !ctx.tree.view().is_some_and(|v| v.is_root()) {
             // The tree changed under the proposal (this rank is no longer root): the root
             // that now is re-announces.
@@ -266,6 +286,23 @@ impl Membership {
         });
         // Deaths gathered while the phase ran go in the next notice.
         self.schedule_announce(ctx);
+    }
+
+    /// A PROMISE or ACCEPT answering phase `open` (whether it answers the phase in progress):
+    /// whether it is a vote to count. A stale answer is counted as such; a refusal is counted
+    /// and makes this rank step down to the ballot the member promised.
+    fn answer_counts(&mut self, me: Rank, open: bool, ok: bool, promised: Ballot) -> bool {
+        let q = self.quorum_mut(me);
+        if !open {
+            q.stats.stale += 1;
+            return false;
+        }
+        if !ok {
+            q.stats.refused += 1;
+            self.step_down(me, promised);
+            return false;
+        }
+        true
     }
 
     /// Stops leading or preparing: a higher ballot than this rank's was seen. An open
@@ -395,15 +432,10 @@ impl Membership {
         let me = ctx.me();
         let q = self.quorum_mut(me);
         let open = q.preparing.as_ref().is_some_and(|p| p.ballot == m.ballot);
-        if !open {
-            q.stats.stale += 1;
+        if !self.answer_counts(me, open, m.ok, m.promised) {
             return;
         }
-        if !m.ok {
-            q.stats.refused += 1;
-            self.step_down(me, m.promised);
-            return;
-        }
+        let q = self.quorum_mut(me);
         if let Some(p) = q.preparing.as_mut() {
             p.votes.add(from);
             if let Some(a) = m.accepted {
@@ -433,11 +465,9 @@ impl Membership {
     fn check_elected(&mut self, ctx: &mut Ctx<'_>) {
         let me = ctx.me();
         let q = self.quorum_mut(me);
-        if !q.preparing.as_ref().is_some_and(|p| p.votes.has_quorum()) {
+        let Some(p) = take_if_quorum(&mut q.preparing, &mut q.retry, |p| &p.votes) else {
             return;
-        }
-        let Some(p) = q.preparing.take() else { return };
-        q.retry = None;
+        };
         q.leading = Some(p.ballot);
         q.stats.elected += 1;
         let agreed = self.agreed.epoch;
@@ -509,15 +539,10 @@ impl Membership {
             .proposing
             .as_ref()
             .is_some_and(|p| p.ballot == m.ballot && p.notice.epoch == m.epoch);
-        if !open {
-            q.stats.stale += 1;
+        if !self.answer_counts(me, open, m.ok, m.promised) {
             return;
         }
-        if !m.ok {
-            q.stats.refused += 1;
-            self.step_down(me, m.promised);
-            return;
-        }
+        let q = self.quorum_mut(me);
         if let Some(p) = q.proposing.as_mut() {
             p.votes.add(from);
         }
@@ -550,10 +575,7 @@ impl Membership {
                 epoch: agreed,
                 removed: p.removed.clone(),
             };
-            let to: Vec<Rank> = Self::acceptors(ctx, &m.removed)
-                .into_iter()
-                .filter(|&r| !p.votes.has(r))
-                .collect();
+            let to = Self::not_voted(ctx, &m.removed, &p.votes);
             ctx.send_all(to, m);
             self.arm_retry(ctx);
         } else if let Some(p) = &q.proposing {
@@ -563,10 +585,7 @@ impl Membership {
                 epoch: p.notice.epoch,
                 removed: p.notice.failed.clone(),
             };
-            let to: Vec<Rank> = Self::acceptors(ctx, &m.removed)
-                .into_iter()
-                .filter(|&r| !p.votes.has(r))
-                .collect();
+            let to = Self::not_voted(ctx, &m.removed, &p.votes);
             ctx.send_all(to, m);
             self.arm_retry(ctx);
         } else if q.leading.is_none() {
