@@ -150,8 +150,12 @@ impl Membership {
             .map_or(Rank(0), |q| q.acceptor.promised.rank)
     }
 
-    /// The weights of the previous view: the ranks no applied notice removed (less those that
-    /// never checked in); its root is the first candidate of that view.
+    /// The weights of the previous view: its admitted members, i.e. the ranks no applied notice
+    /// removed, less those still pending start-up (not admitted by a check-in notice applied
+    /// here); its root is the first candidate of that view. Before any rank is admitted (no
+    /// check-in notice applied yet: the coordinator that would admit them never started, or
+    /// was lost first) the launch itself is the view: every expected rank not removed counts,
+    /// so the ranks that did start can still remove the ones that did not.
     fn prior_weights(&self, ctx: &Ctx<'_>) -> Weights {
         let layout = ctx.tree.layout();
         let removed = self
@@ -169,9 +173,11 @@ impl Membership {
             .map(Rank)
             .filter(|&r| self.is_pending(r) && !self.agreed.removed.contains(r))
             .count();
+        let expected = u64::from(layout.span()).saturating_sub(removed as u64);
+        let admitted = expected.saturating_sub(pending as u64);
         Weights {
             root,
-            members: u64::from(layout.span()).saturating_sub((removed + pending) as u64),
+            members: if admitted == 0 { expected } else { admitted },
         }
     }
 
