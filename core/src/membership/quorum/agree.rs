@@ -21,7 +21,8 @@ use super::{candidates, Accepted, Acceptor, Ballot, Votes, Weights};
 use super::{AcceptMsg, PrepareMsg, PromiseMsg, ProposeMsg, QuorumStats};
 use crate::machine::{Ctx, Effect};
 use crate::membership::{
-    AlertEntry, AlertMsg, GlobalFailureMsg, Membership, MembershipTimer, Pending, RemovalCause,
+    AlertEntry, AlertMsg, GlobalFailureMsg, Membership, MembershipTimer, Owed, Pending,
+    RemovalCause, RemovedMsg,
 };
 use crate::time::{Duration, Instant};
 use crate::timer::TimerToken;
@@ -63,6 +64,9 @@ pub(in crate::membership) struct Quorum {
     reproposal: Option<Accepted>,
     /// The re-send timer of the open phase.
     retry: Option<TimerToken>,
+    /// Root: removal decisions made here and not yet flooded (quorum on), released once a
+    /// phase 2 covering their ranks is decided.
+    held: Vec<RemovedMsg>,
     /// Coordinator: its removals on evidence within `membership.majority_window` (when, how
     /// many), for the majority guard (kept here, with the other coordinator state, so a node
     /// that never coordinates carries none of it inline).
@@ -95,6 +99,7 @@ impl Quorum {
             proposing: None,
             reproposal: None,
             retry: None,
+            held: Vec::new(),
             recent_removals: Vec::new(),
             stats: QuorumStats::default(),
         }
@@ -286,10 +291,22 @@ impl Membership {
             return;
         }
         q.stats.decided += 1;
+        // Decisions whose ranks this epoch (or an earlier one) carries have their quorum now.
+        let held = std::mem::take(&mut q.held);
+        let (ready, wait): (Vec<RemovedMsg>, Vec<RemovedMsg>) = held.into_iter().partition(|m| {
+            m.ranks
+                .iter()
+                .all(|r| p.notice.failed.contains(r) || self.agreed.removed.contains(*r))
+        });
+        self.quorum_mut(me).held = wait;
         ctx.effect(Effect::RootBroadcast {
             tag: xcast::TAG_FAILURE_NOTICE,
             payload: p.notice.to_payload(),
         });
+        // The ranks are dead here since the decision (the repair is done): flooded now.
+        for m in ready {
+            self.flood_removed(ctx, m, None);
+        }
         // Deaths gathered while the phase ran go in the next notice.
         self.schedule_announce(ctx);
     }
@@ -328,6 +345,8 @@ impl Membership {
         q.stats.stepped_down += 1;
         q.leading = None;
         q.preparing = None;
+        q.stats.removals_dropped += q.held.len() as u64;
+        q.held.clear();
         if let Some(p) = q.proposing.take() {
             for r in &p.notice.failed {
                 self.announced.remove(*r);
@@ -497,6 +516,10 @@ impl Membership {
             self.reports.remove(s);
         }
         let decision = self.remove(ctx, cut, RemovalCause::Unresponsive);
+        // A promise quorum backs this cut: flooded after the repair, as without quorum.
+        let held = std::mem::take(&mut self.quorum_mut(me).held);
+        self.repairs
+            .extend(held.into_iter().map(|m| Owed::Flood(m, None)));
         let promisers: Vec<Rank> = p.votes.voters().filter(|&r| r != me).collect();
         ctx.send_all(promisers, decision);
     }
@@ -606,6 +629,34 @@ impl Membership {
         let mut c = candidates(ctx.tree.layout(), ctx.tree.dead(), n + 2);
         c.retain(|&r| r != subject);
         c.into_iter().skip(1).take(n).collect()
+    }
+
+    /// Root, quorum on: a removal decision made here waits for its accept quorum before it is
+    /// flooded (a root cut off with a minority floods nothing; the ranks are dead in its own
+    /// tree only).
+    pub(in crate::membership) fn hold_flood(&mut self, me: Rank, m: RemovedMsg) {
+        let q = self.quorum_mut(me);
+        q.stats.removals_held += 1;
+        q.held.push(m);
+    }
+
+    /// Member, quorum on: whether a removal decision from `coordinator` must be ignored: this
+    /// rank promised an elected leader's ballot (round past the initial one) and `coordinator`
+    /// is not that leader (a deposed root, or one cut off with a minority). Counted.
+    pub(in crate::membership) fn removal_from_deposed(
+        &mut self,
+        ctx: &Ctx<'_>,
+        coordinator: Rank,
+    ) -> bool {
+        let Some(q) = self.quorum.as_mut() else {
+            return false;
+        };
+        let p = q.acceptor.promised;
+        if p.round == 0 || p.rank == coordinator || coordinator == ctx.me() {
+            return false;
+        }
+        q.stats.removals_ignored += 1;
+        true
     }
 
     /// Whether this rank is a backup candidate for evidence about `subject`.
