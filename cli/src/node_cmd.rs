@@ -150,6 +150,20 @@ pub(crate) enum NodeTransport {
     TcpRdma,
 }
 
+/// How a node's view changes are agreed (`membership.quorum`; every node of a cluster must
+/// agree).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum QuorumMode {
+    /// A view change is decided by members holding more than half of the previous view's
+    /// weight; a candidate behind a lost root takes over by ballots; a side without a majority
+    /// decides nothing (`docs/quorum.md`).
+    #[default]
+    Majority,
+    /// The root decides alone, under the majority guard only (the earlier behaviour: a root
+    /// cut off with a minority stalls everyone).
+    None,
+}
+
 /// Where a node learns its rank and its peers without a peers file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub(crate) enum BootstrapKind {
@@ -320,6 +334,10 @@ pub(crate) struct NodeArgs {
     /// failures; every node of a cluster must agree).
     #[arg(long)]
     no_detect: bool,
+    /// How view changes are agreed: `majority` (quorum views, the default) or `none` (the
+    /// root alone). Every node of a cluster must agree.
+    #[arg(long, value_enum, default_value_t = QuorumMode::Majority)]
+    quorum: QuorumMode,
 }
 
 /// How long an evicted node waits for the core's `Evicted` event after its own slot left its
@@ -685,6 +703,7 @@ pub(crate) fn run(args: &NodeArgs) -> Result<(), CliError> {
         // started yet (a launcher spreads starts over seconds), it is not suspected.
         config.detect.startup_grace = Duration::from_millis(args.startup_grace_ms).into();
         config.membership.check_in = !args.no_check_in;
+        config.membership.quorum = args.quorum == QuorumMode::Majority;
         config.membership.startup_timeout =
             Duration::from_millis(args.startup_timeout_ms.unwrap_or(args.startup_grace_ms)).into();
         config.join.batch = Duration::from_millis(args.join_batch_ms).into();

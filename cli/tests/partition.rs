@@ -12,10 +12,9 @@
 //! report's sides is filled, and `pass` is false whenever a partition check failed. The
 //! outcome issue #23 asks for (the majority continues within 1 s, the minority decides
 //! nothing, no majority rank removed, the minority told and exiting with status 3 after the
-//! heal) needs quorum failover (#23 item 1) when the minority holds the root, which main does
-//! not have: that test is `#[ignore]`d with that reason (on main today the majority does not
-//! continue, and after the heal the root removes six of its ranks: see `docs/partitions.md`).
-//! The root alone cut off is handled as a crash on main, and is tested as such.
+//! heal) needs quorum failover (#23 item 1) when the minority holds the root: the nodes run
+//! `--quorum majority` by default (`docs/quorum.md`), and `majority_continues_and_minority_is_fenced`
+//! asserts it. The root alone cut off is tested as well (the other 15 take over).
 #![cfg(target_os = "linux")]
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -338,7 +337,6 @@ fn partition_is_cut_and_measured() {
 /// RELM among its members), the minority decides nothing, no majority rank is removed, and
 /// after the heal every minority rank is told and exits with status 3.
 #[test]
-#[ignore = "needs quorum failover (#23 item 1)"]
 fn majority_continues_and_minority_is_fenced() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     if !can_run("majority_continues_and_minority_is_fenced") {

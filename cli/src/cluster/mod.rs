@@ -289,6 +289,10 @@ pub(crate) struct ClusterArgs {
     /// TCP's link timeout is then their only failure detector, and no eviction is expected.
     #[arg(long)]
     no_detect: bool,
+    /// Every node's `--quorum`: `majority` (quorum views, the default) or `none` (the root
+    /// decides alone).
+    #[arg(long, value_enum, default_value_t = crate::node_cmd::QuorumMode::Majority)]
+    quorum: crate::node_cmd::QuorumMode,
     /// Xcasts started per second (round-robin over live origins).
     #[arg(long, default_value_t = 50)]
     rate: u32,

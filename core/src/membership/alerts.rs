@@ -235,6 +235,11 @@ impl Membership {
         if !ctx.tree.view().is_some_and(|v| v.is_root()) || !ctx.tree.layout().contains(subject) {
             return;
         }
+        // Quorum on: only a removal an agreed epoch carries is flooded again (an undecided
+        // one waits for its accept quorum, `quorum/agree.rs`).
+        if Self::quorum_on(ctx) && !self.agreed.removed.contains(subject) {
+            return;
+        }
         // No entry: learned dead longer ago than `dead_since` keeps (past the grace).
         let period = ctx.cfg.detect.period.as_nanos();
         if let Some(since) = self.dead_since.learned(subject) {

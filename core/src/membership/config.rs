@@ -86,9 +86,11 @@ pub struct MembershipConfig {
     pub shrink_max_pending: u32,
     /// Quorum views (`membership.quorum`): `true` ("majority") decides every failure notice
     /// with members holding more than half of the previous view's weight (members 2, the root
-    /// 3) and lets a candidate behind a lost root take over by ballots; `false` ("none", the
-    /// default until the start-up, elastic and swarm scenarios pass with it on) is the earlier
-    /// behaviour: the root decides alone, under the majority guard only.
+    /// 3) and lets a candidate behind a lost root take over by ballots (`lifeline node` and
+    /// `lifeline cluster` turn it on unless given `--quorum none`); `false` ("none", the core's
+    /// default until the membership swarm's silent-detection p99 bound holds with it on:
+    /// docs/quorum.md) is the earlier behaviour: the root decides alone, under the majority
+    /// guard only.
     pub quorum: bool,
     /// How many candidates behind a subject's coordinator get its evidence straight (quorum
     /// on): the failover reaches past that many candidates lost together. At least 1.

@@ -580,9 +580,14 @@ impl Membership {
             ranks,
         };
         self.seen_decisions.insert(m.coordinator, m.seq);
-        // Flooded after the repair (the ranks are alive here, so their deaths change the
-        // members and `on_members_change` follows).
-        self.repairs.push(Owed::Flood(m.clone(), None));
+        if Self::quorum_on(ctx) {
+            // Quorum on: flooded once an accept (or promise) quorum backs it.
+            self.hold_flood(ctx.me(), m.clone());
+        } else {
+            // Flooded after the repair (the ranks are alive here, so their deaths change the
+            // members and `on_members_change` follows).
+            self.repairs.push(Owed::Flood(m.clone(), None));
+        }
         m
     }
 
@@ -701,6 +706,9 @@ impl Membership {
             || (Self::quorum_on(ctx) && from == m.coordinator && from == self.promised_leader());
         if !is_neighbour || !ctx.tree.layout().contains(m.coordinator) {
             ctx.stats.membership.stale += 1;
+            return;
+        }
+        if Self::quorum_on(ctx) && self.removal_from_deposed(ctx, m.coordinator) {
             return;
         }
         let seen = self.seen_decisions.entry(m.coordinator).or_insert(0);

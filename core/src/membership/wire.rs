@@ -9,14 +9,21 @@ use crate::join::{JoinAnswerMsg, JoinForwardMsg};
 use crate::tree::Rank;
 use crate::wire::{Codec, DecodeError, Limits, Reader};
 
-fn put_ranks(buf: &mut impl BufMut, v: &[Rank]) {
+/// Encodes a rank list: a `u32` count, then each rank as a `u32` (shared by every membership
+/// message that carries ranks, agreement messages included).
+pub(in crate::membership) fn put_ranks(buf: &mut impl BufMut, v: &[Rank]) {
     buf.put_u32(v.len() as u32);
     for r in v {
         buf.put_u32(r.0);
     }
 }
 
-fn get_ranks(r: &mut Reader, limits: &Limits) -> Result<Vec<Rank>, DecodeError> {
+/// Decodes a rank list written by [`put_ranks`]; the count is checked against the bytes left
+/// and `limits.max_list` before anything is read.
+pub(in crate::membership) fn get_ranks(
+    r: &mut Reader,
+    limits: &Limits,
+) -> Result<Vec<Rank>, DecodeError> {
     let n = r.count(4, limits.max_list)?;
     (0..n).map(|_| r.rank()).collect()
 }

@@ -21,7 +21,8 @@ use super::{candidates, Accepted, Acceptor, Ballot, Votes, Weights};
 use super::{AcceptMsg, PrepareMsg, PromiseMsg, ProposeMsg, QuorumStats};
 use crate::machine::{Ctx, Effect};
 use crate::membership::{
-    AlertEntry, AlertMsg, GlobalFailureMsg, Membership, MembershipTimer, Pending, RemovalCause,
+    AlertEntry, AlertMsg, GlobalFailureMsg, Membership, MembershipTimer, Owed, Pending,
+    RemovalCause, RemovedMsg,
 };
 use crate::time::{Duration, Instant};
 use crate::timer::TimerToken;
@@ -63,11 +64,28 @@ pub(in crate::membership) struct Quorum {
     reproposal: Option<Accepted>,
     /// The re-send timer of the open phase.
     retry: Option<TimerToken>,
+    /// Root: removal decisions made here and not yet flooded (quorum on), released once a
+    /// phase 2 covering their ranks is decided.
+    held: Vec<RemovedMsg>,
     /// Coordinator: its removals on evidence within `membership.majority_window` (when, how
     /// many), for the majority guard (kept here, with the other coordinator state, so a node
     /// that never coordinates carries none of it inline).
     recent_removals: Vec<(Instant, usize)>,
     pub(in crate::membership) stats: QuorumStats,
+}
+
+/// Takes the open phase out of `slot` if its votes hold a quorum, clearing the re-send timer
+/// (the phase is over); leaves both untouched otherwise.
+fn take_if_quorum<P>(
+    slot: &mut Option<P>,
+    retry: &mut Option<TimerToken>,
+    votes: impl Fn(&P) -> &Votes,
+) -> Option<P> {
+    if !slot.as_ref().is_some_and(|p| votes(p).has_quorum()) {
+        return None;
+    }
+    *retry = None;
+    slot.take()
 }
 
 impl Quorum {
@@ -81,6 +99,7 @@ impl Quorum {
             proposing: None,
             reproposal: None,
             retry: None,
+            held: Vec::new(),
             recent_removals: Vec::new(),
             stats: QuorumStats::default(),
         }
@@ -136,8 +155,12 @@ impl Membership {
             .map_or(Rank(0), |q| q.acceptor.promised.rank)
     }
 
-    /// The weights of the previous view: the ranks no applied notice removed (less those that
-    /// never checked in); its root is the first candidate of that view.
+    /// The weights of the previous view: its admitted members, i.e. the ranks no applied notice
+    /// removed, less those still pending start-up (not admitted by a check-in notice applied
+    /// here); its root is the first candidate of that view. Before any rank is admitted (no
+    /// check-in notice applied yet: the coordinator that would admit them never started, or
+    /// was lost first) the launch itself is the view: every expected rank not removed counts,
+    /// so the ranks that did start can still remove the ones that did not.
     fn prior_weights(&self, ctx: &Ctx<'_>) -> Weights {
         let layout = ctx.tree.layout();
         let removed = self
@@ -155,9 +178,11 @@ impl Membership {
             .map(Rank)
             .filter(|&r| self.is_pending(r) && !self.agreed.removed.contains(r))
             .count();
+        let expected = u64::from(layout.span()).saturating_sub(removed as u64);
+        let admitted = expected.saturating_sub(pending as u64);
         Weights {
             root,
-            members: u64::from(layout.span()).saturating_sub((removed + pending) as u64),
+            members: if admitted == 0 { expected } else { admitted },
         }
     }
 
@@ -167,6 +192,14 @@ impl Membership {
         (0..ctx.tree.layout().span())
             .map(Rank)
             .filter(|&r| r != me && ctx.tree.is_alive(r) && !skip.contains(&r))
+            .collect()
+    }
+
+    /// The members a re-sent phase message goes to: the acceptors that have not voted yet.
+    fn not_voted(ctx: &Ctx<'_>, skip: &[Rank], votes: &Votes) -> Vec<Rank> {
+        Self::acceptors(ctx, skip)
+            .into_iter()
+            .filter(|&r| !votes.has(r))
             .collect()
     }
 
@@ -248,11 +281,9 @@ impl Membership {
     fn check_decided(&mut self, ctx: &mut Ctx<'_>) {
         let me = ctx.me();
         let q = self.quorum_mut(me);
-        if !q.proposing.as_ref().is_some_and(|p| p.votes.has_quorum()) {
+        let Some(p) = take_if_quorum(&mut q.proposing, &mut q.retry, |p| &p.votes) else {
             return;
-        }
-        let Some(p) = q.proposing.take() else { return };
-        q.retry = None;
+        };
         if !ctx.tree.view().is_some_and(|v| v.is_root()) {
             // The tree changed under the proposal (this rank is no longer root): the root
             // that now is re-announces.
@@ -260,12 +291,41 @@ impl Membership {
             return;
         }
         q.stats.decided += 1;
+        // Decisions whose ranks this epoch (or an earlier one) carries have their quorum now.
+        let held = std::mem::take(&mut q.held);
+        let (ready, wait): (Vec<RemovedMsg>, Vec<RemovedMsg>) = held.into_iter().partition(|m| {
+            m.ranks
+                .iter()
+                .all(|r| p.notice.failed.contains(r) || self.agreed.removed.contains(*r))
+        });
+        self.quorum_mut(me).held = wait;
         ctx.effect(Effect::RootBroadcast {
             tag: xcast::TAG_FAILURE_NOTICE,
             payload: p.notice.to_payload(),
         });
+        // The ranks are dead here since the decision (the repair is done): flooded now.
+        for m in ready {
+            self.flood_removed(ctx, m, None);
+        }
         // Deaths gathered while the phase ran go in the next notice.
         self.schedule_announce(ctx);
+    }
+
+    /// A PROMISE or ACCEPT answering phase `open` (whether it answers the phase in progress):
+    /// whether it is a vote to count. A stale answer is counted as such; a refusal is counted
+    /// and makes this rank step down to the ballot the member promised.
+    fn answer_counts(&mut self, me: Rank, open: bool, ok: bool, promised: Ballot) -> bool {
+        let q = self.quorum_mut(me);
+        if !open {
+            q.stats.stale += 1;
+            return false;
+        }
+        if !ok {
+            q.stats.refused += 1;
+            self.step_down(me, promised);
+            return false;
+        }
+        true
     }
 
     /// Stops leading or preparing: a higher ballot than this rank's was seen. An open
@@ -285,6 +345,8 @@ impl Membership {
         q.stats.stepped_down += 1;
         q.leading = None;
         q.preparing = None;
+        q.stats.removals_dropped += q.held.len() as u64;
+        q.held.clear();
         if let Some(p) = q.proposing.take() {
             for r in &p.notice.failed {
                 self.announced.remove(*r);
@@ -395,15 +457,10 @@ impl Membership {
         let me = ctx.me();
         let q = self.quorum_mut(me);
         let open = q.preparing.as_ref().is_some_and(|p| p.ballot == m.ballot);
-        if !open {
-            q.stats.stale += 1;
+        if !self.answer_counts(me, open, m.ok, m.promised) {
             return;
         }
-        if !m.ok {
-            q.stats.refused += 1;
-            self.step_down(me, m.promised);
-            return;
-        }
+        let q = self.quorum_mut(me);
         if let Some(p) = q.preparing.as_mut() {
             p.votes.add(from);
             if let Some(a) = m.accepted {
@@ -433,11 +490,9 @@ impl Membership {
     fn check_elected(&mut self, ctx: &mut Ctx<'_>) {
         let me = ctx.me();
         let q = self.quorum_mut(me);
-        if !q.preparing.as_ref().is_some_and(|p| p.votes.has_quorum()) {
+        let Some(p) = take_if_quorum(&mut q.preparing, &mut q.retry, |p| &p.votes) else {
             return;
-        }
-        let Some(p) = q.preparing.take() else { return };
-        q.retry = None;
+        };
         q.leading = Some(p.ballot);
         q.stats.elected += 1;
         let agreed = self.agreed.epoch;
@@ -461,6 +516,10 @@ impl Membership {
             self.reports.remove(s);
         }
         let decision = self.remove(ctx, cut, RemovalCause::Unresponsive);
+        // A promise quorum backs this cut: flooded after the repair, as without quorum.
+        let held = std::mem::take(&mut self.quorum_mut(me).held);
+        self.repairs
+            .extend(held.into_iter().map(|m| Owed::Flood(m, None)));
         let promisers: Vec<Rank> = p.votes.voters().filter(|&r| r != me).collect();
         ctx.send_all(promisers, decision);
     }
@@ -509,15 +568,10 @@ impl Membership {
             .proposing
             .as_ref()
             .is_some_and(|p| p.ballot == m.ballot && p.notice.epoch == m.epoch);
-        if !open {
-            q.stats.stale += 1;
+        if !self.answer_counts(me, open, m.ok, m.promised) {
             return;
         }
-        if !m.ok {
-            q.stats.refused += 1;
-            self.step_down(me, m.promised);
-            return;
-        }
+        let q = self.quorum_mut(me);
         if let Some(p) = q.proposing.as_mut() {
             p.votes.add(from);
         }
@@ -550,10 +604,7 @@ impl Membership {
                 epoch: agreed,
                 removed: p.removed.clone(),
             };
-            let to: Vec<Rank> = Self::acceptors(ctx, &m.removed)
-                .into_iter()
-                .filter(|&r| !p.votes.has(r))
-                .collect();
+            let to = Self::not_voted(ctx, &m.removed, &p.votes);
             ctx.send_all(to, m);
             self.arm_retry(ctx);
         } else if let Some(p) = &q.proposing {
@@ -563,10 +614,7 @@ impl Membership {
                 epoch: p.notice.epoch,
                 removed: p.notice.failed.clone(),
             };
-            let to: Vec<Rank> = Self::acceptors(ctx, &m.removed)
-                .into_iter()
-                .filter(|&r| !p.votes.has(r))
-                .collect();
+            let to = Self::not_voted(ctx, &m.removed, &p.votes);
             ctx.send_all(to, m);
             self.arm_retry(ctx);
         } else if q.leading.is_none() {
@@ -581,6 +629,34 @@ impl Membership {
         let mut c = candidates(ctx.tree.layout(), ctx.tree.dead(), n + 2);
         c.retain(|&r| r != subject);
         c.into_iter().skip(1).take(n).collect()
+    }
+
+    /// Root, quorum on: a removal decision made here waits for its accept quorum before it is
+    /// flooded (a root cut off with a minority floods nothing; the ranks are dead in its own
+    /// tree only).
+    pub(in crate::membership) fn hold_flood(&mut self, me: Rank, m: RemovedMsg) {
+        let q = self.quorum_mut(me);
+        q.stats.removals_held += 1;
+        q.held.push(m);
+    }
+
+    /// Member, quorum on: whether a removal decision from `coordinator` must be ignored: this
+    /// rank promised an elected leader's ballot (round past the initial one) and `coordinator`
+    /// is not that leader (a deposed root, or one cut off with a minority). Counted.
+    pub(in crate::membership) fn removal_from_deposed(
+        &mut self,
+        ctx: &Ctx<'_>,
+        coordinator: Rank,
+    ) -> bool {
+        let Some(q) = self.quorum.as_mut() else {
+            return false;
+        };
+        let p = q.acceptor.promised;
+        if p.round == 0 || p.rank == coordinator || coordinator == ctx.me() {
+            return false;
+        }
+        q.stats.removals_ignored += 1;
+        true
     }
 
     /// Whether this rank is a backup candidate for evidence about `subject`.

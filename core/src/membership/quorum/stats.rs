@@ -32,4 +32,12 @@ pub struct QuorumStats {
     pub stale: u64,
     /// Evidence about a candidate sent straight to the candidates behind it.
     pub candidate_alerts_out: u64,
+    /// Removal decisions this root made and held back from the flood until a phase 2 covering
+    /// their ranks reached an accept quorum (a root without one floods nothing).
+    pub removals_held: u64,
+    /// Held removal decisions dropped unflooded: this root stepped down first.
+    pub removals_dropped: u64,
+    /// Removal decisions received from a coordinator other than the leader whose ballot this
+    /// rank promised after an election (a deposed or cut-off root): ignored.
+    pub removals_ignored: u64,
 }

@@ -184,7 +184,10 @@ fn the_acceptor_promises_higher_and_refuses_lower() {
 #[test]
 fn quorum_backups_are_validated() {
     let mut c = crate::membership::MembershipConfig::default();
-    assert!(!c.quorum, "off by default");
+    assert!(
+        !c.quorum,
+        "off by default in the core (the CLI turns it on)"
+    );
     assert!(c.validate().is_ok());
     c.quorum_backups = 0;
     assert!(c.validate().is_err());
@@ -192,4 +195,152 @@ fn quorum_backups_are_validated() {
     assert!(c.validate().is_err());
     c.quorum_backups = 64;
     assert!(c.validate().is_ok());
+}
+
+/// Node-level: the removal fast path under quorum (`removed_at_root_*`, `removal_from_*`).
+mod fast_path {
+    use crate::membership::{AlertEntry, AlertMsg, MembershipMsg, RemovalCause, RemovedMsg};
+    use crate::time::{Duration, Instant};
+    use crate::tree::Rank;
+    use crate::wire::Message;
+
+    use super::super::{AcceptMsg, Ballot, PrepareMsg, ProposeMsg};
+
+    fn ms(x: u64) -> Instant {
+        Instant::ZERO + Duration::from_millis(x)
+    }
+
+    fn cfg() -> crate::Config {
+        let mut cfg = crate::Config::new(64, 4);
+        cfg.detect.enabled = true;
+        cfg.membership.quorum = true;
+        cfg
+    }
+
+    /// Drains `n`'s frames, decoded.
+    fn sent(n: &mut crate::Node) -> Vec<(Rank, Message)> {
+        let limits = cfg().limits();
+        let mut v = Vec::new();
+        while let Some(t) = n.poll_transmit() {
+            if let Ok(m) = Message::decode(t.frame, &limits) {
+                v.push((t.to, m));
+            }
+        }
+        while n.poll_event().is_some() {}
+        v
+    }
+
+    fn removals(v: &[(Rank, Message)]) -> usize {
+        v.iter()
+            .filter(|(_, m)| matches!(m, Message::Membership(MembershipMsg::Removed(_))))
+            .count()
+    }
+
+    /// The root removes a subject on stable evidence: it floods nothing until members holding
+    /// more than half the view's weight accepted the epoch that carries it (a root cut off
+    /// with a minority never gets there), then floods the decision.
+    #[test]
+    fn removed_at_root_is_flooded_only_after_its_accept_quorum() {
+        let c = cfg();
+        let d = c.detect.clone();
+        let mut n = crate::Node::new(c, Rank(0), 1, Instant::ZERO).unwrap();
+        let _ = sent(&mut n);
+        let (subject, obs) = (1..64)
+            .map(Rank)
+            .map(|s| {
+                let rings =
+                    crate::detect::rings::Rings::compute_for(n.tree(), s, d.ring_seed, d.observers);
+                (s, rings.observers.into_iter().collect::<Vec<_>>())
+            })
+            .find(|(_, o)| o.len() == 8 && !o.contains(&Rank(0)))
+            .unwrap();
+        let alert = Message::from(AlertMsg {
+            hops: 0,
+            entries: vec![AlertEntry {
+                subject,
+                incarnation: 0,
+                down: true,
+                observers: obs.clone(),
+            }],
+        })
+        .encode();
+        n.handle_frame(ms(1_000), obs[0], alert);
+        n.handle_timeout(ms(1_060));
+        let out = sent(&mut n);
+        assert!(n.tree().dead().contains(subject), "removed locally");
+        assert_eq!(removals(&out), 0, "flooded before any accept");
+        let proposal = out
+            .iter()
+            .find_map(|(_, m)| match m {
+                Message::Membership(MembershipMsg::Propose(p)) => Some(p.clone()),
+                _ => None,
+            })
+            .expect("a PROPOSE");
+        assert_eq!(proposal.removed, [subject]);
+        // 63 members left: total weight 2·63+1 = 127; the root (3) and 30 members (60) make
+        // 63, not a quorum; one more makes 65.
+        let voters: Vec<Rank> = (1..64).map(Rank).filter(|&r| r != subject).collect();
+        let accept = |p: &ProposeMsg| {
+            Message::from(AcceptMsg {
+                ballot: p.ballot,
+                epoch: p.epoch,
+                ok: true,
+                promised: p.ballot,
+            })
+            .encode()
+        };
+        for &r in &voters[..30] {
+            n.handle_frame(ms(1_070), r, accept(&proposal));
+        }
+        assert_eq!(removals(&sent(&mut n)), 0, "flooded short of a quorum");
+        assert_eq!(n.quorum_stats().removals_held, 1);
+        n.handle_frame(ms(1_071), voters[30], accept(&proposal));
+        assert!(removals(&sent(&mut n)) > 0, "not flooded at the quorum");
+    }
+
+    /// A member that promised an elected candidate's ballot ignores (and counts) removals
+    /// flooded by the root it replaced; without that promise the same decision is applied.
+    #[test]
+    fn removal_from_a_deposed_root_is_ignored_after_a_promise() {
+        let me = Rank(1);
+        for promised in [false, true] {
+            let mut n = crate::Node::new(cfg(), me, 1, Instant::ZERO).unwrap();
+            let _ = sent(&mut n);
+            assert_eq!(n.tree().view().unwrap().parent(), Some(Rank(0)));
+            let candidate = Rank(16);
+            let victim = Rank(40);
+            if promised {
+                let p = Message::from(PrepareMsg {
+                    ballot: Ballot {
+                        round: 1,
+                        rank: candidate,
+                    },
+                    epoch: 0,
+                    removed: vec![Rank(0)],
+                })
+                .encode();
+                n.handle_frame(ms(100), candidate, p);
+                let _ = sent(&mut n);
+            }
+            let r = Message::from(RemovedMsg {
+                coordinator: Rank(0),
+                seq: 1,
+                cause: RemovalCause::Unresponsive,
+                ranks: vec![victim],
+            })
+            .encode();
+            n.handle_frame(ms(200), Rank(0), r);
+            let _ = sent(&mut n);
+            assert_eq!(
+                n.tree().dead().contains(victim),
+                !promised,
+                "promised {promised}"
+            );
+            assert_eq!(
+                n.quorum_stats().removals_ignored,
+                u64::from(promised),
+                "promised {promised}"
+            );
+        }
+    }
 }

@@ -5,6 +5,7 @@
 use bytes::BufMut;
 
 use super::{Accepted, Ballot};
+use crate::membership::wire::{get_ranks, put_ranks};
 use crate::tree::Rank;
 use crate::wire::{Codec, DecodeError, Limits, Reader};
 
@@ -20,16 +21,24 @@ fn get_ballot(r: &mut Reader) -> Result<Ballot, DecodeError> {
     })
 }
 
-fn put_ranks(buf: &mut impl BufMut, v: &[Rank]) {
-    buf.put_u32(v.len() as u32);
-    for r in v {
-        buf.put_u32(r.0);
-    }
+/// The `(ballot, epoch, ranks)` triple PREPARE, PROPOSE and a promise's accepted value share:
+/// 12 + 8 + 4 + 4·n bytes.
+fn triple_len(removed: &[Rank]) -> usize {
+    12 + 8 + 4 + 4 * removed.len()
 }
 
-fn get_ranks(r: &mut Reader, limits: &Limits) -> Result<Vec<Rank>, DecodeError> {
-    let n = r.count(4, limits.max_list)?;
-    (0..n).map(|_| r.rank()).collect()
+fn put_triple(buf: &mut impl BufMut, b: Ballot, epoch: u64, removed: &[Rank]) {
+    put_ballot(buf, b);
+    buf.put_u64(epoch);
+    put_ranks(buf, removed);
+}
+
+fn get_triple(r: &mut Reader, limits: &Limits) -> Result<(Ballot, u64, Vec<Rank>), DecodeError> {
+    Ok((
+        get_ballot(r)?,
+        crate::wire::counter(r.u64()?)?,
+        get_ranks(r, limits)?,
+    ))
 }
 
 /// Candidate to the members of its view: "promise me `ballot`; I mean to remove `removed`"
@@ -46,18 +55,17 @@ pub struct PrepareMsg {
 
 impl Codec for PrepareMsg {
     fn encoded_len(&self) -> usize {
-        12 + 8 + 4 + 4 * self.removed.len()
+        triple_len(&self.removed)
     }
     fn encode(&self, buf: &mut impl BufMut) {
-        put_ballot(buf, self.ballot);
-        buf.put_u64(self.epoch);
-        put_ranks(buf, &self.removed);
+        put_triple(buf, self.ballot, self.epoch, &self.removed);
     }
     fn decode(r: &mut Reader, limits: &Limits) -> Result<Self, DecodeError> {
+        let (ballot, epoch, removed) = get_triple(r, limits)?;
         Ok(Self {
-            ballot: get_ballot(r)?,
-            epoch: crate::wire::counter(r.u64()?)?,
-            removed: get_ranks(r, limits)?,
+            ballot,
+            epoch,
+            removed,
         })
     }
 }
@@ -84,10 +92,7 @@ impl Codec for PromiseMsg {
         12 + 1
             + 12
             + 1
-            + self
-                .accepted
-                .as_ref()
-                .map_or(0, |a| 12 + 8 + 4 + 4 * a.removed.len())
+            + self.accepted.as_ref().map_or(0, |a| triple_len(&a.removed))
             + 4
             + 12 * self.downs.len()
     }
@@ -99,9 +104,7 @@ impl Codec for PromiseMsg {
             None => buf.put_u8(0),
             Some(a) => {
                 buf.put_u8(1);
-                put_ballot(buf, a.ballot);
-                buf.put_u64(a.epoch);
-                put_ranks(buf, &a.removed);
+                put_triple(buf, a.ballot, a.epoch, &a.removed);
             }
         }
         buf.put_u32(self.downs.len() as u32);
@@ -115,10 +118,11 @@ impl Codec for PromiseMsg {
         let ok = r.bool()?;
         let promised = get_ballot(r)?;
         let accepted = if r.bool()? {
+            let (ballot, epoch, removed) = get_triple(r, limits)?;
             Some(Accepted {
-                ballot: get_ballot(r)?,
-                epoch: crate::wire::counter(r.u64()?)?,
-                removed: get_ranks(r, limits)?,
+                ballot,
+                epoch,
+                removed,
             })
         } else {
             None
@@ -150,18 +154,17 @@ pub struct ProposeMsg {
 
 impl Codec for ProposeMsg {
     fn encoded_len(&self) -> usize {
-        12 + 8 + 4 + 4 * self.removed.len()
+        triple_len(&self.removed)
     }
     fn encode(&self, buf: &mut impl BufMut) {
-        put_ballot(buf, self.ballot);
-        buf.put_u64(self.epoch);
-        put_ranks(buf, &self.removed);
+        put_triple(buf, self.ballot, self.epoch, &self.removed);
     }
     fn decode(r: &mut Reader, limits: &Limits) -> Result<Self, DecodeError> {
+        let (ballot, epoch, removed) = get_triple(r, limits)?;
         Ok(Self {
-            ballot: get_ballot(r)?,
-            epoch: crate::wire::counter(r.u64()?)?,
-            removed: get_ranks(r, limits)?,
+            ballot,
+            epoch,
+            removed,
         })
     }
 }
