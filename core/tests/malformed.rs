@@ -53,8 +53,8 @@ use lifeline_core::wire::{
 };
 use lifeline_core::wire::{
     AlertEntry, AlertMsg, CampaignId, CheckInMsg, CorroborateMsg, CorroborateOp, EvictedMsg,
-    MembershipMsg, RelayedMsg, RelmMsg, RemovedMsg, RevokeMsg, ShrinkRequestMsg, UnreachableMsg,
-    XcastMsg,
+    MembershipMsg, RelayedMsg, RelmMsg, RemovedMsg, RevokeMsg, ShrinkRequestMsg, TreePingMsg,
+    UnreachableMsg, XcastMsg,
 };
 use lifeline_core::{
     xcast, CommandError, Config, Duration, Event, FloodEvent, Instant, LinkCause, MembershipEvent,
@@ -566,6 +566,7 @@ fn samples() -> Vec<Sample> {
             "unreachable/not-root",
             Message::from(UnreachableMsg { peer: Rank(21) }),
         ),
+        fixed("tree-ping", Message::from(TreePingMsg)),
         fixed(
             "unreachable/outside-span",
             Message::from(UnreachableMsg { peer: Rank(SPAN) }),
