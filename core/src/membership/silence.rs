@@ -18,6 +18,11 @@
 //!   reflected) makes this end's link gray too, so both directions are relayed. One probe is
 //!   no proof: a rank that was frozen finds its peers' probes queued, all written while it
 //!   slept.
+//! - **One link, not this rank.** While two or more of this rank's tree links have been
+//!   silent for half of `gray_after`, it declares none of them gray: the trouble is probably
+//!   its own (a lossy interface, an overloaded host), which a relay over the same sick
+//!   interface does not mend and its re-syncs and probes make worse. The other ends, whose
+//!   single link is silent, still declare theirs.
 //! - **Damping.** A link that goes gray again within `membership.gray_timeout` of the last
 //!   time (a lossy link: TCP's retransmissions stall it for hundreds of milliseconds at a
 //!   time, then it delivers) needs twice the silence before the next time, up to 16 ×
@@ -214,6 +219,18 @@ impl Membership {
             .silence
             .heard_any
             .is_some_and(|t| now.saturating_since(t) < after);
+        // Several tree links silent at once: the trouble is probably this rank's own (a lossy
+        // interface, an overloaded host), which no relay mends (Lifeguard's reasoning).
+        let silent = self
+            .silence
+            .links
+            .iter()
+            .filter(|(r, w)| {
+                !self.is_relayed(**r)
+                    && now.saturating_since(w.heard) >= Duration::from_nanos(after.as_nanos() / 2)
+            })
+            .count();
+        let one_link = silent <= 1;
         for r in neighbours {
             let Some(w) = self.silence.links.get(&r).copied() else {
                 continue;
@@ -224,6 +241,7 @@ impl Membership {
             let threshold = Duration::from_nanos(after.as_nanos().saturating_mul(1 << w.strikes));
             if w.met
                 && hears_others
+                && one_link
                 && !self.is_gray(r)
                 && now.saturating_since(w.heard) >= threshold
             {
