@@ -184,6 +184,18 @@
 // never for an epoch older than one already revoked for the group.
 #define LIFELINE_EVENT_REVOKED 24
 
+// Advisory: the tree link to `rank` is gray here (down, or silent for
+// `membership_gray_after_ns`, while both ends are alive): frames to `rank` now go through
+// `peer` (`LIFELINE_NO_RANK`: no live rank to relay through, they go directly and may be
+// lost). Nobody is removed for it while the relay carries. Followed by exactly one
+// `LIFELINE_EVENT_RELAY_ENDED` for `rank` before another `LIFELINE_EVENT_RELAY_STARTED` for
+// it.
+#define LIFELINE_EVENT_RELAY_STARTED 25
+
+// Advisory: the relay around the tree link to `rank` ended (the link carries frames again,
+// or `rank` is no longer a member or tree neighbour).
+#define LIFELINE_EVENT_RELAY_ENDED 26
+
 // `LIFELINE_EVENT_VIEW_CHANGED` flag: the slot moved up (shallower).
 #define LIFELINE_VIEW_PROMOTED 1
 
@@ -613,7 +625,8 @@ typedef struct lifeline_event {
   uint32_t kind;
   // The rank the event is about (origin, source, destination, subject).
   uint32_t rank;
-  // A second rank (`LIFELINE_EVENT_RELM_COLLISION`: the destination).
+  // A second rank (`LIFELINE_EVENT_RELM_COLLISION`: the destination;
+  // `LIFELINE_EVENT_RELAY_STARTED`: the relay).
   uint32_t peer;
   // Application tag.
   uint16_t tag;

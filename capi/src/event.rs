@@ -109,6 +109,16 @@ pub const LIFELINE_EVENT_CAMPAIGN_FAILED: u32 = 23;
 /// (0 at the origin). Exactly once per (group, epoch) at every live rank, the origin included;
 /// never for an epoch older than one already revoked for the group.
 pub const LIFELINE_EVENT_REVOKED: u32 = 24;
+/// Advisory: the tree link to `rank` is gray here (down, or silent for
+/// `membership_gray_after_ns`, while both ends are alive): frames to `rank` now go through
+/// `peer` (`LIFELINE_NO_RANK`: no live rank to relay through, they go directly and may be
+/// lost). Nobody is removed for it while the relay carries. Followed by exactly one
+/// `LIFELINE_EVENT_RELAY_ENDED` for `rank` before another `LIFELINE_EVENT_RELAY_STARTED` for
+/// it.
+pub const LIFELINE_EVENT_RELAY_STARTED: u32 = 25;
+/// Advisory: the relay around the tree link to `rank` ended (the link carries frames again,
+/// or `rank` is no longer a member or tree neighbour).
+pub const LIFELINE_EVENT_RELAY_ENDED: u32 = 26;
 
 /// `LIFELINE_EVENT_VIEW_CHANGED` flag: the slot moved up (shallower).
 pub const LIFELINE_VIEW_PROMOTED: u16 = 1;
@@ -165,7 +175,8 @@ pub struct Event {
     pub kind: u32,
     /// The rank the event is about (origin, source, destination, subject).
     pub rank: u32,
-    /// A second rank (`LIFELINE_EVENT_RELM_COLLISION`: the destination).
+    /// A second rank (`LIFELINE_EVENT_RELM_COLLISION`: the destination;
+    /// `LIFELINE_EVENT_RELAY_STARTED`: the relay).
     pub peer: u32,
     /// Application tag.
     pub tag: u16,
@@ -394,6 +405,14 @@ impl EventSlot {
                         (id.requester.0, crate::shrink::campaign_id(id), epoch);
                     self.ranks.extend(removed.iter().map(|r| r.0));
                 }
+                MembershipEvent::RelayStarted { peer, via } => {
+                    ev.kind = LIFELINE_EVENT_RELAY_STARTED;
+                    (ev.rank, ev.peer) = (peer.0, via.map_or(LIFELINE_NO_RANK, |v| v.0));
+                }
+                MembershipEvent::RelayEnded { peer } => {
+                    ev.kind = LIFELINE_EVENT_RELAY_ENDED;
+                    ev.rank = peer.0;
+                }
                 MembershipEvent::CampaignFailed { id, reason } => {
                     ev.kind = LIFELINE_EVENT_CAMPAIGN_FAILED;
                     (ev.rank, ev.seq) = (id.requester.0, crate::shrink::campaign_id(id));
@@ -511,6 +530,10 @@ fn rank_none() -> lifeline_core::tree::Rank {
 #[cfg(test)]
 #[path = "event_shrink_tests.rs"]
 mod shrink_tests;
+
+#[cfg(test)]
+#[path = "event_relay_tests.rs"]
+mod relay_tests;
 
 #[cfg(test)]
 mod tests {

@@ -137,6 +137,7 @@ keys! {
     "membership_evicted_interval_ns" => membership.evicted_interval,
     "membership_majority_window_ns" => membership.majority_window,
     "membership_gray_timeout_ns" => membership.gray_timeout,
+    "membership_gray_after_ns" => membership.gray_after,
     "membership_corroborate_timeout_ns" => membership.corroborate_timeout,
     "membership_corroborate_probes" => membership.corroborate_probes,
     "membership_overload_window_ns" => membership.overload_window,

@@ -12,7 +12,7 @@ use lifeline_core::membership::quorum::{
 };
 use lifeline_core::membership::{
     CampaignId, CheckInMsg, CheckInNotice, CorroborateMsg, CorroborateOp, RelayedMsg, RemovalCause,
-    UnreachableMsg,
+    TreePingMsg, UnreachableMsg,
 };
 use lifeline_core::relm::Uid;
 use lifeline_core::tree::Rank;
@@ -426,6 +426,7 @@ fn frames() -> Vec<(&'static str, Bytes)> {
         ),
     ];
     out.extend(agreement.into_iter().map(|(n, m)| (n, m.encode())));
+    out.push(("tree-ping", Message::from(TreePingMsg).encode()));
     out
 }
 

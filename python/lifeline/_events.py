@@ -32,6 +32,8 @@ __all__ = [
     "CampaignCompleted",
     "CampaignFailed",
     "Revoked",
+    "RelayStarted",
+    "RelayEnded",
     "FloodDelivered",
     "Suspected",
     "TreeChanged",
@@ -253,6 +255,27 @@ class Revoked:
     hops: int
 
 
+@_kind("relay_started")
+@dataclass(frozen=True)
+class RelayStarted:
+    """Advisory: the tree link to ``peer`` is gray here (down, or silent for
+    ``membership_gray_after_ns``, while both ends are alive): frames to ``peer`` now go through
+    ``via`` (``None``: no live rank to relay through). Nobody is removed for it while the relay
+    carries; exactly one :class:`RelayEnded` for ``peer`` follows before another start."""
+
+    peer: int
+    via: Optional[int]
+
+
+@_kind("relay_ended")
+@dataclass(frozen=True)
+class RelayEnded:
+    """Advisory: the relay around the tree link to ``peer`` ended (the link carries frames
+    again, or ``peer`` is no longer a member or tree neighbour)."""
+
+    peer: int
+
+
 @_kind("flood_delivered")
 @dataclass(frozen=True)
 class FloodDelivered:
@@ -323,6 +346,8 @@ Event = Union[
     CampaignCompleted,
     CampaignFailed,
     Revoked,
+    RelayStarted,
+    RelayEnded,
     FloodDelivered,
     Suspected,
     TreeChanged,

@@ -162,6 +162,20 @@ pub enum Ev {
         /// Overlay hops the notice crossed (0 at the origin).
         hops: u16,
     },
+    /// The tree link to `peer` is gray here (down, or silent for `membership_gray_after_ns`,
+    /// while both ends are alive): frames to it go through `via` (`None`: no live rank to
+    /// relay through). Advisory (`RelayStarted`).
+    RelayStarted {
+        /// The other end of the gray link.
+        peer: u32,
+        /// The relay chosen first.
+        via: Option<u32>,
+    },
+    /// The relay around the tree link to `peer` ended (`RelayEnded`).
+    RelayEnded {
+        /// The other end of the link.
+        peer: u32,
+    },
     /// A flood (best effort) was delivered here (`FloodDelivered`).
     FloodDelivered {
         /// The originating rank.
@@ -353,6 +367,13 @@ impl Members {
                     reason: crate::shrink::failure_name(reason),
                 }
             }
+            Event::Membership(MembershipEvent::RelayStarted { peer, via }) => Ev::RelayStarted {
+                peer: peer.0,
+                via: via.map(|v| v.0),
+            },
+            Event::Membership(MembershipEvent::RelayEnded { peer }) => {
+                Ev::RelayEnded { peer: peer.0 }
+            }
             Event::Flood(FloodEvent::Delivered {
                 origin,
                 id,
@@ -423,6 +444,32 @@ mod tests {
                 hops: 1
             }
         );
+        assert_eq!(m.to_vec(), vec![0, 1, 2, 3]);
+    }
+
+    #[test]
+    fn relay_events_are_flattened() {
+        let mut m = Members::from_config(&lifeline_core::Config::new(4, 2));
+        let ev = m.convert(Event::Membership(MembershipEvent::RelayStarted {
+            peer: Rank(3),
+            via: Some(Rank(0)),
+        }));
+        assert_eq!(
+            ev,
+            Ev::RelayStarted {
+                peer: 3,
+                via: Some(0)
+            }
+        );
+        let ev = m.convert(Event::Membership(MembershipEvent::RelayStarted {
+            peer: Rank(3),
+            via: None,
+        }));
+        assert_eq!(ev, Ev::RelayStarted { peer: 3, via: None });
+        let ev = m.convert(Event::Membership(MembershipEvent::RelayEnded {
+            peer: Rank(3),
+        }));
+        assert_eq!(ev, Ev::RelayEnded { peer: 3 });
         assert_eq!(m.to_vec(), vec![0, 1, 2, 3]);
     }
 

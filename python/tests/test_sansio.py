@@ -40,6 +40,7 @@ class Net:
         self.span = n
         self.closing: List[Tuple[int, int]] = []  # (rank, peer): rank sees its link closed
         self.probe: Optional[Callable[[int], None]] = None
+        self.cut: Set[Tuple[int, int]] = set()  # (src, dst): frames from src to dst are lost
         for a in self.nodes:
             for b in self.nodes:
                 if a != b:
@@ -64,7 +65,7 @@ class Net:
             if flight or closing:
                 for src, t in flight:
                     assert 0 <= t.to < self.span and t.to != src
-                    if t.to in self.crashed:
+                    if t.to in self.crashed or (src, t.to) in self.cut:
                         continue
                     assert t.cls in ("control", "data") and isinstance(t.frame, bytes)
                     self.nodes[t.to].handle_frame(self.now, src, t.frame)
@@ -401,3 +402,35 @@ def from_raw_revoked():
     from lifeline._events import from_raw
 
     return from_raw(("revoked", 1, 2, 3, 4))
+
+
+def test_a_silent_tree_link_is_relayed_around_and_the_relay_ends_on_the_heal():
+    # 8 ranks, radix 2: rank 3's parent is 1. Frames from 1 to 3 are lost (one way, the link
+    # stays up): both ends see RelayStarted within a second, nobody is removed, and the
+    # relays end once the link carries again.
+    net = Net(8, radix=2, config={"detect_enabled": 1})
+    net.run(300)
+    net.cut.add((1, 3))
+    net.run(1500)
+    started = {(r, e.peer) for r in (1, 3) for e in net.of(r, lifeline.RelayStarted)}
+    assert started == {(1, 3), (3, 1)}, started
+    for r in (1, 3):
+        (e,) = net.of(r, lifeline.RelayStarted)
+        assert e.via is not None and e.via not in (1, 3)
+    assert not any(net.of(r, lifeline.ViewChanged) for r in net.live())
+    seq = net.nodes[0].xcast(net.now, 16, b"around")
+    net.run(300)
+    got = [e for e in net.of(3, lifeline.XcastDelivered) if e.payload == b"around"]
+    assert [(e.origin, e.seq) for e in got] == [(0, seq)]
+    net.cut.clear()
+    net.run(2000)
+    for r, p in ((1, 3), (3, 1)):
+        assert [e.peer for e in net.of(r, lifeline.RelayEnded)] == [p], r
+    assert net.nodes[3].stats()["core.membership_gray_on_silence"] >= 1
+    assert from_raw_relay() == (lifeline.RelayStarted(3, None), lifeline.RelayEnded(3))
+
+
+def from_raw_relay():
+    from lifeline._events import from_raw
+
+    return from_raw(("relay_started", 3, None)), from_raw(("relay_ended", 3))

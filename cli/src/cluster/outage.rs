@@ -8,6 +8,10 @@
 //! exited) and those removed after the heal, and the time from the heal until every remaining
 //! rank delivered an op started after it (`resume_after_heal_ms`).
 //!
+//! A cut (`--cut`, `--cut-oneway`) gets `checks` and `ok` (issue #23 item 2): nobody removed
+//! since the cut and every healthy rank's longest gap within [`CUT_GAP_MS`]; the run's `pass`
+//! needs them when the detector ran and cuts were its only faults.
+//!
 //! A partition also gets its two sides ([`sides`](super::expect::sides): minority and
 //! majority by member count, an even split won by the side holding rank 0), each with:
 //! `continued` (an xcast started by a member after the cut delivered at every healthy member,
@@ -36,6 +40,50 @@ use super::procs::exit_fields;
 use super::tally::Tally;
 use crate::nft::NetKind;
 
+/// Issue #23 item 2: while one tree link is cut (one way or both), every rank's longest
+/// delivery gap stays within this (ms): the link is noticed gray within
+/// `membership.gray_after` and relayed around.
+pub(super) const CUT_GAP_MS: f64 = 1500.0;
+
+/// A cut's checks (`--cut`, `--cut-oneway`), added to its JSON as `checks` and `ok`: nobody
+/// removed since the cut, and every healthy rank's longest gap within [`CUT_GAP_MS`]. They
+/// decide the run's `pass` (`enforced`) when the detector ran and the run's only faults were
+/// cuts (a kill, a pause or another network fault makes gaps and removals of its own; then the
+/// checks are reported, not enforced). Returns whether the run may pass on this cut.
+fn cut_checks(
+    w: &Window<'_>,
+    v: &mut Value,
+    lines: &mut Vec<String>,
+    worst: Option<(u32, f64)>,
+    nobody_removed: bool,
+) -> bool {
+    let only_cuts = w.o.detect
+        && w.dead.is_empty()
+        && w.o.asked_pauses.is_empty()
+        && w.o
+            .net
+            .iter()
+            .all(|f| matches!(f.kind, NetKind::Cut(..) | NetKind::CutOneway(..)));
+    let gap_ok = worst.is_none_or(|(_, g)| g <= CUT_GAP_MS);
+    let ok = nobody_removed && gap_ok;
+    v["checks"] = json!({
+        "nobody_removed": nobody_removed,
+        "gap_within_ms": CUT_GAP_MS,
+        "gap_ok": gap_ok,
+        "enforced": only_cuts,
+    });
+    v["ok"] = json!(ok);
+    lines.push(format!(
+        "    checks{}: nobody removed {nobody_removed}, every gap within {CUT_GAP_MS} ms {gap_ok}",
+        if only_cuts {
+            ""
+        } else {
+            " (not enforced: other faults)"
+        }
+    ));
+    ok || !only_cuts
+}
+
 /// A partition's majority must deliver, at every healthy member, an op started after the cut
 /// within this long of it (issue #23: "continues within 1 s of the cut").
 pub(super) const MAJORITY_RESUME_MS: f64 = 1000.0;
@@ -44,7 +92,7 @@ pub(super) const MAJORITY_RESUME_MS: f64 = 1000.0;
 pub(super) struct Outages {
     pub(super) json: Value,
     pub(super) lines: Vec<String>,
-    /// Every partition's `ok` (true without partitions).
+    /// Every partition's `ok`, and every enforced cut's (true without either).
     pub(super) ok: bool,
 }
 
@@ -242,7 +290,8 @@ fn outage(
         }
     )];
     let NetKind::Partition(_) = f.kind else {
-        return (v, lines, true);
+        let ok = cut_checks(w, &mut v, &mut lines, worst, removed.is_empty());
+        return (v, lines, ok);
     };
     let (minority, majority) = sides(&f.side, nodes);
     let side_of = |r: u32| minority.contains(&r);

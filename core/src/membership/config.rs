@@ -38,6 +38,13 @@ pub struct MembershipConfig {
     /// How long a tree link may stay down, both endpoints alive, before its lower endpoint
     /// (the child) is removed with cause "unreachable" (the gray timeout).
     pub gray_timeout: Duration,
+    /// Detector on: a tree link (parent or child) over which no frame from the peer arrived
+    /// for this long, while the peer is a live member and this rank hears others, is declared
+    /// gray by the core itself and relayed around (`relay.rs`, `silence.rs`), before the
+    /// transport notices anything. Idle tree links carry a tree ping at least every third of
+    /// this, so silence means loss. Zero turns core-declared gray off (the transport's link
+    /// loss is then the only sign).
+    pub gray_after: Duration,
     /// Coordinator (detector on): how long a refused dial reported by one rank waits for its
     /// corroboration (a second rank's refused dial, the coordinator's own included) or its
     /// refutation (the subject answers a probe). Unsettled by then, the report is dropped: the
@@ -109,6 +116,7 @@ impl Default for MembershipConfig {
             evicted_interval: Duration::from_millis(100),
             majority_window: Duration::from_secs(30),
             gray_timeout: Duration::from_secs(10),
+            gray_after: Duration::from_millis(500),
             corroborate_timeout: Duration::from_millis(200),
             corroborate_probes: 2,
             overload_window: Duration::from_millis(500),

@@ -145,7 +145,7 @@ impl Membership {
 
     /// A tree link to `peer` went down on soft evidence (the detector is on; both ends may be
     /// alive): start its gray timeout, unless it already runs.
-    fn on_tree_link_down(&mut self, ctx: &mut Ctx<'_>, peer: Rank) {
+    pub(super) fn on_tree_link_down(&mut self, ctx: &mut Ctx<'_>, peer: Rank) {
         if !ctx.cfg.detect.enabled || self.is_gray(peer) {
             return;
         }
@@ -161,6 +161,7 @@ impl Membership {
     /// does (`relay.rs`). (A link reported up is no proof: a dial may connect across a cut
     /// that still eats the frames.)
     pub(super) fn on_heard(&mut self, ctx: &mut Ctx<'_>, peer: Rank) {
+        self.silence_heard(ctx.now, peer);
         if self.is_relayed(peer) {
             self.heard_direct(ctx, peer);
         } else if self.gray_remove(peer) {

@@ -70,6 +70,9 @@ mod shrink;
 mod shrink_handover_tests;
 #[cfg(test)]
 mod shrink_tests;
+mod silence;
+#[cfg(test)]
+mod silence_tests;
 mod startup;
 #[cfg(test)]
 mod startup_tests;
@@ -92,7 +95,7 @@ pub use view::MembershipView;
 pub use wire::{
     AdoptMsg, AlertEntry, AlertMsg, CampaignId, CheckInMsg, CheckInNotice, CorroborateMsg,
     CorroborateOp, EvictedMsg, GlobalFailureMsg, LeftNotice, LineageMsg, MembershipMsg, RelayedMsg,
-    RemovedMsg, ShrinkOrder, ShrinkRequestMsg, UnreachableMsg,
+    RemovedMsg, ShrinkOrder, ShrinkRequestMsg, TreePingMsg, UnreachableMsg,
 };
 
 /// What the coordinator holds about one subject.
@@ -222,6 +225,8 @@ pub(crate) struct Membership {
     /// Gray links (tree links down on soft evidence, both ends alive), their relays, and the
     /// relay counters (`relay.rs`; boxed on first use).
     relay: Option<Box<relay::Relay>>,
+    /// Tree-link silence: pings on idle tree links, gray declared on silence (`silence.rs`).
+    silence: silence::Silence,
     /// Quorum agreement: acceptor, candidate and leader state (`quorum/`; boxed on first use).
     quorum: Option<Box<quorum::Quorum>>,
 }
@@ -866,6 +871,7 @@ impl Machine for Membership {
     /// A joiner adopts its children at once (they may not know it yet), and takes start-up
     /// as its admission had it, if it still ran.
     fn on_start(&mut self, ctx: &mut Ctx<'_>) {
+        self.silence_start(ctx);
         if self.joiner {
             self.adopt_children(ctx);
             if let Some(v) = ctx.cfg.startup.clone() {
@@ -996,6 +1002,8 @@ impl Machine for Membership {
             MembershipMsg::ShrinkRequest(m) => self.on_shrink_request(ctx, m),
             // The node opens envelopes before any machine sees a frame (`node/relay.rs`).
             MembershipMsg::Relayed(_) => ctx.stats.membership.stale += 1,
+            // Heard already (`on_frame_from`): its arrival is all it says.
+            MembershipMsg::TreePing(_) => {}
             MembershipMsg::Prepare(m) => self.on_prepare(ctx, from, m),
             MembershipMsg::Promise(m) => self.on_promise(ctx, from, m),
             MembershipMsg::Propose(m) => self.on_propose(ctx, from, m),
@@ -1010,6 +1018,7 @@ impl Machine for Membership {
             MembershipTimer::Decide => self.on_decide_timer(ctx, token),
             MembershipTimer::Gray(peer) => self.on_gray_timer(ctx, peer),
             MembershipTimer::Relay(peer) => self.on_relay_timer(ctx, peer),
+            MembershipTimer::Silence => self.on_silence_timer(ctx),
             MembershipTimer::JoinBatch => self.on_join_batch(ctx, token),
             MembershipTimer::JoinExpiry => self.on_join_expiry(ctx),
             MembershipTimer::Corroborate(subject) => self.on_corroborate_timer(ctx, subject),

@@ -314,6 +314,7 @@ impl Membership {
 
     /// A frame (or probe) from `src` arrived through a relay.
     pub(crate) fn on_relayed_in(&mut self, ctx: &mut Ctx<'_>, src: Rank) {
+        self.silence_heard(ctx.now, src);
         let relay = self.relay_state();
         relay.stats.relayed_in += 1;
         if let Some(path) = relay.paths.get_mut(&src) {
@@ -337,6 +338,19 @@ impl Membership {
         }
         if flags & RelayedMsg::ANSWER != 0 {
             return; // an answer to a probe this rank no longer sends
+        }
+        // A tree neighbour that relays to this rank and hears nothing of it directly: this
+        // end's direction is lost (a one-way loss: only the other end saw the silence). Its
+        // link goes gray here too, and this end's probes carry the news from now on.
+        // (Twice, a while apart, and this rank pinged it in between: see `silence.rs`.)
+        if flags & RelayedMsg::HEARD_DIRECT == 0 {
+            if self.silence_doubted(ctx, src) {
+                ctx.stats.membership.gray_on_silence += 1;
+                self.gray_on_silence(ctx, src);
+                return;
+            }
+        } else {
+            self.silence_trusted(src);
         }
         let mut flags = RelayedMsg::HEARD | RelayedMsg::ANSWER;
         if direct {

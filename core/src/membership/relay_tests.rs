@@ -18,13 +18,13 @@ use crate::xcast::{XcastEvent, FIRST_APP_TAG};
 
 /// What every rank delivered, and when; relay events.
 #[derive(Default)]
-struct Log {
+pub(super) struct Log {
     /// Per rank: (when, origin, origin's seq) of each application xcast delivered.
-    xcast: BTreeMap<Rank, Vec<(Instant, Rank, u64)>>,
+    pub(super) xcast: BTreeMap<Rank, Vec<(Instant, Rank, u64)>>,
     /// Per destination: (src, payload) of each RELM message delivered.
-    relm: BTreeMap<Rank, Vec<(Rank, Bytes)>>,
+    pub(super) relm: BTreeMap<Rank, Vec<(Rank, Bytes)>>,
     /// (rank, event) for relay starts and ends, and evictions.
-    membership: Vec<(Instant, Rank, MembershipEvent)>,
+    pub(super) membership: Vec<(Instant, Rank, MembershipEvent)>,
 }
 
 impl Observer for Log {
@@ -50,19 +50,30 @@ impl Observer for Log {
     }
 }
 
-fn ms(x: u64) -> Instant {
+pub(super) fn ms(x: u64) -> Instant {
     Instant::ZERO + Duration::from_millis(x)
 }
 
 fn sim(span: u32, radix: u32, seed: u64) -> Sim<Log> {
+    sim_with(span, radix, seed, |_| {})
+}
+
+/// A simulation with the detector on, `tweak` applied to its configuration.
+pub(super) fn sim_with(
+    span: u32,
+    radix: u32,
+    seed: u64,
+    tweak: impl FnOnce(&mut SimConfig),
+) -> Sim<Log> {
     let mut cfg = SimConfig::new(span, radix, seed);
     cfg.node.detect.enabled = true;
+    tweak(&mut cfg);
     Sim::new(cfg, Log::default()).unwrap()
 }
 
 /// The longest time between consecutive deliveries at `r` within `[from, to]` (the bounds
 /// count as deliveries).
-fn longest_gap(log: &Log, r: Rank, from: Instant, to: Instant) -> Duration {
+pub(super) fn longest_gap(log: &Log, r: Rank, from: Instant, to: Instant) -> Duration {
     let mut times: Vec<Instant> = log
         .xcast
         .get(&r)
@@ -81,9 +92,14 @@ fn longest_gap(log: &Log, r: Rank, from: Instant, to: Instant) -> Duration {
 /// 16 ranks, radix 8: rank 9's tree link to its parent cut (one way, child to parent; or both
 /// ways) from 1 s for 12 s, under one xcast every 20 ms from a rotating origin and RELM
 /// messages 0→9, 9→0 and between 9 and a sibling of its parent. Returns the run's log and the
-/// child's longest delivery gap during the load.
-fn cut_tree_link_under_load(oneway: bool, seed: u64) -> (Sim<Log>, Duration) {
-    let mut s = sim(16, 8, seed);
+/// child's longest delivery gap during the load. `tweak` sets the run's configuration (the
+/// cut's link timeout, `membership.gray_after`).
+pub(super) fn cut_tree_link_under_load(
+    oneway: bool,
+    seed: u64,
+    tweak: impl FnOnce(&mut SimConfig),
+) -> (Sim<Log>, Duration) {
+    let mut s = sim_with(16, 8, seed, tweak);
     let child = Rank(9);
     let parent = s
         .world()
@@ -190,7 +206,7 @@ fn cut_tree_link_under_load(oneway: bool, seed: u64) -> (Sim<Log>, Duration) {
 #[test]
 fn a_cut_tree_link_is_relayed_around_without_loss_duplicates_or_removals() {
     for oneway in [true, false] {
-        let (s, gap) = cut_tree_link_under_load(oneway, 31);
+        let (s, gap) = cut_tree_link_under_load(oneway, 31, |_| {});
         let net = crate::sim::NetConfig::default();
         eprintln!("oneway {oneway}: rank 9's longest gap {gap}");
         // The cut is noticed after the connection's timeout; the relay carries at once.

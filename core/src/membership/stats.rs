@@ -42,6 +42,13 @@ pub struct MembershipStats {
     pub unreachable_in: u64,
     /// Dials of this rank refused with the verdict "removed" ([`Node::handle_fenced`](crate::Node::handle_fenced)).
     pub fenced_dials_in: u64,
+    /// Tree pings sent: a tree link carried nothing else from this rank for a while
+    /// (`membership.gray_after`).
+    pub tree_pings_out: u64,
+    /// Tree links this rank declared gray itself: no frame from the peer for
+    /// `membership.gray_after` (or the peer's probe said it hears nothing of this rank),
+    /// before any link loss.
+    pub gray_on_silence: u64,
 }
 
 /// Corroboration and overload-hold counters (refused dials, probes, held decisions). Read with

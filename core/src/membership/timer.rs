@@ -14,6 +14,9 @@ pub enum MembershipTimer {
     Gray(crate::tree::Rank),
     /// Probe the gray link to this rank, directly and through its relay (`relay.rs`).
     Relay(crate::tree::Rank),
+    /// The tree-link silence watch: pings on idle tree links, silent ones declared gray
+    /// (`silence.rs`; every third of `membership.gray_after`).
+    Silence,
     /// Coordinator: admit the joins queued since the batch began.
     JoinBatch,
     /// Contact: answer the requests whose admission did not come in time.

@@ -343,6 +343,22 @@ impl Codec for RelayedMsg {
     }
 }
 
+/// A tree ping (kind 71): sent to a tree neighbour (parent or child) over a link that carried
+/// nothing else from this rank for a third of `membership.gray_after`, so that silence on a
+/// tree link means loss, not idleness (`silence.rs`). No body; its arrival is its message.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TreePingMsg;
+
+impl Codec for TreePingMsg {
+    fn encoded_len(&self) -> usize {
+        0
+    }
+    fn encode(&self, _buf: &mut impl BufMut) {}
+    fn decode(_r: &mut Reader, _limits: &Limits) -> Result<Self, DecodeError> {
+        Ok(Self)
+    }
+}
+
 /// What a [`CorroborateMsg`] says about its subject.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum CorroborateOp {
@@ -607,7 +623,8 @@ impl Codec for LeftNotice {
 
 crate::message_family! { Membership =>
     /// Failure-knowledge messages (kinds 2–3, 40–43, 49), agreement (44–47), joins (60–61),
-    /// check-ins (62), shrink requests (63) and frames relayed around gray links (70).
+    /// check-ins (62), shrink requests (63), frames relayed around gray links (70) and tree
+    /// pings (71).
     pub enum MembershipMsg {
         /// Adoption notice, parent to new child ([`AdoptMsg`]).
         Adopt(AdoptMsg) = 2, Control, Adopt, "adopt";
@@ -633,6 +650,8 @@ crate::message_family! { Membership =>
         Corroborate(CorroborateMsg) = 49, Control, Corroborate, "corroborate";
         /// A frame carried around a gray tree link through a relay rank ([`RelayedMsg`]).
         Relayed(RelayedMsg) = 70, Control, Relayed, "relayed";
+        /// Keeps an idle tree link's silence meaningful ([`TreePingMsg`]).
+        TreePing(TreePingMsg) = 71, Control, TreePing, "tree-ping";
         /// Phase 1, candidate to members ([`PrepareMsg`]).
         Prepare(PrepareMsg) = 44, Control, Prepare, "prepare";
         /// Phase 1 answer, member to candidate ([`PromiseMsg`]).

@@ -408,6 +408,8 @@ impl Node {
                 self.stats.suppressed_to_dead += 1;
                 continue;
             }
+            // Tree-link silence (`membership/silence.rs`): a link that carries frames needs no ping.
+            self.m.membership.note_sent(self.now, t.to);
             if let Some(t) = self.around_gray(t) {
                 return Some(t);
             }

@@ -24,7 +24,7 @@ pub use crate::flood::FloodMsg;
 pub use crate::membership::{
     AdoptMsg, AlertEntry, AlertMsg, CampaignId, CheckInMsg, CheckInNotice, CorroborateMsg,
     CorroborateOp, EvictedMsg, GlobalFailureMsg, LeftNotice, LineageMsg, MembershipMsg, RelayedMsg,
-    RemovedMsg, ShrinkOrder, ShrinkRequestMsg, UnreachableMsg,
+    RemovedMsg, ShrinkOrder, ShrinkRequestMsg, TreePingMsg, UnreachableMsg,
 };
 pub use crate::relm::{
     ChainMark, RelmAckMsg, RelmDataMsg, RelmLinkMsg, RelmMsg, RelmReqMsg, UidRange,

@@ -172,6 +172,10 @@ pub(crate) fn ev_to_py(py: Python<'_>, ev: Ev) -> PyResult<Py<PyAny>> {
         } => ("revoked", group, epoch, origin, hops)
             .into_pyobject(py)?
             .into_any(),
+        Ev::RelayStarted { peer, via } => {
+            ("relay_started", peer, via).into_pyobject(py)?.into_any()
+        }
+        Ev::RelayEnded { peer } => ("relay_ended", peer).into_pyobject(py)?.into_any(),
         Ev::FloodDelivered {
             origin,
             id,
