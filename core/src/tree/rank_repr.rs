@@ -358,45 +358,30 @@ pub(super) fn aps_to_dense(aps: &[u64]) -> Vec<u64> {
     words
 }
 
+/// The words `lo..=hi` touches, each with the mask of its bits in the range, in order.
+fn word_masks(lo_: u32, hi_: u32) -> impl Iterator<Item = (usize, u64)> {
+    let (lo_, hi_) = (u64::from(lo_), u64::from(hi_));
+    let (first_w, last_w) = ((lo_ >> 6) as usize, (hi_ >> 6) as usize);
+    (first_w..=last_w)
+        .filter(move |_| lo_ <= hi_)
+        .map(move |w| {
+            let first = if w == first_w { (lo_ & 63) as u32 } else { 0 };
+            let last = if w == last_w { (hi_ & 63) as u32 } else { 63 };
+            (w, (u64::MAX >> (63 - last)) & (u64::MAX << first))
+        })
+}
+
 /// Sets `lo..=hi` in `words` (which must cover `hi`); returns how many bits were new.
 pub(super) fn dense_insert_range(words: &mut [u64], lo_: u32, hi_: u32) -> u32 {
     let mut added = 0;
-    let mut r = u64::from(lo_);
-    let hi_ = u64::from(hi_);
-    while r <= hi_ {
-        let w = (r >> 6) as usize;
-        let first = (r & 63) as u32;
-        let last = if (hi_ >> 6) as usize == w {
-            (hi_ & 63) as u32
-        } else {
-            63
-        };
-        let mask = (u64::MAX >> (63 - last)) & (u64::MAX << first);
+    for (w, mask) in word_masks(lo_, hi_) {
         added += (mask & !words[w]).count_ones();
         words[w] |= mask;
-        r = ((w as u64) + 1) << 6;
     }
     added
 }
 
 /// Whether every bit of `lo..=hi` is set in `words`.
 pub(super) fn dense_contains_range(words: &[u64], lo_: u32, hi_: u32) -> bool {
-    let mut r = u64::from(lo_);
-    let hi_ = u64::from(hi_);
-    while r <= hi_ {
-        let w = (r >> 6) as usize;
-        let first = (r & 63) as u32;
-        let last = if (hi_ >> 6) as usize == w {
-            (hi_ & 63) as u32
-        } else {
-            63
-        };
-        let mask = (u64::MAX >> (63 - last)) & (u64::MAX << first);
-        match words.get(w) {
-            Some(&x) if x & mask == mask => {}
-            _ => return false,
-        }
-        r = ((w as u64) + 1) << 6;
-    }
-    true
+    word_masks(lo_, hi_).all(|(w, mask)| words.get(w).is_some_and(|&x| x & mask == mask))
 }
