@@ -16,8 +16,8 @@
 //! that named it at the survivors (`departed_epochs`: one epoch, seen by every such survivor:
 //! `survivors_agree`), and each target's end (`targets`: exit status or signal, whether it
 //! printed `left`, whether it crashed: killed by `--kill` before it printed `left`, or ended
-//! by a signal without leaving; a kill after `left` finds the process gone). A target
-//! that did not crash must print `left` and exit 0 (`targets_ok`). `xcasts_across` and
+//! by a signal without leaving). A target that did not crash must print `left` and exit 0, or
+//! be killed by a `--kill` due after its `left` (still closing its links) (`targets_ok`). `xcasts_across` and
 //! `relm_across` count the workload's xcasts and RELM messages in flight across it: started
 //! before its completion, delivered (an xcast at its last survivor) after its request.
 //!
@@ -236,8 +236,8 @@ pub(super) fn campaigns(
             .iter()
             .copied()
             .filter(|r| {
-                // Killed before it printed `left` (a kill after it left finds it gone), or
-                // ended by a signal without leaving.
+                // Killed before it printed `left`, or ended by a signal without leaving (a
+                // kill after its `left` ends a target that left: not a crash).
                 let left = t.left.get(r);
                 killed.get(r).is_some_and(|k| left.is_none_or(|l| k < l))
                     || (left.is_none() && exits.get(r).is_some_and(|e| e.status.code().is_none()))
@@ -300,9 +300,14 @@ pub(super) fn campaigns(
                        "killed": killed.contains_key(r)})
             })
             .collect();
-        let targets_ok = clean
-            .iter()
-            .all(|r| t.left.contains_key(r) && exits.get(r).is_some_and(|e| e.status.success()));
+        // A clean target printed `left` and exited 0, or was still on its way out (closing
+        // its links) when a `--kill` due after its `left` reached it: it had left by then.
+        let targets_ok = clean.iter().all(|r| {
+            let left = t.left.get(r);
+            left.is_some()
+                && (exits.get(r).is_some_and(|e| e.status.success())
+                    || killed.get(r).zip(left).is_some_and(|(k, l)| k >= l))
+        });
         let ok = done.len() == 1
             && failed.is_empty()
             && passes_ok
