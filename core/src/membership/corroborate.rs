@@ -248,7 +248,10 @@ impl Membership {
         // Not joined yet is not dead (#21): nothing listens at a rank that has not started,
         // and a launcher may start it late (under a parent a grow admitted meanwhile, which
         // dialled it first). Start-up's bound decides about ranks that never come.
-        if self.never_heard_from(subject) {
+        // The root of this rank's tree is the exception: it is the coordinator every rank
+        // dials first, and a root that never started (or crashed before it was heard) is
+        // exactly what the refusals must prove for the next candidate to take over.
+        if self.never_heard_from(subject) && Self::coordinator(ctx) != Some(subject) {
             self.corr().stats.refusals_not_joined += 1;
             return;
         }

@@ -225,8 +225,9 @@ pub(crate) struct Membership {
     /// Gray links (tree links down on soft evidence, both ends alive), their relays, and the
     /// relay counters (`relay.rs`; boxed on first use).
     relay: Option<Box<relay::Relay>>,
-    /// Tree-link silence: pings on idle tree links, gray declared on silence (`silence.rs`).
-    silence: silence::Silence,
+    /// Tree-link silence: pings on idle tree links, gray declared on silence (`silence.rs`;
+    /// boxed to keep `Node` within its footprint bound, `node/footprint.rs`).
+    silence: Box<silence::Silence>,
     /// Quorum agreement: acceptor, candidate and leader state (`quorum/`; boxed on first use).
     quorum: Option<Box<quorum::Quorum>>,
 }
