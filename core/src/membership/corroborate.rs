@@ -30,7 +30,9 @@
 //! checked in, and whose check-in the coordinator has not heard either) opens no case: nothing
 //! listens there because the process has not started, which is not a death. It is counted
 //! ([`CorroborationStats::refusals_not_joined`]); start-up's bound removes a rank that never
-//! comes (cause "never joined").
+//! comes (cause "never joined"). The root of this rank's tree is the exception: refusals
+//! about a root that never started or crashed first are what lets the next candidate take
+//! over (without them start-up never ends).
 //!
 //! **Small views.** Two ranks are needed, whatever the view: with only the coordinator and one
 //! other rank besides the subject (three members), the coordinator's own dial is the second;
