@@ -108,25 +108,27 @@ fn after(aps: &[u64], r: u32) -> usize {
     aps.partition_point(|&x| x <= key)
 }
 
+/// The progression holding `r` and its index, if `r` is a member. O(log progressions).
+#[inline]
+fn holding(aps: &[u64], r: u32) -> Option<(usize, Ap)> {
+    let i = after(aps, r).checked_sub(1)?;
+    let ap = Ap::unpack(aps[i]);
+    ap.holds(r).then_some((i, ap))
+}
+
 /// Whether `r` is a member. O(log progressions).
 #[inline]
 pub(super) fn aps_contains(aps: &[u64], r: u32) -> bool {
-    let i = after(aps, r);
-    i > 0 && Ap::unpack(aps[i - 1]).holds(r)
+    holding(aps, r).is_some()
 }
 
 /// Whether every rank of `lo..=hi` is a member (`lo <= hi`).
 pub(super) fn aps_contains_range(aps: &[u64], lo: u32, hi_: u32) -> bool {
     let mut r = lo;
     loop {
-        let i = after(aps, r);
-        if i == 0 {
+        let Some((_, ap)) = holding(aps, r) else {
             return false;
-        }
-        let ap = Ap::unpack(aps[i - 1]);
-        if !ap.holds(r) {
-            return false;
-        }
+        };
         // A step-1 progression covers through its end; any other holds no neighbour of `r`.
         let end = if ap.step == 1 { ap.hi() } else { r };
         if end >= hi_ {
@@ -250,20 +252,15 @@ pub(super) fn aps_rebuild(aps: &[u64]) -> Vec<u64> {
 
 /// Removes `r`; returns whether it was a member. May split a progression in two.
 pub(super) fn aps_remove(aps: &mut Vec<u64>, r: u32) -> bool {
-    let i = after(aps, r);
-    if i == 0 {
+    let Some((i, ap)) = holding(aps, r) else {
         return false;
-    }
-    let ap = Ap::unpack(aps[i - 1]);
-    if !ap.holds(r) {
-        return false;
-    }
+    };
     let parts: Vec<u64> = [ap.below(r), ap.above(r)]
         .into_iter()
         .flatten()
         .map(Ap::pack)
         .collect();
-    aps.splice(i - 1..i, parts);
+    aps.splice(i..=i, parts);
     true
 }
 
