@@ -241,6 +241,7 @@ fn frames() -> Vec<(&'static str, Bytes)> {
                     seq: 2,
                 },
                 addr: Bytes::from_static(b"127.0.0.1:7003"),
+                known: None,
             }),
         ),
         (
@@ -427,6 +428,16 @@ fn frames() -> Vec<(&'static str, Bytes)> {
     ];
     out.extend(agreement.into_iter().map(|(n, m)| (n, m.encode())));
     out.push(("tree-ping", Message::from(TreePingMsg).encode()));
+    // A retry's forward with the admission its contact remembers (appended: #21).
+    let known = JoinForwardMsg {
+        id: JoinId {
+            nonce: 0x0102_0304_0506_0708,
+            seq: 3,
+        },
+        addr: Bytes::from_static(b"127.0.0.1:7003"),
+        known: Some((Rank(43), 11)),
+    };
+    out.push(("join_forward_known", Message::from(known).encode()));
     out
 }
 

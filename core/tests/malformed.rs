@@ -683,6 +683,15 @@ fn samples() -> Vec<Sample> {
             Message::from(JoinForwardMsg {
                 id: JoinId { nonce: 7, seq: 1 },
                 addr: Bytes::from_static(b"127.0.0.1:7003"),
+                known: None,
+            }),
+        ),
+        fixed(
+            "join-forward/known",
+            Message::from(JoinForwardMsg {
+                id: JoinId { nonce: 7, seq: 2 },
+                addr: Bytes::from_static(b"127.0.0.1:7003"),
+                known: Some((Rank(SPAN), u64::MAX >> 2)),
             }),
         ),
         fixed(
@@ -693,6 +702,7 @@ fn samples() -> Vec<Sample> {
                     seq: u32::MAX,
                 },
                 addr: Bytes::new(),
+                known: None,
             }),
         ),
         fixed(

@@ -33,6 +33,10 @@ pub struct JoinStats {
     /// Admissions applied for a nonce already admitted (0 unless a coordinator admitted without
     /// knowing an earlier admission): the extra rank is never started and is removed.
     pub joins_readmitted: u64,
+    /// Coordinator: retries answered with the rank their contact remembered admitting
+    /// ([`JoinForwardMsg::known`](crate::join::JoinForwardMsg::known)), an admission this
+    /// coordinator never applied (it joined in or after that view).
+    pub joins_known_by_contact: u64,
     /// Times this rank grew its tree ahead of its admissions, on a new parent's notice
     /// computed under a larger span (it was behind: its parent had failed or had not started).
     pub spans_caught_up: u64,

@@ -331,21 +331,47 @@ pub struct JoinForwardMsg {
     pub id: JoinId,
     /// The joiner's address (opaque, at most [`MAX_ADDR_LEN`] bytes).
     pub addr: Bytes,
+    /// The admission the contact remembers for this nonce (rank, admitting epoch), if any: a
+    /// joiner retrying after its answer was lost. A coordinator that was itself admitted in or
+    /// after that view (a joiner the grow put in the root slot) never applied that admission's
+    /// notice and so does not remember it: it answers with this rank instead of admitting the
+    /// nonce a second time.
+    pub known: Option<(Rank, u64)>,
 }
 
 impl Codec for JoinForwardMsg {
     fn encoded_len(&self) -> usize {
-        12 + 4 + self.addr.len()
+        12 + 4 + self.addr.len() + 1 + 12
     }
     fn encode(&self, buf: &mut impl BufMut) {
         self.id.put(buf);
         buf.put_u32(self.addr.len() as u32);
         buf.put_slice(&self.addr);
+        // As in `JoinAnswerMsg`: a flag, then the rank and epoch (zeros when absent).
+        let (flag, rank, epoch) = match self.known {
+            Some((rank, epoch)) => (1, rank.0, epoch),
+            None => (0, 0, 0),
+        };
+        buf.put_u8(flag);
+        buf.put_u32(rank);
+        buf.put_u64(epoch);
     }
     fn decode(r: &mut Reader, _limits: &Limits) -> Result<Self, DecodeError> {
+        let id = JoinId::get(r)?;
+        let addr = r.bytes(MAX_ADDR_LEN)?;
+        let some = r.bool()?;
+        let rank = r.rank()?;
+        let epoch = crate::wire::counter(r.u64()?)?;
+        if !some && (rank.0 != 0 || epoch != 0) {
+            // One encoding per message: "none" carries zeros.
+            return Err(DecodeError::Invalid(
+                "join forward: no admission with a rank",
+            ));
+        }
         Ok(Self {
-            id: JoinId::get(r)?,
-            addr: r.bytes(MAX_ADDR_LEN)?,
+            id,
+            addr,
+            known: some.then_some((rank, epoch)),
         })
     }
 }
@@ -522,6 +548,39 @@ mod tests {
         );
         let ranks: Vec<Rank> = notice.admitted(Rank(16)).map(|a| a.rank).collect();
         assert_eq!(ranks, [Rank(16), Rank(17)]);
+    }
+
+    /// A forward with and without the contact's remembered admission round-trips; "none" with
+    /// a rank or an epoch is a second encoding of it, refused.
+    #[test]
+    fn a_forward_carries_the_admission_its_contact_remembers() {
+        let lim = Limits::default();
+        let decode = |b: Bytes| JoinForwardMsg::decode(&mut Reader::new(b), &lim);
+        for known in [None, Some((Rank(43), 11))] {
+            let m = JoinForwardMsg {
+                id: id(),
+                addr: Bytes::from_static(b"joiner-0"),
+                known,
+            };
+            let mut buf = Vec::new();
+            m.encode(&mut buf);
+            assert_eq!(buf.len(), m.encoded_len());
+            assert_eq!(decode(Bytes::from(buf)), Ok(m));
+        }
+        let m = JoinForwardMsg {
+            id: id(),
+            addr: Bytes::new(),
+            known: Some((Rank(3), 0)),
+        };
+        let mut buf = Vec::new();
+        m.encode(&mut buf);
+        buf[12 + 4] = 0;
+        assert_eq!(
+            decode(Bytes::from(buf)),
+            Err(DecodeError::Invalid(
+                "join forward: no admission with a rank"
+            ))
+        );
     }
 
     /// Every prefix, every single-byte change and some trailing bytes of each message decode

@@ -172,7 +172,8 @@ impl Membership {
             self.enqueue(ctx, ctx.me(), id, addr);
         } else {
             self.j().stats.join_forwards_out += 1;
-            ctx.send(coord, JoinForwardMsg { id, addr });
+            let known = self.j().admitted.get(&id.nonce).copied();
+            ctx.send(coord, JoinForwardMsg { id, addr, known });
         }
     }
 
@@ -222,6 +223,16 @@ impl Membership {
             // root change; until then its joiner waits (or times out and retries).
             ctx.stats.membership.stale += 1;
             return;
+        }
+        if let Some((rank, epoch)) = m.known {
+            // A retry whose first admission the contact applied and this coordinator does not
+            // remember (it was admitted itself in or after that view): the rank is in this
+            // view, alive, so the joiner gets it rather than a second rank nobody starts.
+            let known_here = self.j().admitted.contains_key(&m.id.nonce);
+            if !known_here && rank.0 < self.admitted_span && ctx.tree.is_alive(rank) {
+                self.j().stats.joins_known_by_contact += 1;
+                self.remember(ctx, m.id.nonce, rank, epoch);
+            }
         }
         self.enqueue(ctx, from, m.id, m.addr);
     }

@@ -126,11 +126,12 @@ impl Membership {
     }
 
     /// Whether `r` was never heard from: an expected rank that no applied notice listed,
-    /// none removed, and whose check-in this rank (as coordinator) has not heard either.
+    /// none removed, and whose check-in this rank (as coordinator) has neither heard nor put
+    /// in a notice (a notice on its way is not applied here yet: `r` is still pending).
     pub(super) fn never_heard_from(&self, r: Rank) -> bool {
-        self.startup
-            .as_ref()
-            .is_some_and(|s| s.pending.contains(r) && !s.heard.contains(r))
+        self.startup.as_ref().is_some_and(|s| {
+            s.pending.contains(r) && !s.heard.contains(r) && !s.announced.contains(r)
+        })
     }
 
     /// Pending ranks still alive in the tree (not members yet: the majority guard leaves them

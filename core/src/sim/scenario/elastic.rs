@@ -739,6 +739,46 @@ mod tests {
         assert_eq!(r.joins_missing, 0);
     }
 
+    /// Seed 238 (CI's sweep): 0 and 16 crash, 32 coordinates and admits joiner 0 (nonce
+    /// 96240db1...) as 43 in the view that also admits joiner 48, and the grow puts 48 in the
+    /// root slot. Joiner 0 never got its answer and retried; 48 had never applied that view's
+    /// notice (it was admitted in it), so it admitted the nonce again as 50: 43 was never
+    /// started, and the retry's contact timed out before 50's admission, both removed. The
+    /// contact's forward now carries the admission it remembers (`JoinForwardMsg::known`).
+    #[test]
+    fn a_retry_through_a_joiner_turned_coordinator_gets_its_first_rank() {
+        let mut p = ElasticParams::new(40, 16, 238, 10);
+        p.contacts = 4;
+        p.skew_ms = 1_028;
+        p.contact_crashes = 2;
+        p.crash_coordinator = true;
+        p.joiner_crashes = 0;
+        p.starved = 1;
+        p.launch_skew_ms = 2_555;
+        let r = check(&p);
+        assert_eq!((r.joins_admitted, r.span), (10, 50), "{r:?}");
+    }
+
+    /// Seed 268 (CI's sweep): contact 187 starts and crashes within 1 ms; its check-in, held
+    /// in its dial to a parent not started yet, reaches the coordinator 200 ms later. The
+    /// coordinator put it in a notice (not applied there yet) and took every later refusal
+    /// about 187 for "not joined yet": 187 stayed in the tree until its observers' timeout
+    /// (4.8 s), and its live child 443, whose check-ins went to 187, was removed at the bound
+    /// as never joined. A rank put in a notice has been heard (`Membership::never_heard_from`).
+    #[test]
+    fn a_rank_heard_then_crashed_is_removed_on_refusals_before_the_bound() {
+        let mut p = ElasticParams::new(523, 16, 268, 130);
+        p.contacts = 4;
+        p.skew_ms = 2_321;
+        p.contact_crashes = 2;
+        p.crash_coordinator = true;
+        p.joiner_crashes = 2;
+        p.starved = 3;
+        p.launch_skew_ms = 1_546;
+        let r = check(&p);
+        assert_eq!(r.never_joined, 0, "{r:?}");
+    }
+
     #[test]
     fn starved_members_are_not_removed() {
         for seed in 0..4 {
