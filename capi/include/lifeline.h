@@ -952,6 +952,12 @@ typedef struct lifeline_stats {
   uint64_t revoke_stale;
   // (revoke) Groups forgotten because `revoke_max_groups` was reached (oldest first).
   uint64_t revoke_forgotten;
+  // (membership) Refused-dial reports about a rank never heard from (an expected rank that has
+  // not checked in): not joined yet is not dead, no case opened (start-up's bound decides).
+  uint64_t membership_refusals_not_joined;
+  // (join) Coordinator: retries answered with the rank their contact remembered admitting, an
+  // admission this coordinator never applied (it was admitted in or after that view).
+  uint64_t joins_known_by_contact;
 } lifeline_stats;
 
 #ifdef __cplusplus

@@ -282,6 +282,12 @@ pub struct Stats {
     pub revoke_stale: u64,
     /// (revoke) Groups forgotten because `revoke_max_groups` was reached (oldest first).
     pub revoke_forgotten: u64,
+    /// (membership) Refused-dial reports about a rank never heard from (an expected rank that has
+    /// not checked in): not joined yet is not dead, no case opened (start-up's bound decides).
+    pub membership_refusals_not_joined: u64,
+    /// (join) Coordinator: retries answered with the rank their contact remembered admitting, an
+    /// admission this coordinator never applied (it was admitted in or after that view).
+    pub joins_known_by_contact: u64,
 }
 
 impl Stats {
@@ -327,6 +333,8 @@ impl Stats {
             membership_refusals_refuted: c.refusals_refuted,
             membership_refusals_unconfirmed: c.refusals_unconfirmed,
             membership_decisions_held_overload: c.decisions_held_overload,
+            membership_refusals_not_joined: c.refusals_not_joined,
+            joins_known_by_contact: j.joins_known_by_contact,
             join_requests_in: j.join_requests_in,
             join_forwards_out: j.join_forwards_out,
             join_forwards_in: j.join_forwards_in,

@@ -632,6 +632,7 @@ pub(crate) fn core_stats(n: &Node) -> Vec<(String, u64)> {
         ("membership_probes_out", co.probes_out),
         ("membership_refusals_refuted", co.refusals_refuted),
         ("membership_refusals_unconfirmed", co.refusals_unconfirmed),
+        ("membership_refusals_not_joined", co.refusals_not_joined),
         (
             "membership_decisions_held_overload",
             co.decisions_held_overload,
