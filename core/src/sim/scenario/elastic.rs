@@ -615,6 +615,38 @@ mod tests {
         r
     }
 
+    /// The shape a replay line names (the flags [`ElasticParams::replay_command`] writes, as
+    /// the sweep prints them for a failing seed), so a regression test quotes it as it came.
+    fn replayed(flags: &str) -> ElasticParams {
+        let words: Vec<&str> = flags.split_whitespace().collect();
+        let num = |flag: &str| -> u64 {
+            let i = words.iter().position(|w| *w == flag).expect(flag);
+            words[i + 1].parse().expect(flag)
+        };
+        let mut p = ElasticParams::new(
+            num("--ranks") as u32,
+            num("--radix") as u32,
+            num("--seed"),
+            num("--joins") as u32,
+        );
+        p.contacts = num("--contacts") as u32;
+        p.skew_ms = num("--skew-ms");
+        p.contact_crashes = num("--contact-crashes") as u32;
+        p.crash_coordinator = words.contains(&"--crash-coordinator");
+        p.joiner_crashes = num("--joiner-crashes") as u32;
+        p.starved = num("--starved") as u32;
+        p.launch_skew_ms = num("--launch-skew-ms");
+        p
+    }
+
+    #[test]
+    fn a_replay_line_names_the_shape_it_was_printed_for() {
+        for seed in 0..20 {
+            let p = ElasticParams::varied(16, seed, 4096, 8);
+            assert_eq!(replayed(&p.replay_command()), p);
+        }
+    }
+
     #[test]
     fn joiners_are_admitted_in_few_view_changes() {
         let p = ElasticParams::new(16, 4, 1, 8);
@@ -692,13 +724,9 @@ mod tests {
     /// removed, a wrongful eviction. A coordinator now admits only once its view is settled.
     #[test]
     fn a_retry_across_a_coordinator_failover_is_admitted_once() {
-        let mut p = ElasticParams::new(32, 16, 1122, 8);
-        p.contacts = 1;
-        p.skew_ms = 609;
-        p.contact_crashes = 1;
-        p.crash_coordinator = true;
-        p.starved = 3;
-        p.launch_skew_ms = 2_301;
+        let p = replayed(
+            "--ranks 32 --radix 16 --seed 1122 --joins 8 --contacts 1 --skew-ms 609 --contact-crashes 1 --crash-coordinator --joiner-crashes 0 --starved 3 --launch-skew-ms 2301",
+        );
         let r = check(&p);
         assert_eq!((r.joins_admitted, r.span), (8, 40), "{r:?}");
     }
@@ -710,13 +738,9 @@ mod tests {
     /// xcast reached none of the 109 nodes).
     #[test]
     fn a_joiner_the_grow_puts_in_the_root_slot_carries_start_up_and_broadcasts() {
-        let mut p = ElasticParams::new(90, 16, 1139, 22);
-        p.contacts = 0;
-        p.skew_ms = 306;
-        p.contact_crashes = 2;
-        p.crash_coordinator = true;
-        p.joiner_crashes = 0;
-        p.launch_skew_ms = 2_466;
+        let p = replayed(
+            "--ranks 90 --radix 16 --seed 1139 --joins 22 --contacts 0 --skew-ms 306 --contact-crashes 2 --crash-coordinator --joiner-crashes 0 --starved 0 --launch-skew-ms 2466",
+        );
         let r = check(&p);
         assert_eq!((r.joins_admitted, r.span), (22, 112));
     }
@@ -727,14 +751,9 @@ mod tests {
     /// and start-up and every later admission stall (`Node::dispatch_frame`).
     #[test]
     fn a_late_launched_rank_under_a_joiner_past_its_span_catches_up() {
-        let mut p = ElasticParams::new(512, 16, 2007, 128);
-        p.contacts = 3;
-        p.skew_ms = 3_000;
-        p.contact_crashes = 2;
-        p.crash_coordinator = true;
-        p.joiner_crashes = 2;
-        p.starved = 3;
-        p.launch_skew_ms = 3_000;
+        let p = replayed(
+            "--ranks 512 --radix 16 --seed 2007 --joins 128 --contacts 3 --skew-ms 3000 --contact-crashes 2 --crash-coordinator --joiner-crashes 2 --starved 3 --launch-skew-ms 3000",
+        );
         let r = check(&p);
         assert_eq!(r.joins_missing, 0);
     }
@@ -747,14 +766,9 @@ mod tests {
     /// contact's forward now carries the admission it remembers (`JoinForwardMsg::known`).
     #[test]
     fn a_retry_through_a_joiner_turned_coordinator_gets_its_first_rank() {
-        let mut p = ElasticParams::new(40, 16, 238, 10);
-        p.contacts = 4;
-        p.skew_ms = 1_028;
-        p.contact_crashes = 2;
-        p.crash_coordinator = true;
-        p.joiner_crashes = 0;
-        p.starved = 1;
-        p.launch_skew_ms = 2_555;
+        let p = replayed(
+            "--ranks 40 --radix 16 --seed 238 --joins 10 --contacts 4 --skew-ms 1028 --contact-crashes 2 --crash-coordinator --joiner-crashes 0 --starved 1 --launch-skew-ms 2555",
+        );
         let r = check(&p);
         assert_eq!((r.joins_admitted, r.span), (10, 50), "{r:?}");
     }
@@ -767,14 +781,9 @@ mod tests {
     /// as never joined. A rank put in a notice has been heard (`Membership::never_heard_from`).
     #[test]
     fn a_rank_heard_then_crashed_is_removed_on_refusals_before_the_bound() {
-        let mut p = ElasticParams::new(523, 16, 268, 130);
-        p.contacts = 4;
-        p.skew_ms = 2_321;
-        p.contact_crashes = 2;
-        p.crash_coordinator = true;
-        p.joiner_crashes = 2;
-        p.starved = 3;
-        p.launch_skew_ms = 1_546;
+        let p = replayed(
+            "--ranks 523 --radix 16 --seed 268 --joins 130 --contacts 4 --skew-ms 2321 --contact-crashes 2 --crash-coordinator --joiner-crashes 2 --starved 3 --launch-skew-ms 1546",
+        );
         let r = check(&p);
         assert_eq!(r.never_joined, 0, "{r:?}");
     }
