@@ -50,6 +50,30 @@ impl Observer for Log {
     }
 }
 
+impl Log {
+    /// The ranks that started a relay, in order (one entry per start), and how many relays
+    /// ended.
+    pub(super) fn relay_starts_and_ends(&self) -> (Vec<Rank>, usize) {
+        let starts = self
+            .membership
+            .iter()
+            .filter(|(_, _, e)| matches!(e, MembershipEvent::RelayStarted { .. }))
+            .map(|(_, r, _)| *r)
+            .collect();
+        let ends = self
+            .membership
+            .iter()
+            .filter(|(_, _, e)| matches!(e, MembershipEvent::RelayEnded { .. }))
+            .count();
+        (starts, ends)
+    }
+}
+
+/// `r`'s parent in its own view now.
+pub(super) fn parent_of(w: &World, r: Rank) -> Rank {
+    w.node(r).unwrap().tree().view().unwrap().parent().unwrap()
+}
+
 pub(super) fn ms(x: u64) -> Instant {
     Instant::ZERO + Duration::from_millis(x)
 }
@@ -101,15 +125,7 @@ pub(super) fn cut_tree_link_under_load(
 ) -> (Sim<Log>, Duration) {
     let mut s = sim_with(16, 8, seed, tweak);
     let child = Rank(9);
-    let parent = s
-        .world()
-        .node(child)
-        .unwrap()
-        .tree()
-        .view()
-        .unwrap()
-        .parent()
-        .unwrap();
+    let parent = parent_of(s.world(), child);
     assert_ne!(parent, Rank(0), "the cut link is below the root");
     let other = Rank(2);
     s.run_until(ms(500)).unwrap();
@@ -222,16 +238,9 @@ fn a_cut_tree_link_is_relayed_around_without_loss_duplicates_or_removals() {
         );
         // Healed: every relay ended everywhere, and each start has its end.
         let log = &s.observer().membership;
-        let starts = log
-            .iter()
-            .filter(|(_, _, e)| matches!(e, MembershipEvent::RelayStarted { .. }))
-            .count();
-        let ends = log
-            .iter()
-            .filter(|(_, _, e)| matches!(e, MembershipEvent::RelayEnded { .. }))
-            .count();
-        assert!(starts >= 2, "both ends relayed: {log:?}");
-        assert_eq!(starts, ends, "{log:?}");
+        let (starts, ends) = s.observer().relay_starts_and_ends();
+        assert!(starts.len() >= 2, "both ends relayed: {log:?}");
+        assert_eq!(starts.len(), ends, "{log:?}");
         let relays: u64 = (0..16)
             .map(|x| {
                 s.world()
@@ -257,15 +266,7 @@ fn a_relayed_link_cut_for_good_removes_nobody() {
         let mut s = sim(64, 4, 23);
         s.run_until(ms(300)).unwrap();
         let child = Rank(5);
-        let parent = s
-            .world()
-            .node(child)
-            .unwrap()
-            .tree()
-            .view()
-            .unwrap()
-            .parent()
-            .unwrap();
+        let parent = parent_of(s.world(), child);
         s.apply(if oneway {
             Fault::CutOneWay(child, parent)
         } else {

@@ -4,7 +4,7 @@
 //! without core-declared gray the same cut stalls the child for the whole cut; fault-free runs
 //! never declare a link gray; idle tree links carry pings at the documented rate.
 
-use super::relay_tests::{cut_tree_link_under_load, ms, sim_with};
+use super::relay_tests::{cut_tree_link_under_load, ms, parent_of, sim_with};
 use super::MembershipEvent;
 use crate::sim::Fault;
 use crate::time::Duration;
@@ -33,15 +33,7 @@ fn a_silent_tree_link_is_relayed_within_gray_after_when_the_transport_never_noti
         }
         // Both ends relayed; every relay ended after the heal.
         let log = &s.observer().membership;
-        let starts: Vec<Rank> = log
-            .iter()
-            .filter(|(_, _, e)| matches!(e, MembershipEvent::RelayStarted { .. }))
-            .map(|(_, r, _)| *r)
-            .collect();
-        let ends = log
-            .iter()
-            .filter(|(_, _, e)| matches!(e, MembershipEvent::RelayEnded { .. }))
-            .count();
+        let (starts, ends) = s.observer().relay_starts_and_ends();
         assert!(
             starts.contains(&Rank(9)) && starts.contains(&parent),
             "oneway {oneway}: {log:?}"
@@ -144,15 +136,8 @@ fn a_frozen_rank_declares_nothing_on_waking() {
             );
         }
         let log = &s.observer().membership;
-        let starts = log
-            .iter()
-            .filter(|(_, _, e)| matches!(e, MembershipEvent::RelayStarted { .. }))
-            .count();
-        let ends = log
-            .iter()
-            .filter(|(_, _, e)| matches!(e, MembershipEvent::RelayEnded { .. }))
-            .count();
-        assert_eq!(starts, ends, "seed {seed}: {log:?}");
+        let (starts, ends) = s.observer().relay_starts_and_ends();
+        assert_eq!(starts.len(), ends, "seed {seed}: {log:?}");
     }
 }
 
@@ -210,15 +195,7 @@ fn relay_probe_cost() {
     for cut in [false, true] {
         let mut s = sim_with(16, 8, 9, |c| c.net.cut_timeout = LONG);
         s.run_until(ms(1_000)).unwrap();
-        let parent = s
-            .world()
-            .node(Rank(9))
-            .unwrap()
-            .tree()
-            .view()
-            .unwrap()
-            .parent()
-            .unwrap();
+        let parent = parent_of(s.world(), Rank(9));
         if cut {
             s.apply(Fault::Cut(parent, Rank(9)));
         }

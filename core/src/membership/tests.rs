@@ -348,15 +348,7 @@ fn broadcasts_across_a_cut_tree_link_resume_after_the_heal() {
         let mut s = Sim::new(cfg, Deliveries::default()).unwrap();
         s.run_until(ms(300)).unwrap();
         let child = Rank(6);
-        let parent = s
-            .world()
-            .node(child)
-            .unwrap()
-            .tree()
-            .view()
-            .unwrap()
-            .parent()
-            .unwrap();
+        let parent = super::relay_tests::parent_of(s.world(), child);
         s.apply(if oneway {
             Fault::CutOneWay(parent, child)
         } else {
@@ -698,7 +690,17 @@ fn coordinator_node() -> (crate::Node, Rank, Vec<Rank>) {
     let d = cfg.detect.clone();
     let mut n = crate::Node::new(cfg, Rank(0), 1, Instant::ZERO).unwrap();
     while n.poll_transmit().is_some() {}
-    let (subject, observers) = (1..64)
+    let (subject, observers) = watched_subject(&n, &d);
+    (n, subject, observers)
+}
+
+/// A rank of `n`'s tree (64 ranks) with eight distinct observers, none of them rank 0, and
+/// those observers, as `d` places them.
+pub(super) fn watched_subject(
+    n: &crate::Node,
+    d: &crate::detect::DetectConfig,
+) -> (Rank, Vec<Rank>) {
+    (1..64)
         .map(Rank)
         .map(|s| {
             let rings =
@@ -706,8 +708,7 @@ fn coordinator_node() -> (crate::Node, Rank, Vec<Rank>) {
             (s, rings.observers.into_iter().collect::<Vec<_>>())
         })
         .find(|(_, o)| o.len() == 8 && !o.contains(&Rank(0)))
-        .unwrap();
-    (n, subject, observers)
+        .unwrap()
 }
 
 fn evidence(subject: Rank, incarnation: u64, down: bool, observers: &[Rank]) -> bytes::Bytes {
@@ -933,15 +934,7 @@ fn a_refusal_about_a_rank_never_heard_from_is_no_evidence() {
     let d = cfg.detect.clone();
     let mut n = crate::Node::new(cfg, Rank(0), 1, Instant::ZERO).unwrap();
     while n.poll_transmit().is_some() {}
-    let (subject, obs) = (1..64)
-        .map(Rank)
-        .map(|s| {
-            let rings =
-                crate::detect::rings::Rings::compute_for(n.tree(), s, d.ring_seed, d.observers);
-            (s, rings.observers.into_iter().collect::<Vec<_>>())
-        })
-        .find(|(_, o)| o.len() == 8 && !o.contains(&Rank(0)))
-        .unwrap();
+    let (subject, obs) = watched_subject(&n, &d);
     let t = ms(1_000);
     for o in &obs[..3] {
         n.handle_frame(t, *o, corroborate(Refused, subject));

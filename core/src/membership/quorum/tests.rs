@@ -245,15 +245,7 @@ mod fast_path {
         let d = c.detect.clone();
         let mut n = crate::Node::new(c, Rank(0), 1, Instant::ZERO).unwrap();
         let _ = sent(&mut n);
-        let (subject, obs) = (1..64)
-            .map(Rank)
-            .map(|s| {
-                let rings =
-                    crate::detect::rings::Rings::compute_for(n.tree(), s, d.ring_seed, d.observers);
-                (s, rings.observers.into_iter().collect::<Vec<_>>())
-            })
-            .find(|(_, o)| o.len() == 8 && !o.contains(&Rank(0)))
-            .unwrap();
+        let (subject, obs) = crate::membership::tests::watched_subject(&n, &d);
         let alert = Message::from(AlertMsg {
             hops: 0,
             entries: vec![AlertEntry {
