@@ -295,20 +295,26 @@ fn the_hello_announces_span_and_port_and_an_old_version_is_refused() {
                 )
             };
             assert_eq!(r, LIFELINE_OK);
-            let mut ch = [0u8; LIFELINE_TCP_CHALLENGE_LEN];
-            let (mut from, mut class, mut a) = (0u32, 0u32, null_mut());
-            let r = lifeline_tcp_acceptor_on_hello(
-                k,
-                4,
-                hello.as_ptr(),
-                hello.len(),
-                [2; 32].as_ptr(),
-                ch.as_mut_ptr(),
-                &mut from,
-                &mut class,
-                &mut a,
-            );
-            assert_eq!((r, from), (LIFELINE_OK, 6));
+            // The acceptor's side of the first `len` bytes of `hello`: the result and the rank
+            // it names.
+            let on_hello = |hello: &[u8], len: usize, a: &mut *mut _| {
+                let mut ch = [0u8; LIFELINE_TCP_CHALLENGE_LEN];
+                let (mut from, mut class) = (0u32, 0u32);
+                let r = lifeline_tcp_acceptor_on_hello(
+                    k,
+                    4,
+                    hello.as_ptr(),
+                    len,
+                    [2; 32].as_ptr(),
+                    ch.as_mut_ptr(),
+                    &mut from,
+                    &mut class,
+                    a,
+                );
+                (r, from)
+            };
+            let mut a = null_mut();
+            assert_eq!(on_hello(&hello, hello.len(), &mut a), (LIFELINE_OK, 6));
             let (mut span, mut port) = (99u32, 99u16);
             assert_eq!(
                 lifeline_tcp_acceptor_listen(a, &mut span, &mut port),
@@ -326,32 +332,16 @@ fn the_hello_announces_span_and_port_and_an_old_version_is_refused() {
             // The same HELLO as version 1 would have it: refused.
             hello[4] = 1;
             let mut a1 = null_mut();
-            let r = lifeline_tcp_acceptor_on_hello(
-                k,
-                4,
-                hello.as_ptr(),
-                hello.len(),
-                [2; 32].as_ptr(),
-                ch.as_mut_ptr(),
-                &mut from,
-                &mut class,
-                &mut a1,
+            assert_eq!(
+                on_hello(&hello, hello.len(), &mut a1).0,
+                LIFELINE_ERR_HANDSHAKE
             );
-            assert_eq!(r, LIFELINE_ERR_HANDSHAKE);
             assert!(a1.is_null());
             // A version-1 HELLO's length is refused too.
-            let r = lifeline_tcp_acceptor_on_hello(
-                k,
-                4,
-                hello.as_ptr(),
-                46,
-                [2; 32].as_ptr(),
-                ch.as_mut_ptr(),
-                &mut from,
-                &mut class,
-                &mut a1,
+            assert_eq!(
+                on_hello(&hello, 46, &mut a1).0,
+                LIFELINE_ERR_INVALID_ARGUMENT
             );
-            assert_eq!(r, LIFELINE_ERR_INVALID_ARGUMENT);
             lifeline_tcp_dialer_free(d);
             lifeline_tcp_acceptor_free(a);
         }
