@@ -9,8 +9,14 @@
 //! suspicion that stands for `detect.refute` is soft evidence ([`DetectEvent::Unresponsive`]).
 //!
 //! **Self-freeze guard.** A timer that fires more than one period late means *this* rank was
-//! frozen (SIGSTOP, a long GC, a swapped-out host): its subjects' silence is its own. It
-//! accuses nobody for that stretch: every subject gets a fresh timeout from now.
+//! frozen (SIGSTOP, a long GC, a swapped-out host, a starved CPU): the silence it slept through
+//! is its own. It accuses nobody for that stretch: every subject's silence clock (and a
+//! suspect's refutation window) is moved on by the time this rank slept, with at least one
+//! period left to read what queued meanwhile. Silence while it was awake still counts, so a
+//! rank frozen again and again (a loaded host, whose timers run late every few rounds) accuses
+//! a silent subject late, never not at all. (Restarting every subject's timeout from zero, as
+//! this guard once did, let intermittent freezes postpone detection for as long as they
+//! recurred: a starved observer of a partitioned rank never suspected it.)
 //!
 //! **Local health awareness** (Lifeguard's LHM). A rank whose own links or scheduling are sick
 //! (a lossy interface, an overloaded host) sees its subjects' heartbeats late and would accuse
@@ -87,6 +93,9 @@ pub(crate) struct Detect {
     watching: BTreeMap<Rank, Watch>,
     /// When the next heartbeat round was due.
     beat_due: Option<Instant>,
+    /// The end of the last freeze credited to the subjects' silence ([`Detect::thaw`]): a later
+    /// late timer credits only the stretch after it.
+    thawed: Instant,
     /// The (suspected, watching) counts last reported ([`Effect::Reachability`]).
     reported: (u32, u32),
     /// Local health awareness.
@@ -202,6 +211,44 @@ impl Detect {
     /// Whether a timer due at `due` fired so late that this rank itself was frozen.
     fn was_frozen(ctx: &Ctx<'_>, due: Instant) -> bool {
         ctx.now - due > ctx.cfg.detect.period
+    }
+
+    /// This rank was frozen: a timer due at `due` fired only now. The stretch since `due`
+    /// (less any part an earlier late timer credited already) is not the subjects' silence:
+    /// every subject's silence clock, and a suspect's refutation window, moves on by it, and
+    /// no deadline falls sooner than one period from now (time to read the heartbeats that
+    /// queued while this rank slept). Standing alerts are untouched (they are re-sent every
+    /// period). Counted in `self_freeze_skips`.
+    fn thaw(&mut self, ctx: &mut Ctx<'_>, due: Instant) {
+        ctx.stats.detect.self_freeze_skips += 1;
+        let now = ctx.now;
+        let credit = now.saturating_since(due.max(self.thawed));
+        self.thawed = now;
+        let floor = now + ctx.cfg.detect.period;
+        let timeout = self.scaled(ctx.cfg.detect.timeout);
+        let refute = self.scaled(ctx.cfg.detect.refute);
+        let mut timers = Vec::with_capacity(self.watching.len());
+        for (&s, w) in self.watching.iter_mut() {
+            if w.alerted {
+                continue;
+            }
+            let (at, timer) = match w.suspected {
+                None => {
+                    w.heard = (w.heard + credit).min(now);
+                    ((w.heard + timeout).max(floor), DetectTimer::Silent(s))
+                }
+                Some((inc, since)) => {
+                    let since = (since + credit).min(now);
+                    w.suspected = Some((inc, since));
+                    ((since + refute).max(floor), DetectTimer::Refute(s))
+                }
+            };
+            w.deadline = at;
+            timers.push((timer, at));
+        }
+        for (timer, at) in timers {
+            ctx.timers.set(timer, at);
+        }
     }
 
     /// Recomputes observers and subjects for the current view; new subjects get a fresh
@@ -320,8 +367,7 @@ impl Detect {
             return;
         };
         if Self::was_frozen(ctx, w.deadline) {
-            ctx.stats.detect.self_freeze_skips += 1;
-            self.rearm(ctx, subject);
+            self.thaw(ctx, w.deadline);
             return;
         }
         // Never heard from, within the start-up grace (or, for a joiner, the join grace since
@@ -386,8 +432,7 @@ impl Detect {
         };
         if !w.alerted {
             if Self::was_frozen(ctx, w.deadline) {
-                ctx.stats.detect.self_freeze_skips += 1;
-                self.rearm(ctx, subject);
+                self.thaw(ctx, w.deadline);
                 return;
             }
             let due = since + self.scaled(ctx.cfg.detect.refute);
@@ -451,14 +496,8 @@ impl Detect {
             self.raise_health(ctx);
         }
         if Self::was_frozen(ctx, due) {
-            // This rank was frozen: everything it watches gets a fresh timeout from now.
-            ctx.stats.detect.self_freeze_skips += 1;
-            let subjects: Vec<Rank> = self.watching.keys().copied().collect();
-            for s in subjects {
-                if self.watching.get(&s).is_some_and(|w| w.suspected.is_none()) {
-                    self.rearm(ctx, s);
-                }
-            }
+            // This rank was frozen: the stretch it slept through is nobody's silence.
+            self.thaw(ctx, due);
         }
         self.heartbeat_all(ctx);
         self.arm_beat(ctx);
@@ -477,6 +516,7 @@ impl Machine for Detect {
             rings: LiveRings::default(),
             watching: BTreeMap::new(),
             beat_due: None,
+            thawed: Instant::ZERO,
             reported: (0, 0),
             health: Health::default(),
             started: Instant::ZERO,

@@ -17,7 +17,8 @@ pub struct DetectStats {
     pub unresponsive: u64,
     /// Standing alerts sent again (every period until the subject's fate is decided).
     pub alerts_resent: u64,
-    /// Accusations withheld because this rank's own timers ran late (it was frozen).
+    /// Late timers that found this rank frozen: the stretch it slept through was taken off its
+    /// subjects' silence (accusations put off, not dropped).
     pub self_freeze_skips: u64,
     /// Times this rank raised its incarnation to refute a suspicion of itself.
     pub self_refutations: u64,

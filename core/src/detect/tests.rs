@@ -234,6 +234,42 @@ fn a_late_timeout_call_means_this_rank_was_frozen_and_accuses_nobody() {
     );
 }
 
+/// A starved host: the driver runs this rank for 150 ms, then not at all for 200 ms, again
+/// and again, so one heartbeat round in each cycle fires more than a period late (a freeze).
+/// Its subjects went silent at 50 ms. The silence it was awake for still adds up: it accuses
+/// each of them (suspect, then unresponsive) within 2 s. Before the freeze credit, every late
+/// round restarted every silence timeout from zero and it accused nobody, ever: a loaded
+/// observer of a partitioned rank never reported it, and the failover waited on the others.
+#[test]
+fn an_observer_frozen_again_and_again_still_accuses_a_silent_subject() {
+    let (mut n, subjects) = lone_node(true);
+    assert!(!subjects.is_empty());
+    for &s in &subjects {
+        beat(&mut n, s, ms(50), 0);
+    }
+    let awake = |t: u64| t % 350 < 150;
+    let mut ev = Vec::new();
+    let mut t = 50;
+    while t < 2_050 {
+        t += 10;
+        if awake(t) {
+            n.handle_timeout(ms(t));
+            ev.extend(detect_events(&mut n));
+        }
+    }
+    let st = &n.stats().detect;
+    assert!(st.self_freeze_skips >= 4, "the cycles were freezes: {st:?}");
+    let count = |f: fn(&DetectEvent) -> bool| ev.iter().filter(|e| f(e)).count();
+    assert_eq!(
+        (
+            count(|e| matches!(e, DetectEvent::Suspect { .. })),
+            count(|e| matches!(e, DetectEvent::Unresponsive { .. }))
+        ),
+        (subjects.len(), subjects.len()),
+        "{ev:?} {st:?}"
+    );
+}
+
 #[test]
 fn only_a_higher_incarnation_refutes() {
     let (mut n, subjects) = lone_node(true);
