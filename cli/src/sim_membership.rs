@@ -59,6 +59,9 @@ pub(crate) struct MembershipArgs {
     /// How long a lossy rank's links stay lossy, in ms (the run lasts at least this long).
     #[arg(long, value_name = "MS", default_value_t = 30_000)]
     loss_ms: u64,
+    /// Quorum views (`membership.quorum`): removals decided by a majority of the prior view.
+    #[arg(long)]
+    quorum: bool,
     /// Write the detection-latency CDF (silent and hard) as SVG to FILE.
     #[arg(long, value_name = "FILE")]
     svg: Option<PathBuf>,
@@ -97,6 +100,7 @@ pub(crate) fn run(args: &MembershipArgs) -> Result<(), CliError> {
             lossy: args.lossy,
             loss_pct: args.loss_pct,
             loss_ms: args.loss_ms,
+            quorum: args.quorum,
         };
         let (r, _) = run_scenario(args.trace, "sim membership", |hooks| {
             run_membership(&p, hooks)

@@ -56,6 +56,9 @@ pub struct MembershipParams {
     pub loss_pct: u32,
     /// How long a lossy rank's links stay lossy, in ms (the run lasts at least this long).
     pub loss_ms: u64,
+    /// Quorum views (`membership.quorum`): every removal decided by a majority of the prior
+    /// view rather than by the root alone.
+    pub quorum: bool,
 }
 
 impl MembershipParams {
@@ -75,13 +78,14 @@ impl MembershipParams {
             lossy: 1,
             loss_pct: 25,
             loss_ms: 30_000,
+            quorum: false,
         }
     }
 
     /// The command line that replays this run.
     pub fn replay_command(&self) -> String {
         format!(
-            "cargo run --release -p lifeline-cli -- sim membership --ranks {} --radix {} --seed {} --silent {} --crashes {} --long-pauses {} --short-pauses {} --cuts {} --oneway-cuts {} --cut-ms {} --lossy {} --loss-pct {} --loss-ms {} --trace",
+            "cargo run --release -p lifeline-cli -- sim membership --ranks {} --radix {} --seed {} --silent {} --crashes {} --long-pauses {} --short-pauses {} --cuts {} --oneway-cuts {} --cut-ms {} --lossy {} --loss-pct {} --loss-ms {} {}--trace",
             self.ranks,
             self.radix,
             self.seed,
@@ -94,7 +98,8 @@ impl MembershipParams {
             self.cut_ms,
             self.lossy,
             self.loss_pct,
-            self.loss_ms
+            self.loss_ms,
+            if self.quorum { "--quorum " } else { "" },
         )
     }
 }
@@ -333,6 +338,7 @@ pub fn run_membership(p: &MembershipParams, hooks: Hooks) -> Result<MembershipRe
     }
     let mut cfg = SimConfig::new(p.ranks, p.radix, p.seed);
     cfg.node.detect.enabled = true;
+    cfg.node.membership.quorum = p.quorum;
     let mut sim = Sim::new(cfg, Watch::default()).map_err(|e| fail(format!("{e}")))?;
     sim.set_replay(p.replay_command());
     sim.set_hooks(hooks);
