@@ -547,6 +547,24 @@ mod tests {
         assert_eq!(r.completed, r.campaigns);
     }
 
+    /// A joiner admitted after targets departed becomes the coordinator (the old one handed
+    /// over, or its successor crashed). Its admission's holes, departed ranks among them, are
+    /// in its agreed view from the start: no rank reports them failed (before, the joiner
+    /// re-announced them as failures, and the joiners reported them failed).
+    #[test]
+    fn a_joiner_turned_coordinator_reports_no_departure_as_a_failure() {
+        for (seed, campaigns, joins, window_ms) in [(1244, 2, 2, 1456), (1237, 3, 1, 393)] {
+            let mut p = ShrinkParams::new(16, 4, seed, campaigns);
+            p.joins = joins;
+            p.crashes = 2;
+            p.window_ms = window_ms;
+            p.detect = true;
+            assert!(targets_root(&p));
+            let r = check(&p);
+            assert_eq!(r.joins_admitted, joins);
+        }
+    }
+
     /// Shapes drawn from the seed; `lifeline sim shrink --vary --seeds 1000` is the long form.
     #[test]
     fn varied_runs_hold_the_oracle() {
