@@ -52,6 +52,11 @@ pub(super) struct Joins {
     /// Recently admitted nonces: (rank, epoch), oldest first in `admitted_order`.
     admitted: BTreeMap<u64, (Rank, u64)>,
     admitted_order: VecDeque<u64>,
+    /// Joiner: nonces admitted by notices its admission's snapshot already holds (delivered
+    /// here after it started, and not applied again). Their ranks are unknown here (the
+    /// snapshot names no ids), so a request for one is dropped, never admitted again: its
+    /// contact answers it from its own copy of the admission. Bounded by `join.remembered`.
+    admitted_before: VecDeque<u64>,
     /// Answers for the adapter ([`crate::Node::poll_join_reply`]).
     replies: VecDeque<(JoinConn, JoinReply)>,
     pub(super) stats: crate::join::JoinStats,
@@ -253,6 +258,11 @@ impl Membership {
         if self.j().queued.contains(&id.nonce) {
             return;
         }
+        if self.j().admitted_before.contains(&id.nonce) {
+            // Admitted before this joiner's snapshot: its contact answers it.
+            ctx.stats.membership.stale += 1;
+            return;
+        }
         if self.j().queue.len() >= ctx.cfg.join.max_pending as usize {
             self.j().stats.joins_refused_busy += 1;
             self.answer_contact(ctx, contact, JoinAnswerMsg { id, admitted: None });
@@ -310,7 +320,7 @@ impl Membership {
                 .tree
                 .dead()
                 .iter()
-                .all(|r| self.agreed.removed.contains(r) || ctx.cfg.dead.contains(r))
+                .all(|r| self.agreed.removed.contains(r))
     }
 
     /// Coordinator: the queue waits one more batch window (at least 1 ms, so a zero window
@@ -419,7 +429,24 @@ impl Membership {
         };
         if self.joiner && m.epoch <= ctx.cfg.epoch {
             // This joiner's own admission (or an earlier one), forwarded to it after it
-            // started: its snapshot holds it already.
+            // started: its snapshot holds it already. Its nonces are remembered: as the
+            // coordinator (a grow can put a joiner in the root slot) this rank must not admit
+            // them again when their contact re-forwards them after the root change (`sim
+            // shrink --ranks 33 --radix 4 --seed 153 --campaigns 6 --joins 4 --crashes 2
+            // --window-ms 1654 --detect`: joiner 36 admitted its own request again as 37).
+            let cap = ctx.cfg.join.remembered as usize;
+            let j = self.j();
+            for (id, _) in &m.joiners {
+                if !j.admitted_before.contains(&id.nonce) {
+                    j.admitted_before.push_back(id.nonce);
+                }
+                if j.queued.remove(&id.nonce) {
+                    j.queue.retain(|q| q.id.nonce != id.nonce);
+                }
+            }
+            while j.admitted_before.len() > cap {
+                j.admitted_before.pop_front();
+            }
             return;
         }
         let span = self.admitted_span;

@@ -118,6 +118,9 @@ impl Node {
         if config.dead.contains(me) {
             return Err(ConfigError::MeDead(me));
         }
+        // The machines see the configuration's holes (membership's agreed view starts with
+        // them) before the tree takes them over.
+        let m = dispatch::Machines::new(&config, me);
         let dead = if config.dead.is_empty() {
             RankSet::default()
         } else {
@@ -125,7 +128,7 @@ impl Node {
         };
         let tree = Tree::with_dead(layout, dead, me).map_err(|_| ConfigError::MeDead(me))?;
         let mut node = Self {
-            m: dispatch::Machines::new(&config, me),
+            m,
             limits: config.limits(),
             cfg: config,
             now,

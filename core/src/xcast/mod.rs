@@ -23,7 +23,9 @@
 //!   saw the op asks for it). A **promoted** rank's old `done` covered only its old subtree, so
 //!   it drops back to the global watermark and holds every forward until its new parent syncs it
 //!   (the parent's replays come in op order): it then re-drives ops it had finished through its
-//!   new subtree without delivering them again locally.
+//!   new subtree without delivering them again locally. Children it adopts meanwhile get a
+//!   copy of every op it holds above its watermark at once (`Xcast::copy_to_adopted`): the copy
+//!   their old parent forwarded is dropped once they re-parented, and the sync may wait on them.
 //! - **Late joiners** (ranks added by a grow) adopt everything up to their parent's `done` as
 //!   complete, then receive the rest as replays. A joiner in the root slot (a grow can move the
 //!   root to it) has no parent: it recovers as a new root does, after learning the global
@@ -700,6 +702,8 @@ impl Xcast {
             } else {
                 self.unsynced = true;
                 self.recovery = None;
+                let added: SmallVec<[Rank; 4]> = d.added_children().collect();
+                self.copy_to_adopted(ctx, &added);
             }
         } else {
             if d.parent_changed() {
@@ -725,12 +729,54 @@ impl Xcast {
                     }
                 }
             }
+            self.copy_to_adopted(ctx, &added);
         }
         if d.ancestors_changed || d.slot_changed() {
             // The path to the root changed: a relay may have died with a relay rank.
             self.resend_relays(ctx);
         }
         self.settle(ctx);
+    }
+
+    /// An unsynced rank with a history (its slot changed: it holds every forward until its
+    /// new parent syncs it) that adopts children sends each a copy of every op it holds above
+    /// its `done` and could forward (processed, or forward-first), in op order, under a fresh
+    /// round. An adopted child left its old parent, and the copy that parent forwarded may
+    /// arrive after the child re-parented and be dropped; the sync this rank waits for may in
+    /// turn wait on that child: a joiner the grow put in the new parent's slot starts only once
+    /// its contact applied the admission, and the contact may be the child (`sim shrink --ranks
+    /// 33 --radix 4 --seed 153 --campaigns 6 --joins 4 --crashes 2 --window-ms 1654 --detect`:
+    /// the contact lacked the admission for 2.1 s and its joiner was declared unresponsive).
+    ///
+    /// The ops stay unforwarded and nothing is expected of the copies: the sync re-drives each
+    /// through every child under a newer round, so the copies' ACKs count for nothing, and a
+    /// child that already holds an op only acknowledges it (each op is delivered once). A
+    /// joiner without history, or a rank already synced (it replays through `forward_to`),
+    /// sends none.
+    fn copy_to_adopted(&mut self, ctx: &mut Ctx<'_>, added: &[Rank]) {
+        if added.is_empty() || !self.unsynced || self.joiner {
+            return;
+        }
+        let (done, global_done) = (self.done, self.global_done);
+        for (&id, op) in self.ops.iter_mut() {
+            if id <= done || (!op.processed && is_process_first(op.tag)) {
+                continue;
+            }
+            op.round = op.round.wrapping_add(1);
+            for &c in added {
+                let m = ForwardMsg {
+                    op: id,
+                    round: op.round,
+                    done,
+                    global_done,
+                    origin: op.origin,
+                    seq: op.seq,
+                    tag: op.tag,
+                    payload: op.payload.clone(),
+                };
+                ctx.send(c, m);
+            }
+        }
     }
 
     pub(super) fn check_parent(&self, ctx: &mut Ctx<'_>, from: Rank) -> bool {
