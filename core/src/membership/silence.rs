@@ -32,9 +32,11 @@
 //!   parent) is not judged: a link must have carried something first. A rank that heard
 //!   nobody for `gray_after` is cut off or was frozen itself, not its link: it declares
 //!   nothing. A watch timer that fires more than one interval late (this rank was frozen:
-//!   SIGSTOP, a long pause) gives every link a fresh start, as the detector's self-freeze guard
-//!   does. A relayed link sends no pings: its probes (`relay.rs`, every two detector periods)
-//!   carry.
+//!   SIGSTOP, a long pause, a starved CPU) credits the stretch it slept through to every
+//!   link's silence clock, as the detector's self-freeze guard does: silence while it was
+//!   awake still counts, so a rank frozen again and again (a loaded host, whose every tick may
+//!   come late) declares a silent link late, never not at all. A
+//!   relayed link sends no pings: its probes (`relay.rs`, every two detector periods) carry.
 //!
 //! Active with the detector on (`detect.enabled`: a gray link is a detector-era notion) and a
 //! non-zero `gray_after`. State: one entry per tree neighbour.
@@ -184,8 +186,13 @@ impl Membership {
             return;
         };
         let now = ctx.now;
-        // Late by more than one interval: this rank was frozen, the silence was its own.
-        let frozen = self.silence.due.is_some_and(|d| now > d + every);
+        // Late by more than one interval: this rank was frozen, and the stretch it slept
+        // through (since the tick was due) is nobody's silence.
+        let frozen = self
+            .silence
+            .due
+            .filter(|&d| now > d + every)
+            .map(|d| now.saturating_since(d));
         let neighbours: Vec<Rank> = match ctx.tree.view() {
             Some(v) => v
                 .parent()
@@ -206,12 +213,12 @@ impl Membership {
                 last_gray: None,
                 strikes: 0,
             });
-            if frozen {
-                w.heard = now;
+            if let Some(credit) = frozen {
+                w.heard = (w.heard + credit).min(now);
             }
         }
-        if frozen {
-            self.silence.heard_any = Some(now);
+        if let Some(credit) = frozen {
+            self.silence.heard_any = self.silence.heard_any.map(|t| (t + credit).min(now));
         }
         let after = ctx.cfg.membership.gray_after;
         let half = Duration::from_nanos(every.as_nanos() / 2);

@@ -83,7 +83,7 @@ fn fault_free_runs_never_declare_a_link_gray() {
         s.run_until(ms(3_000)).unwrap();
         let mut t = 3_000;
         let mut k = 0u32;
-        while t < 5_000 {
+        while t < 6_000 {
             s.run_until(ms(t)).unwrap();
             let origin = Rank(k % span);
             let _ = s.command(origin, |n, now| {
@@ -107,6 +107,38 @@ fn fault_free_runs_never_declare_a_link_gray() {
             pings += n.stats().membership.tree_pings_out;
         }
         assert!(pings > 0, "seed {seed}: no tree pings");
+    }
+}
+
+/// A starved host: rank 9 runs 100 ms, then not at all for 400 ms, again and again, while
+/// its parent's frames stop reaching it (the transport never notices; the parent, hearing 9,
+/// relays nothing). Every watch tick fires more than an interval late (a freeze: the awake
+/// window is shorter than the interval), yet the silence it was awake for still adds up: it
+/// declares the link gray itself; starved the same way without the cut, it declares nothing.
+/// Before the freeze credit every late tick gave every link a fresh start and a loaded rank
+/// never declared a silent link.
+#[test]
+fn a_rank_frozen_again_and_again_still_declares_a_silent_link() {
+    for cut in [false, true] {
+        let mut s = sim_with(16, 8, 5, |c| c.net.cut_timeout = LONG);
+        s.run_until(ms(1_000)).unwrap();
+        let child = Rank(9);
+        let parent = parent_of(s.world(), child);
+        if cut {
+            // The parent's frames stop reaching 9 (9's still reach it): only 9 can notice.
+            s.apply(Fault::CutOneWay(parent, child));
+        }
+        let mut t = 1_000;
+        while t < 6_000 {
+            s.run_until(ms(t + 100)).unwrap();
+            s.apply(Fault::Pause(child));
+            s.run_until(ms(t + 500)).unwrap();
+            s.apply(Fault::Resume(child));
+            t += 500;
+        }
+        let st = &s.world().node(child).unwrap().stats().membership;
+        // Starved without a cut: nothing declared (the freezes are its own).
+        assert_eq!(st.gray_on_silence >= 1, cut, "cut {cut}: {st:?}");
     }
 }
 
