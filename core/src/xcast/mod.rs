@@ -151,6 +151,21 @@ impl Op {
             expected: SmallVec::new(),
         }
     }
+
+    /// The forward of this op (id `id`) under its current round, with the sender's
+    /// watermarks.
+    fn forward(&self, id: u64, done: u64, global_done: u64) -> ForwardMsg {
+        ForwardMsg {
+            op: id,
+            round: self.round,
+            done,
+            global_done,
+            origin: self.origin,
+            seq: self.seq,
+            tag: self.tag,
+            payload: self.payload.clone(),
+        }
+    }
 }
 
 /// A broadcast this rank originated, kept until its completion is reported.
@@ -446,17 +461,7 @@ impl Xcast {
         let round = op.round;
         for c in children {
             op.expected.push((c, round));
-            let m = ForwardMsg {
-                op: id,
-                round,
-                done,
-                global_done,
-                origin: op.origin,
-                seq: op.seq,
-                tag: op.tag,
-                payload: op.payload.clone(),
-            };
-            ctx.send(c, m);
+            ctx.send(c, op.forward(id, done, global_done));
         }
     }
 
@@ -473,17 +478,7 @@ impl Xcast {
         let round = op.round;
         op.expected.retain(|(c, _)| *c != child);
         op.expected.push((child, round));
-        let m = ForwardMsg {
-            op: id,
-            round,
-            done,
-            global_done,
-            origin: op.origin,
-            seq: op.seq,
-            tag: op.tag,
-            payload: op.payload.clone(),
-        };
-        ctx.send(child, m);
+        ctx.send(child, op.forward(id, done, global_done));
     }
 
     /// Adopts the parent's watermarks (from a forward, poll or sync).
@@ -764,17 +759,7 @@ impl Xcast {
             }
             op.round = op.round.wrapping_add(1);
             for &c in added {
-                let m = ForwardMsg {
-                    op: id,
-                    round: op.round,
-                    done,
-                    global_done,
-                    origin: op.origin,
-                    seq: op.seq,
-                    tag: op.tag,
-                    payload: op.payload.clone(),
-                };
-                ctx.send(c, m);
+                ctx.send(c, op.forward(id, done, global_done));
             }
         }
     }
