@@ -223,6 +223,7 @@ pub(crate) fn shrink_stats_json(s: &lifeline_core::ShrinkStats) -> Value {
         "leaving_entered": s.leaving_entered,
         "drain_timeouts": s.drain_timeouts,
         "hand_overs": s.hand_overs,
+        "stale_departures": s.stale_departures,
     })
 }
 

@@ -655,6 +655,7 @@ pub(crate) fn core_stats(n: &Node) -> Vec<(String, u64)> {
         ("shrink_leaving_entered", sh.leaving_entered),
         ("shrink_drain_timeouts", sh.drain_timeouts),
         ("shrink_hand_overs", sh.hand_overs),
+        ("shrink_stale_departures", sh.stale_departures),
         ("revoke_started", rv.started),
         ("revoke_delivered", rv.delivered),
         ("revoke_forwarded", rv.forwarded),

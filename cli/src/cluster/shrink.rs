@@ -14,7 +14,7 @@
 //! target that did not crash (`failure_verdicts`: `failure_confirmed` lines at any rank; must
 //! be 0; those naming a crashed target are `failure_verdicts_crashed`), the `departed` views
 //! that named it at the survivors (`departed_epochs`: one epoch, seen by every such survivor:
-//! `survivors_agree`), and each target's end (`targets`: exit status or signal, whether it
+//! `survivors_agree`; `departed_seen`: each such survivor's epochs), and each target's end (`targets`: exit status or signal, whether it
 //! printed `left`, whether it crashed: killed by `--kill` before it printed `left`, or ended
 //! by a signal without leaving). A target that did not crash must print `left` and exit 0, or
 //! be killed by a `--kill` due after its `left` (still closing its links) (`targets_ok`). `xcasts_across` and
@@ -277,6 +277,7 @@ pub(super) fn campaigns(
         // The `departed` views naming this campaign at the member survivors.
         let mut epochs = BTreeSet::new();
         let mut agree = id.is_some();
+        let mut seen_by = BTreeMap::new();
         for s in &members {
             let seen: Vec<u64> = t
                 .departed
@@ -287,6 +288,7 @@ pub(super) fn campaigns(
                 .map(|(_, e, _, _)| *e)
                 .collect();
             agree &= seen.len() == 1;
+            seen_by.insert(*s, seen.clone());
             epochs.extend(seen);
         }
         agree &= epochs.len() == 1;
@@ -335,6 +337,7 @@ pub(super) fn campaigns(
             "failure_verdicts_crashed": verdicts(&crashed),
             "departed_epochs": epochs,
             "survivors_agree": agree,
+            "departed_seen": seen_by,
             "targets_exits": target_list,
             "crashed": crashed,
             "targets_ok": targets_ok,

@@ -578,6 +578,10 @@ impl Membership {
             return;
         };
         self.epoch = self.epoch.max(m.epoch);
+        if self.is_stale_departure(&m) {
+            self.s().stats.stale_departures += 1;
+            return;
+        }
         let me = ctx.me();
         if m.ranks.contains(&me) && Self::coordinator(ctx) == Some(me) {
             self.hand_over(ctx, &m);
@@ -620,6 +624,18 @@ impl Membership {
         if set.contains(me) {
             self.evict(ctx, m.epoch);
         }
+    }
+
+    /// A departure notice decided here already: every campaign it names finished here and
+    /// every rank it names removed by an agreed view. Notices are idempotent: a new
+    /// coordinator re-issues the campaigns it recorded when it takes over, and the old
+    /// coordinator's notice for them may reach it only after that, through its recovery round
+    /// (`shrink_handover_tests::the_next_root_hearing_of_the_hand_over_first_applies_it_once`).
+    fn is_stale_departure(&mut self, m: &LeftNotice) -> bool {
+        let s = self.s();
+        !m.campaigns.is_empty()
+            && m.campaigns.iter().all(|id| s.is_finished(id))
+            && m.ranks.iter().all(|r| self.agreed.removed.contains(*r))
     }
 
     /// The campaigns of a departure notice are finished here; the requester's complete (once:

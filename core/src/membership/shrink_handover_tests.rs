@@ -213,3 +213,57 @@ fn the_coordinator_crashing_mid_hand_over_is_bounded() {
     // The crash times cover both sides of the hand-over.
     assert!(outcomes.0 > 0 && outcomes.1 > 0, "{outcomes:?}");
 }
+
+/// The next root learns of the hand-over before the departure notice reaches it (`lifeline
+/// cluster --shrink 0@2000/0` on real processes: rank 1 applied the notice and sent rank 2, its
+/// new parent and the next root, a hello implying rank 0 gone; rank 2 repaired locally, became
+/// the coordinator, and re-issued the campaign it had recorded from the order while the old
+/// root's notice was still on its way: every survivor applied the same departure view twice).
+/// Frames from 0 to 2 and from 2 to 1 stall for 100 ms from points spread over the campaign
+/// (one-way: 2's acknowledgements still reach 0, 1's hello reaches 2), so the notice may reach
+/// 2 only through its recovery round as the next root, which waits on 1 meanwhile: one
+/// departure view, one repair, one completion everywhere.
+#[test]
+fn the_next_root_hearing_of_the_hand_over_first_applies_it_once() {
+    let mut raced = 0;
+    for (detect, seed) in [false, true]
+        .into_iter()
+        .flat_map(|d| (31..35).map(move |x| (d, x)))
+    {
+        for step in 0..24u64 {
+            let label = format!("detect {detect}, seed {seed}, cut {}µs", 100 * step);
+            let mut s = sim(detect, seed);
+            run(&mut s, 200);
+            let id = shrink(&mut s, 0, &[0]);
+            for (a, b) in [(0, 2), (2, 1)] {
+                s.schedule(
+                    ms(200) + Duration::from_micros(100 * step),
+                    Fault::CutOneWay(Rank(a), Rank(b)),
+                );
+            }
+            s.schedule(ms(300) + Duration::from_micros(100 * step), Fault::Heal);
+            run(&mut s, 2_500);
+            let done = s.observer().completions(0);
+            assert_eq!(done.len(), 1, "{label}: {done:?} {:?}", s.observer().of(0));
+            assert_eq!(done[0].0, id, "{label}");
+            check_hand_over(&mut s, &[0], &label);
+            let stale: u64 = survivors(&[0])
+                .into_iter()
+                .map(|r| {
+                    s.world()
+                        .node(Rank(r))
+                        .unwrap()
+                        .shrink_stats()
+                        .stale_departures
+                })
+                .sum();
+            if stale > 0 {
+                // Rank 2 re-issued the campaign: its notice reached every survivor, stale.
+                assert_eq!(stale, 9, "{label}");
+                raced += 1;
+            }
+        }
+    }
+    // Some cut times made the next root re-issue the campaign (the race the test is for).
+    assert!(raced > 0, "no run raced the notice");
+}

@@ -119,4 +119,9 @@ pub struct ShrinkStats {
     /// A coordinator named by its own departure notice passed the coordination on to the
     /// root of the view without the targets (a planned hand-over, no failure).
     pub hand_overs: u64,
+    /// Departure notices whose campaigns were all finished here and whose ranks were all
+    /// removed here already (the same decision again: a new coordinator re-issued a campaign
+    /// it had recorded while the old coordinator's notice was still on its way to it):
+    /// applied no view and emitted no event.
+    pub stale_departures: u64,
 }

@@ -23,7 +23,7 @@
 //!   xcast reaches every live member (joiners included) once;
 //! - at the end every survivor holds the same dead set: exactly the targets and the crashed.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use bytes::Bytes;
 
@@ -148,6 +148,8 @@ struct Oracle {
     targets: RankSet,
     /// Ranks each member saw depart.
     departed: BTreeMap<Rank, RankSet>,
+    /// Rank -> the campaigns its departure views named (each view is applied once).
+    departure_views: BTreeMap<Rank, BTreeSet<CampaignId>>,
     left: BTreeMap<Rank, u32>,
     xcast_got: BTreeMap<(Rank, Rank, u64), u32>,
     relm_got: BTreeMap<(Rank, Rank, u32), u32>,
@@ -196,6 +198,13 @@ impl Observer for Oracle {
                     .filter_map(|id| self.campaigns.get(id))
                     .flat_map(|c| c.targets.iter())
                     .collect();
+                for id in campaigns {
+                    if !self.departure_views.entry(rank).or_default().insert(*id) {
+                        self.violation(format!(
+                            "rank {rank}: campaign {id}'s departure view again"
+                        ));
+                    }
+                }
                 for x in ranks.iter() {
                     let again = !self.departed.entry(rank).or_default().insert(x);
                     if again || !allowed.contains(x) {
