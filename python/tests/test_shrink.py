@@ -1,10 +1,14 @@
 """Shrink campaigns between Python processes on loopback (``RunningNode.shrink``, workers of
 ``worker.py`` started as under torchrun, radix 2): a campaign that completes (one
 ``CampaignCompleted`` at the requester naming exactly the targets, one ``Departed`` at every
-survivor at one epoch, ``Left`` at each target)."""
+survivor at one epoch, ``Left`` at each target), and one that cannot complete within its bound
+(``CampaignFailed``, reason ``timed_out``)."""
 
 from __future__ import annotations
 
+import json
+import os
+import signal
 import time
 from typing import Dict, List, Optional
 
@@ -125,3 +129,59 @@ def test_a_shrink_of_two_ranks_completes_once_every_survivor_departs_them_once_t
         if r != REQUESTER:
             assert not events(six[r], "campaign_completed"), r
     print(f"shrink {TARGETS} from rank {REQUESTER}: completed in {elapsed_ms:.1f} ms, epoch {epoch}")
+
+
+# Four ranks, radix 2. The coordinator (0) stops answering while it holds the
+# request (SIGSTOP, its order not yet sequenced) for longer than the campaign's bound; the
+# detector is slow (10 s) so nobody replaces it in time: the requester's campaign fails,
+# `timed_out`, exactly once, and never completes here, even when the coordinator wakes up and
+# carries the order out (its target still leaves, departed at every survivor).
+BOUND_S = 1.5
+BATCH_S = 0.6
+FAIL_ENV = {
+    "DETECT_TIMEOUT": "10.0",
+    "CONFIG": json.dumps(
+        {
+            "membership_shrink_timeout_ns": int(BOUND_S * 1e9),
+            "membership_shrink_batch_ns": int(BATCH_S * 1e9),
+        }
+    ),
+}
+
+
+def test_a_campaign_whose_coordinator_stops_answering_fails_timed_out_once():
+    procs = cluster(4, FAIL_ENV)
+    coord = procs[0]
+    try:
+        time.sleep(0.7)
+        req = procs[2]
+        t0 = time.monotonic()
+        cid = shrink(req, [3])
+        # The request reached the coordinator (one hop on loopback); stop it before its batch
+        # window (BATCH_S) sequences the order.
+        time.sleep(0.2)
+        os.kill(coord.p.pid, signal.SIGSTOP)
+        try:
+            failed = req.expect("campaign_failed", timeout=BOUND_S + 10)
+            waited = time.monotonic() - t0
+            assert failed["id"] == cid and failed["reason"] == "timed_out", failed
+            assert waited >= BOUND_S - 0.05, waited
+            # Nothing completed meanwhile: the target is still a member, leaving or not.
+            assert not events(procs[3], "left")
+        finally:
+            os.kill(coord.p.pid, signal.SIGCONT)
+        # Awake, the coordinator sequences the order it held: the target leaves and every
+        # survivor departs it once; the requester's campaign stays failed (no completion).
+        first(procs[3], "left", timeout=15)
+        for r in (0, 1, 2):
+            d = first(procs[r], "departed", timeout=15)
+            assert d["ranks"] == [3] and d["campaigns"] == [cid], (r, d)
+        req.drain(1.0)
+        assert len(events(req, "campaign_failed")) == 1, events(req, "campaign_failed")
+        assert not events(req, "campaign_completed"), events(req, "campaign_completed")
+        for r in (0, 1, 2):
+            assert not events(procs[r], "view_changed"), (r, events(procs[r], "view_changed"))
+        print(f"campaign failed timed_out after {waited:.2f} s (bound {BOUND_S} s)")
+    finally:
+        for p in procs:
+            p.stop()
