@@ -113,12 +113,13 @@ fn build_and_run(name: &str, extra: &[&str], dir: &Path) {
     );
 }
 
-const PROGRAMS: [&str; 6] = [
+const PROGRAMS: [&str; 7] = [
     "three_nodes",
     "misuse",
     "join",
     "startup",
     "shrink",
+    "shrink_failed",
     "revoke",
 ];
 

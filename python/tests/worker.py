@@ -2,8 +2,12 @@
 (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) with ``bootstrap="env"``; events go to a callback
 (on its own Python thread) that prints one JSON line each; stdin takes commands:
 ``xcast TEXT``, ``hold SECONDS`` (the next event's callback holds the GIL that long), ``view``,
+``shrink R[,R...]`` (a shrink campaign: ``shrink_started`` with its id, or ``shrink_error``),
 ``quit``. Start-up events are lines too: ``checked_in``, ``startup_ready`` (the node's
-``Ready``: ``ready`` is this worker's own line, once it started), ``startup_incomplete``."""
+``Ready``: ``ready`` is this worker's own line, once it started), ``startup_incomplete``; so are
+the shrink events: ``departed``, ``left``, ``campaign_completed``, ``campaign_failed``.
+``CONFIG`` (JSON, optional): core settings by key (``lifeline.start(config=...)``);
+``DETECT_TIMEOUT`` (seconds, optional): the detector's timeout."""
 
 from __future__ import annotations
 
@@ -45,6 +49,8 @@ def main() -> None:
         startup_grace=float(os.environ.get("GRACE", "0.5")),
         radix=2,
         bootstrap_timeout=30.0,
+        detect_timeout=float(os.environ["DETECT_TIMEOUT"]) if "DETECT_TIMEOUT" in os.environ else None,
+        config=json.loads(os.environ.get("CONFIG", "{}")),
     )
     hold = {"secs": 0.0}
     rt_tids = protocol_tids()
@@ -79,6 +85,15 @@ def main() -> None:
         elif isinstance(ev, lifeline.StartupIncomplete):
             emit(event="startup_incomplete", epoch=ev.epoch, missing=list(ev.missing),
                  members=ev.members)
+        elif isinstance(ev, lifeline.Departed):
+            emit(event="departed", epoch=ev.epoch, ranks=list(ev.ranks),
+                 campaigns=list(ev.campaigns), members=list(ev.members))
+        elif isinstance(ev, lifeline.Left):
+            emit(event="left", epoch=ev.epoch)
+        elif isinstance(ev, lifeline.CampaignCompleted):
+            emit(event="campaign_completed", id=ev.id, removed=list(ev.removed), epoch=ev.epoch)
+        elif isinstance(ev, lifeline.CampaignFailed):
+            emit(event="campaign_failed", id=ev.id, reason=ev.reason)
 
     node.on_event(on_event)
     emit(event="ready", rank=node.rank, pid=os.getpid(), launcher=node.launcher,
@@ -94,6 +109,12 @@ def main() -> None:
         elif cmd == "view":
             v = node.view()
             emit(event="view", epoch=v.epoch, members=list(v.members))
+        elif cmd == "shrink":
+            try:
+                cid = node.shrink(int(r) for r in arg.split(","))
+                emit(event="shrink_started", id=cid)
+            except Exception as e:  # the test asserts on the error's type
+                emit(event="shrink_error", error=type(e).__name__, text=str(e))
         elif cmd == "quit":
             break
     node.close()

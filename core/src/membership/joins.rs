@@ -52,11 +52,18 @@ pub(super) struct Joins {
     /// Recently admitted nonces: (rank, epoch), oldest first in `admitted_order`.
     admitted: BTreeMap<u64, (Rank, u64)>,
     admitted_order: VecDeque<u64>,
-    /// Joiner: nonces admitted by notices its admission's snapshot already holds (delivered
-    /// here after it started, and not applied again). Their ranks are unknown here (the
-    /// snapshot names no ids), so a request for one is dropped, never admitted again: its
-    /// contact answers it from its own copy of the admission. Bounded by `join.remembered`.
-    admitted_before: VecDeque<u64>,
+    /// Joiner: admissions its snapshot already holds, delivered here after it started (in op
+    /// order) and not applied again, whose ranks are not known yet: held admissions are the
+    /// latest ones as of the snapshot's epoch, so the last of them ends at the snapshot's span,
+    /// and their ranks are known once that last one is (see `settle_held`). Until then a
+    /// request for one of their nonces is dropped, never admitted again (its contact answers
+    /// it from its own copy). Empty but for that wait: a joiner whose snapshot is newer than
+    /// its admission gets the older held admissions first, the one at the snapshot's epoch (or
+    /// the first later admission) settles them. Bounded by `join.remembered` nonces.
+    held: Vec<AdmitNotice>,
+    /// Joiner: the held admissions' ranks are settled (once: every later admission has a
+    /// later epoch and is applied, not held).
+    held_settled: bool,
     /// Answers for the adapter ([`crate::Node::poll_join_reply`]).
     replies: VecDeque<(JoinConn, JoinReply)>,
     pub(super) stats: crate::join::JoinStats,
@@ -75,6 +82,13 @@ impl Joins {
 
     pub(super) fn poll_reply(&mut self) -> Option<(JoinConn, JoinReply)> {
         self.replies.pop_front()
+    }
+
+    /// Joiner: `nonce` is in a held admission whose ranks are not settled yet.
+    fn held_nonce(&self, nonce: u64) -> bool {
+        self.held
+            .iter()
+            .any(|m| m.joiners.iter().any(|(id, _)| id.nonce == nonce))
     }
 }
 
@@ -258,8 +272,9 @@ impl Membership {
         if self.j().queued.contains(&id.nonce) {
             return;
         }
-        if self.j().admitted_before.contains(&id.nonce) {
-            // Admitted before this joiner's snapshot: its contact answers it.
+        if self.j().held_nonce(id.nonce) {
+            // Admitted by a view this joiner's snapshot holds, its rank not known yet here:
+            // its contact answers it.
             ctx.stats.membership.stale += 1;
             return;
         }
@@ -428,27 +443,12 @@ impl Membership {
             }
         };
         if self.joiner && m.epoch <= ctx.cfg.epoch {
-            // This joiner's own admission (or an earlier one), forwarded to it after it
-            // started: its snapshot holds it already. Its nonces are remembered: as the
-            // coordinator (a grow can put a joiner in the root slot) this rank must not admit
-            // them again when their contact re-forwards them after the root change (`sim
-            // shrink --ranks 33 --radix 4 --seed 153 --campaigns 6 --joins 4 --crashes 2
-            // --window-ms 1654 --detect`: joiner 36 admitted its own request again as 37).
-            let cap = ctx.cfg.join.remembered as usize;
-            let j = self.j();
-            for (id, _) in &m.joiners {
-                if !j.admitted_before.contains(&id.nonce) {
-                    j.admitted_before.push_back(id.nonce);
-                }
-                if j.queued.remove(&id.nonce) {
-                    j.queue.retain(|q| q.id.nonce != id.nonce);
-                }
-            }
-            while j.admitted_before.len() > cap {
-                j.admitted_before.pop_front();
-            }
+            self.on_held_admission(ctx, m);
             return;
         }
+        // A view past the snapshot's: every admission the snapshot holds that reaches this
+        // joiner came before it.
+        self.settle_held(ctx);
         let span = self.admitted_span;
         let Some(new_span) = u32::try_from(m.joiners.len())
             .ok()
@@ -510,6 +510,100 @@ impl Membership {
                 startup: self.startup_view(),
             };
             self.answer(w.conn, id, JoinVerdict::Accepted(a));
+        }
+    }
+
+    /// A joiner's own admission (or an earlier one), forwarded to it after it started: its
+    /// snapshot holds it already, so it is not applied again, but its nonces are remembered
+    /// with their ranks: as the coordinator (a grow can put a joiner in the root slot) this
+    /// rank answers a contact that re-forwards one of them after the root change with its
+    /// rank, and never admits it again (`sim shrink --ranks 33 --radix 4 --seed 153
+    /// --campaigns 6 --joins 4 --crashes 2 --window-ms 1654 --detect`: joiner 36 admitted its
+    /// own request again as 37). The notice at the snapshot's epoch is the last admission
+    /// the snapshot holds: the held admissions' ranks are known with it.
+    fn on_held_admission(&mut self, ctx: &mut Ctx<'_>, m: AdmitNotice) {
+        let last = m.epoch == ctx.cfg.epoch;
+        let cap = ctx.cfg.join.remembered as usize;
+        let j = self.j();
+        if j.held_settled {
+            // Every held admission came before the view that settled them (ops are delivered
+            // once, in order): this one cannot be ranked; its nonces wait, unanswered.
+            ctx.stats.membership.inconsistent += 1;
+        }
+        j.held.push(m);
+        while j.held.iter().map(|h| h.joiners.len()).sum::<usize>() > cap && j.held.len() > 1 {
+            j.held.remove(0);
+        }
+        if last {
+            self.settle_held(ctx);
+        }
+        // Requests queued here for nonces still unranked: dropped (their contacts answer them
+        // once they apply the admission); ranked ones were answered as the ranks settled.
+        let j = self.j();
+        if !j.held.is_empty() {
+            let held = std::mem::take(&mut j.held);
+            let drop = |n: u64| {
+                held.iter()
+                    .any(|m| m.joiners.iter().any(|(id, _)| id.nonce == n))
+            };
+            j.queue.retain(|q| !drop(q.id.nonce));
+            j.queued.retain(|&n| !drop(n));
+            j.held = held;
+        }
+    }
+
+    /// Joiner: the last admission the snapshot holds is known (it arrived, or a later view
+    /// did): the held admissions, in notice order, end at the snapshot's span, so each one's
+    /// joiners are the ranks just below the next one's. They are remembered as admitted.
+    /// A no-op after the first call.
+    fn settle_held(&mut self, ctx: &mut Ctx<'_>) {
+        let Some(j) = self.joins.as_mut() else {
+            return;
+        };
+        if j.held_settled {
+            return;
+        }
+        j.held_settled = true;
+        let held = std::mem::take(&mut j.held);
+        let mut end = ctx.cfg.span;
+        let mut ranked = Vec::new();
+        for (k, m) in held.iter().enumerate().rev() {
+            let Some(first) = u32::try_from(m.joiners.len())
+                .ok()
+                .and_then(|n| end.checked_sub(n))
+            else {
+                // More joiners than the span holds: not this snapshot's; the rest wait.
+                ctx.stats.membership.inconsistent += 1;
+                self.j().held = held[..=k].to_vec();
+                break;
+            };
+            ranked.extend(
+                m.admitted(Rank(first))
+                    .map(|a| (a.id.nonce, a.rank, m.epoch)),
+            );
+            end = first;
+        }
+        for (nonce, rank, epoch) in ranked {
+            // Known already (a contact's re-forward carried it): the same admission, not a
+            // second one.
+            if !self.j().admitted.contains_key(&nonce) {
+                self.remember(ctx, nonce, rank, epoch);
+            }
+            // A request for it queued here (re-forwarded by its contact after a root change,
+            // before the admission reached this rank): its contact gets the rank.
+            let j = self.j();
+            if !j.queued.remove(&nonce) {
+                continue;
+            }
+            let known = j.admitted.get(&nonce).copied().unwrap_or((rank, epoch));
+            if let Some(k) = j.queue.iter().position(|q| q.id.nonce == nonce) {
+                let q = j.queue.remove(k).expect("a position in the queue");
+                let m = JoinAnswerMsg {
+                    id: q.id,
+                    admitted: Some(known),
+                };
+                self.answer_contact(ctx, q.contact, m);
+            }
         }
     }
 

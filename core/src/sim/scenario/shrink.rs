@@ -556,6 +556,44 @@ mod tests {
         assert_eq!(r.completed, r.campaigns);
     }
 
+    /// The same run: joiner 0's contact (12) re-forwards its request to the new root, joiner
+    /// 36, which was admitted by the same notice and holds it in its snapshot (it reaches 36
+    /// after the request). 36 ranks the held admission from its snapshot's span and answers
+    /// the contact with rank 36 at epoch 9, as for any admitted nonce; before, it dropped the
+    /// request (its held nonces had no ranks) and never answered, and before that admitted it
+    /// again as 37.
+    #[test]
+    fn a_joiner_coordinator_answers_a_request_its_snapshot_admitted_with_its_rank() {
+        use std::cell::RefCell;
+        use std::rc::Rc;
+
+        let mut p = ShrinkParams::new(33, 4, 153, 6);
+        p.joins = 4;
+        p.crashes = 2;
+        p.window_ms = 1654;
+        p.detect = true;
+        let lines = Rc::new(RefCell::new(Vec::new()));
+        let sink = lines.clone();
+        let hooks = Hooks {
+            trace: Some(Box::new(move |l: &str| {
+                if l.contains("JoinAnswer") {
+                    sink.borrow_mut().push(l.to_string());
+                }
+            })),
+            ..Hooks::default()
+        };
+        let r = run_shrink(&p, hooks).unwrap();
+        assert!(r.violations.is_empty(), "{:?}", r.violations);
+        assert_eq!(r.joins_admitted, 4);
+        let answers = lines.borrow();
+        assert!(
+            answers
+                .iter()
+                .any(|l| l.contains("36->12") && l.contains("Some((Rank(36), 9))")),
+            "no answer from 36 to 12 with rank 36: {answers:?}"
+        );
+    }
+
     /// A joiner admitted after targets departed becomes the coordinator (the old one handed
     /// over, or its successor crashed). Its admission's holes, departed ranks among them, are
     /// in its agreed view from the start: no rank reports them failed (before, the joiner
