@@ -109,6 +109,10 @@ fn cluster_revokes_reach_every_survivor_despite_kills() {
         assert!(v["reached"].as_u64().unwrap() >= reached_min, "{v}");
         let max = v["latency_ms_max"].as_f64().expect("latency");
         assert!(max < 1000.0, "{v}");
+        // The flood alone (from the origin's own delivery) is part of the whole latency.
+        let flood = v["flood_ms_max"].as_f64().expect("flood time");
+        let at_origin = v["origin_latency_ms"].as_f64().expect("origin latency");
+        assert!((max - at_origin - flood).abs() < 0.01, "{v}");
         // Every rank that got it has its latency, the origin's included.
         let lat = v["latency_ms"].as_object().unwrap();
         assert_eq!(lat.len() as u64, v["reached"].as_u64().unwrap(), "{v}");

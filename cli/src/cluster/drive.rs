@@ -408,8 +408,10 @@ impl Injected {
             return;
         }
         tracing::debug!(rank = a.rank, group = a.group, "revoke");
+        // The time before the write: the origin may act on it before the write returns.
+        let at = wall_ms();
         procs.send(a.rank, &super::revokes::command(a)).await;
-        self.revokes_sent.insert(i, wall_ms());
+        self.revokes_sent.insert(i, at);
     }
 
     /// Injects fault `f` now: SIGKILL, SIGSTOP, SIGCONT, or a network fault's rules in or out.

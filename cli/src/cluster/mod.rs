@@ -82,7 +82,9 @@
 //! With `--revoke R@MS` (repeatable) rank R revokes a group of its own MS milliseconds into
 //! the workload (see [`revokes`]); the report's `revokes` gives for each the ranks reached,
 //! every rank's latency from the launcher's command to its `revoked` line (`latency_ms`; max
-//! and median over the ranks but the origin; `origin_latency_ms`), the most overlay hops,
+//! and median over the ranks but the origin; `origin_latency_ms`), the flood alone (from the
+//! origin's own `revoked` line, its `Node::revoke` call, to the last other rank's:
+//! `flood_ms_max`), the most overlay hops,
 //! `missing_survivors` and `delivered_twice`; `pass` needs both empty.
 //!
 //! With `--shrink R,R@MS[/FROM]` (repeatable) the launcher writes `shrink R,R` to the

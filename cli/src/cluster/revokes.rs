@@ -110,6 +110,15 @@ pub(super) fn summary(
         };
         lat.sort_by(f64::total_cmp);
         let max = lat.last().copied();
+        // From the origin's own `revoked` line (its `Node::revoke` call) to each other rank's:
+        // the flood alone, without the origin's reading of its command.
+        let at_origin = got.get(&a.rank).map(|g| g.0);
+        let flood_max = at_origin.and_then(|o| {
+            got.iter()
+                .filter(|(r, _)| **r != a.rank)
+                .map(|(_, g)| g.0 - o)
+                .max_by(f64::total_cmp)
+        });
         let median = (!lat.is_empty()).then(|| lat[lat.len() / 2]);
         let hops_max = got.values().map(|g| g.1).max();
         let this_ok = sent.contains_key(&i) && missing.is_empty() && twice.is_empty();
@@ -125,6 +134,7 @@ pub(super) fn summary(
             "latency_ms_median": round(median),
             "hops_max": hops_max,
             "origin_latency_ms": round(got.get(&a.rank).zip(base).map(|(g, b)| g.0 - b)),
+            "flood_ms_max": round(flood_max),
             "latency_ms": got.iter()
                 .filter_map(|(r, g)| base.map(|b| (r.to_string(), json!(round(Some(g.0 - b))))))
                 .collect::<serde_json::Map<String, Value>>(),
