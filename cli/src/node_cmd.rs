@@ -648,6 +648,9 @@ pub(crate) fn run(args: &NodeArgs) -> Result<(), CliError> {
         } else {
             TcpConfig::default().refused_attempts
         },
+        // Keepalive checks on the heartbeat grid (`beat_grid` below): they share its wake-ups.
+        timer_grid: (!args.no_detect)
+            .then(|| lifeline_core::detect::DetectConfig::default().period.into()),
         ..TcpConfig::default()
     };
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -702,6 +705,9 @@ pub(crate) fn run(args: &NodeArgs) -> Result<(), CliError> {
         // The same start-up grace as the links': a peer never heard from within it has not
         // started yet (a launcher spreads starts over seconds), it is not suspected.
         config.detect.startup_grace = Duration::from_millis(args.startup_grace_ms).into();
+        // Heartbeat rounds on the wall clock's grid: the processes of a host heartbeat in the
+        // same instants and each reads its subjects' heartbeats in one wake-up.
+        config.detect.beat_grid = true;
         config.membership.check_in = !args.no_check_in;
         config.membership.quorum = args.quorum == QuorumMode::Majority;
         config.membership.startup_timeout =
