@@ -298,7 +298,7 @@ pub(crate) async fn run(stream: TcpStream, verdict: Option<Verdict>, io: LinkIo,
     let idle = Idle {
         // The control connection keeps the link up; the data connection never sends one.
         after: (class == Class::Control).then(|| sh.cfg.keepalive_interval()),
-        grid: sh.cfg.timer_grid.map(WallGrid::new),
+        grid: sh.cfg.timer_grid.map(|g| WallGrid::for_rank(g, sh.me.0)),
         link: &link,
         counters: &sh.counters,
     };

@@ -62,9 +62,9 @@ use self::outputs::Outputs;
 use self::peers::{Peers, Routed};
 use crate::book::AddressBook;
 use crate::connector::{Accepted, Connector, DialFailure, FrameIn, FrameTx, Inbound, MAX_BATCH};
+use crate::grid::WallGrid;
 use crate::handle::{Cmd, Handle, Output, RunningNode, StatsHook, TransportError};
 use crate::join::{JoinIn, JoinTx};
-use crate::grid::WallGrid;
 use crate::stats::Counters;
 
 /// The driver's own settings (every adapter's config gives one).
@@ -168,7 +168,7 @@ pub fn spawn<C: Connector>(node: Node, connector: Arc<C>, setup: Setup) -> Runni
         let c = connector.clone();
         StatsHook(Arc::new(move |s| c.fill_stats(s)))
     };
-    let origin = clock_origin(node.config());
+    let origin = clock_origin(node.config(), me);
     let driver = Driver {
         node,
         links,
@@ -242,13 +242,13 @@ fn frames_per_drain(c: &lifeline_core::Config) -> usize {
 
 /// The driver's clock origin (the core's `Instant::ZERO`): now, or, with the detector's
 /// `beat_grid`, the last instant before now at which the wall clock was a multiple of the
-/// heartbeat period ([`WallGrid`]). The core's grid points then fall on the same wall-clock
+/// heartbeat period, shifted by this rank's phase ([`WallGrid::for_rank`]). The core's grid points then fall on the same wall-clock
 /// instants in every process of a host (of a cluster, with synchronised clocks), so an
 /// observer's subjects heartbeat together and it reads them in one wake-up. The core clock
 /// then starts at less than one period instead of zero, which only moves time forward.
-fn clock_origin(cfg: &lifeline_core::Config) -> Tick {
+fn clock_origin(cfg: &lifeline_core::Config, me: Rank) -> Tick {
     if cfg.detect.enabled && cfg.detect.beat_grid {
-        WallGrid::new(cfg.detect.period.into()).origin()
+        WallGrid::for_rank(cfg.detect.period.into(), me.0).origin()
     } else {
         Tick::now()
     }
