@@ -91,11 +91,15 @@ mod tests {
         );
         // Two grids of one step made at different moments share their points.
         let h = WallGrid::new(Duration::from_millis(100));
-        let d = h.origin().saturating_duration_since(o).as_nanos() % 100_000_000;
+        let d = (h.origin() + Duration::from_millis(100))
+            .saturating_duration_since(o)
+            .as_nanos()
+            % 100_000_000;
         assert!(d < 2_000_000 || d > 98_000_000, "{d}");
         // Rank 1's phase is a quarter of a step after rank 0's (and rank 4's).
         let r1 = WallGrid::for_rank(Duration::from_millis(100), 1);
-        let d = r1.origin().saturating_duration_since(o).as_nanos() % 100_000_000;
+        let step = Duration::from_millis(100);
+        let d = (r1.origin() + step).saturating_duration_since(o).as_nanos() % 100_000_000;
         assert!((23_000_000..27_000_000).contains(&d), "{d}");
     }
 }
