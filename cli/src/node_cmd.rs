@@ -64,7 +64,8 @@
 //!
 //! stdout is one JSON object per line, written by a thread of its own through a bounded queue
 //! (`node_out`: a slow or stalled reader never stops the event loop or the heartbeats; when the
-//! queue is full the loop waits, back-pressuring the data class, and no line is ever dropped),
+//! queue is full the loop waits, back-pressuring the data class, and no line is ever dropped;
+//! lines go out in batches, at most `node_out::WRITE_REST` (50 ms) after they were queued),
 //! each with `event`, `rank`, `t_ms` (wall clock, ms since the Unix epoch, for comparing
 //! processes) and `now_ms` (the node's protocol clock):
 //! `listening` first, then `link_up`, `link_down` (`peer`, `reason`), `xcast_delivered`
@@ -80,6 +81,11 @@
 //! member that told it, from the core's `MembershipEvent::Evicted`; `null` when it only found
 //! its own slot gone from its view) and exits with status 3, so a supervisor tells an evicted
 //! node from one that failed (1) or was killed (a signal).
+//!
+//! Heartbeat rounds run on a wall-clock grid (`detect.beat_grid`, the driver's clock aligned by
+//! `lifeline_transport_common::WallGrid`, four phases by rank), and so do the keepalive checks
+//! (`TcpConfig::timer_grid`): the nodes of a host heartbeat in shared instants and an observer
+//! reads its subjects' heartbeats in a few wake-ups a period instead of one each.
 //!
 //! The core's heartbeat failure detector (`Config::detect`) runs by default: it notices hung
 //! processes and cut links that TCP alone does not, and decides soft evidence (a reset, a

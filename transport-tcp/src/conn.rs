@@ -622,6 +622,7 @@ mod tests {
                 let link = Links::default().of(Rank(1));
                 let idle = Idle {
                     after: Some(Duration::from_secs(60)),
+                    grid: None,
                     link: &link,
                     counters: &counters,
                 };
@@ -681,6 +682,7 @@ mod keepalive_tests {
             tokio::spawn(async move {
                 let idle = Idle {
                     after: Some(Duration::from_millis(300)),
+                    grid: None,
                     link: &link,
                     counters: &counters,
                 };
