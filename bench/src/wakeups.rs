@@ -30,7 +30,7 @@ Runs N idle simulated nodes (default 256, radix 8, the detector on, 8 observers)
 simulated seconds (default 10, after 2 s of start-up), their starts spread over 1 s, frames
 delivered after L us (default 50), twice: heartbeat rounds one period after the last (the
 phase each process's start gave it) and on the wall-clock grid in 4 phases (detect.beat_grid,
-what `lifeline node` runs). A node wakes for an input that arrives more than W us (default
+what `lifeline node --beat-grid` runs). A node wakes for an input that arrives more than W us (default
 1000) after its last wake-up began. Prints wake-ups, frames and core ns per node-second.
 
 The last stdout line is JSON: {\"ranks\",\"secs\",\"latency_us\",\"window_us\",\"free\":{...},
