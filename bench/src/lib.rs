@@ -21,6 +21,7 @@ pub mod rng;
 pub mod shrink;
 pub mod shrink_sim;
 pub mod subtree;
+pub mod wakeups;
 pub mod xcast;
 
 pub use args::CliError;

@@ -64,6 +64,7 @@ mod book;
 pub mod bootstrap;
 mod connector;
 mod driver;
+mod grid;
 mod handle;
 pub mod join;
 mod queue;
@@ -75,6 +76,7 @@ pub use connector::{
     MAX_BATCH,
 };
 pub use driver::{spawn, DriverConfig, Setup};
+pub use grid::{WallGrid, GRID_PHASES};
 pub use handle::{DownReason, Handle, Output, RunningNode, TransportError};
 pub use join::{JoinAnswer, JoinSlot, JoinTx};
 pub use queue::SendQueue;

@@ -79,6 +79,15 @@ pub struct TcpConfig {
     /// The source address of outgoing connections ([`BindLocal`]): by default this node's own
     /// address-book IP when that is a loopback address, else whatever the OS picks.
     pub bind_local: BindLocal,
+    /// Round the keepalive checks up to a wall-clock grid of this step, in this rank's phase
+    /// ([`WallGrid::for_rank`]):
+    /// a connection's keepalive timer then fires with the node's other periodic work (the
+    /// heartbeat rounds, with `detect.beat_grid` and this set to `detect.period`) instead of
+    /// waking the process on its own, at most one step late. `None` (the default): exactly
+    /// when due.
+    ///
+    /// [`WallGrid::for_rank`]: lifeline_transport_common::WallGrid::for_rank
+    pub timer_grid: Option<Duration>,
 }
 
 /// Which source address a node's outgoing connections carry. The acceptor's handshake checks
@@ -139,6 +148,7 @@ impl Default for TcpConfig {
             max_join_conns: 256,
             join_timeout: Duration::from_secs(20),
             bind_local: BindLocal::Auto,
+            timer_grid: None,
         }
     }
 }

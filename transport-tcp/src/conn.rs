@@ -32,7 +32,8 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::Instrument;
 
 use lifeline_transport_common::{
-    Accepted, AddressBook, Connector, Counters, Ended, Inbound, LinkIo, SendQueue, MAX_BATCH,
+    Accepted, AddressBook, Connector, Counters, Ended, Inbound, LinkIo, SendQueue, WallGrid,
+    MAX_BATCH,
 };
 
 use crate::activity::{Activity, Links};
@@ -297,6 +298,7 @@ pub(crate) async fn run(stream: TcpStream, verdict: Option<Verdict>, io: LinkIo,
     let idle = Idle {
         // The control connection keeps the link up; the data connection never sends one.
         after: (class == Class::Control).then(|| sh.cfg.keepalive_interval()),
+        grid: sh.cfg.timer_grid.map(|g| WallGrid::for_rank(g, sh.me.0)),
         link: &link,
         counters: &sh.counters,
     };
@@ -313,6 +315,8 @@ pub(crate) async fn run(stream: TcpStream, verdict: Option<Verdict>, io: LinkIo,
 #[derive(Clone, Copy)]
 struct Idle<'a> {
     after: Option<Duration>,
+    /// The grid the keepalive checks are rounded up to ([`TcpConfig::timer_grid`]).
+    grid: Option<WallGrid>,
     link: &'a Activity,
     counters: &'a Counters,
 }
@@ -463,6 +467,8 @@ async fn write_frames(
                 continue;
             };
             let due = idle.link.last() + after;
+            // On the grid, the check shares its wake-up with the node's other periodic work.
+            let due = idle.grid.map_or(due, |g| g.at_or_after(due));
             tokio::select! {
                 () = queue.notify.notified() => {}
                 () = tokio::time::sleep_until(due) => {
@@ -616,6 +622,7 @@ mod tests {
                 let link = Links::default().of(Rank(1));
                 let idle = Idle {
                     after: Some(Duration::from_secs(60)),
+                    grid: None,
                     link: &link,
                     counters: &counters,
                 };
@@ -675,6 +682,7 @@ mod keepalive_tests {
             tokio::spawn(async move {
                 let idle = Idle {
                     after: Some(Duration::from_millis(300)),
+                    grid: None,
                     link: &link,
                     counters: &counters,
                 };

@@ -6,7 +6,9 @@
 
 use std::process::ExitCode;
 
-use lifeline_bench::{flood, joins, membership, rankset, relm, repair, shrink, xcast, CliError};
+use lifeline_bench::{
+    flood, joins, membership, rankset, relm, repair, shrink, wakeups, xcast, CliError,
+};
 
 /// A subcommand: its name, one-line summary, usage text and entry point.
 struct Command {
@@ -18,6 +20,12 @@ struct Command {
 
 /// A new experiment is one module in `lifeline_bench` and one entry here.
 const COMMANDS: &[Command] = &[
+    Command {
+        name: "wakeups",
+        about: "idle nodes' wake-ups per second, heartbeats at free phases vs on the grid",
+        usage: wakeups::USAGE,
+        run: wakeups::cli,
+    },
     Command {
         name: "repair",
         about: "batched vs one-death-at-a-time repair of a failed subtree",

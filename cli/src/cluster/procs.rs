@@ -208,6 +208,9 @@ pub(super) fn node_command(args: &ClusterArgs, setup: &Setup) -> Result<Command,
     if args.no_detect {
         cmd.arg("--no-detect");
     }
+    if args.beat_grid {
+        cmd.arg("--beat-grid");
+    }
     if args.quorum == crate::node_cmd::QuorumMode::None {
         cmd.args(["--quorum", "none"]);
     }

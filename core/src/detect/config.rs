@@ -48,6 +48,14 @@ pub struct DetectConfig {
     /// this long after its admission, it is not suspected. A joiner that never starts is
     /// removed after this plus the usual timeout.
     pub join_grace: Duration,
+    /// Heartbeat rounds on a grid: every round starts at a multiple of `period` counted from
+    /// `Instant::ZERO` (the first one after the previous round) instead of one period after
+    /// the previous round fired. Processes whose clocks share an origin (a driver that aligns
+    /// its clock to the wall clock) then heartbeat in the same instants, and an observer
+    /// reads its subjects' heartbeats in one wake-up instead of one wake-up each. Off by
+    /// default (the simulator's schedules do not use it); the lateness and freeze rules are
+    /// unchanged (a round is late by how long after its grid point it fired).
+    pub beat_grid: bool,
 }
 
 impl Default for DetectConfig {
@@ -63,6 +71,7 @@ impl Default for DetectConfig {
             health_recover: 10,
             startup_grace: Duration::ZERO,
             join_grace: Duration::from_secs(2),
+            beat_grid: false,
         }
     }
 }

@@ -146,8 +146,16 @@ impl Detect {
         }
     }
 
+    /// Arms the next heartbeat round: one period from now, or with `detect.beat_grid` the
+    /// first multiple of the period (counted from `Instant::ZERO`) after now, so that
+    /// processes whose clocks share an origin heartbeat in the same instants.
     fn arm_beat(&mut self, ctx: &mut Ctx<'_>) {
-        let at = ctx.now + ctx.cfg.detect.period;
+        let period = ctx.cfg.detect.period;
+        let at = if ctx.cfg.detect.beat_grid {
+            next_grid_point(ctx.now, period)
+        } else {
+            ctx.now + period
+        };
         self.beat_due = Some(at);
         ctx.timers.set(DetectTimer::Beat, at);
     }
@@ -502,6 +510,19 @@ impl Detect {
         self.heartbeat_all(ctx);
         self.arm_beat(ctx);
     }
+}
+
+/// The first multiple of `period` (from `Instant::ZERO`) strictly after `now`.
+fn next_grid_point(now: Instant, period: crate::time::Duration) -> Instant {
+    let p = period.as_nanos().max(1);
+    let n = now.as_nanos();
+    Instant::from_nanos((n / p).saturating_add(1).saturating_mul(p))
+}
+
+/// The first multiple of `period` (from `Instant::ZERO`) at or after `at`.
+pub(crate) fn grid_point_at_or_after(at: Instant, period: crate::time::Duration) -> Instant {
+    let p = period.as_nanos().max(1);
+    Instant::from_nanos(at.as_nanos().div_ceil(p).saturating_mul(p))
 }
 
 impl Machine for Detect {

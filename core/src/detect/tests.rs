@@ -626,3 +626,30 @@ fn a_subject_never_heard_from_is_not_suspected_within_the_startup_grace() {
     assert_eq!(suspected_at.len(), 2, "{suspected_at:?}");
     assert!(n.stats().detect.startup_holds >= 1);
 }
+
+/// `detect.beat_grid`: rounds at multiples of the period from `Instant::ZERO`, whenever the
+/// node started and however late the last round fired; without it, one period after each.
+#[test]
+fn beat_grid_puts_every_round_on_a_multiple_of_the_period() {
+    let due = |grid: bool| {
+        let mut cfg = crate::Config::new(8, 2);
+        cfg.detect.enabled = true;
+        cfg.detect.beat_grid = grid;
+        let mut n = crate::Node::new(cfg, Rank(0), 1, ms(37)).unwrap();
+        while n.poll_transmit().is_some() {}
+        let mut v = vec![n.m.detect.running().beat_due];
+        // The first round fires 37 ms late, the next on time.
+        let first = v[0].unwrap();
+        n.handle_timeout(first + Duration::from_millis(37));
+        v.push(n.m.detect.running().beat_due);
+        let second = v[1].unwrap();
+        n.handle_timeout(second);
+        v.push(n.m.detect.running().beat_due);
+        v
+    };
+    assert_eq!(due(true), vec![Some(ms(100)), Some(ms(200)), Some(ms(300))]);
+    assert_eq!(
+        due(false),
+        vec![Some(ms(137)), Some(ms(274)), Some(ms(374))]
+    );
+}

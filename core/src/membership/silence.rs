@@ -89,13 +89,24 @@ fn interval(cfg: &crate::Config) -> Option<Duration> {
         .then(|| Duration::from_nanos((after.as_nanos() / 3).max(1)))
 }
 
+/// When the next watch tick is due, for one due at `at`: `at`, or with `detect.beat_grid` the
+/// first heartbeat grid point at or after it (the tick then shares the heartbeat round's
+/// wake-up; at most one period later).
+fn watch_at(cfg: &crate::Config, at: Instant) -> Instant {
+    if cfg.detect.beat_grid {
+        crate::detect::grid_point_at_or_after(at, cfg.detect.period)
+    } else {
+        at
+    }
+}
+
 impl Membership {
     /// Arms the watch timer (start-up): a no-op when core-declared gray is off.
     pub(super) fn silence_start(&mut self, ctx: &mut Ctx<'_>) {
         let Some(every) = interval(ctx.cfg) else {
             return;
         };
-        let at = ctx.now + every;
+        let at = watch_at(ctx.cfg, ctx.now + every);
         self.silence.due = Some(at);
         ctx.timers.set(MembershipTimer::Silence, at);
     }
@@ -264,7 +275,7 @@ impl Membership {
                 }
             }
         }
-        let at = now + every;
+        let at = watch_at(ctx.cfg, now + every);
         self.silence.due = Some(at);
         ctx.timers.set(MembershipTimer::Silence, at);
     }

@@ -62,6 +62,7 @@ use self::outputs::Outputs;
 use self::peers::{Peers, Routed};
 use crate::book::AddressBook;
 use crate::connector::{Accepted, Connector, DialFailure, FrameIn, FrameTx, Inbound, MAX_BATCH};
+use crate::grid::WallGrid;
 use crate::handle::{Cmd, Handle, Output, RunningNode, StatsHook, TransportError};
 use crate::join::{JoinIn, JoinTx};
 use crate::stats::Counters;
@@ -167,11 +168,12 @@ pub fn spawn<C: Connector>(node: Node, connector: Arc<C>, setup: Setup) -> Runni
         let c = connector.clone();
         StatsHook(Arc::new(move |s| c.fill_stats(s)))
     };
+    let origin = clock_origin(node.config(), me);
     let driver = Driver {
         node,
         links,
         frames_per_drain,
-        origin: Tick::now(),
+        origin,
         at: Instant::ZERO,
         connector,
         peers: Peers::new(
@@ -236,6 +238,20 @@ fn frames_per_drain(c: &lifeline_core::Config) -> usize {
     (c.max_transmits / fan.saturating_mul(4))
         .min(c.max_events / 16)
         .clamp(1, MAX_BATCH)
+}
+
+/// The driver's clock origin (the core's `Instant::ZERO`): now, or, with the detector's
+/// `beat_grid`, the last instant before now at which the wall clock was a multiple of the
+/// heartbeat period, shifted by this rank's phase ([`WallGrid::for_rank`]). The core's grid points then fall on the same wall-clock
+/// instants in every process of a host (of a cluster, with synchronised clocks), so an
+/// observer's subjects heartbeat together and it reads them in one wake-up. The core clock
+/// then starts at less than one period instead of zero, which only moves time forward.
+fn clock_origin(cfg: &lifeline_core::Config, me: Rank) -> Tick {
+    if cfg.detect.enabled && cfg.detect.beat_grid {
+        WallGrid::for_rank(cfg.detect.period.into(), me.0).origin()
+    } else {
+        Tick::now()
+    }
 }
 
 /// Which ranks the link policy may link to: not this node, inside the span, not known dead.
