@@ -21,21 +21,10 @@
 #define REQUESTER 5u
 #define TEST_NAME "shrink"
 #include "harness.h"
-
+#include "links_net.h"
 
 static const uint32_t targets[2] = {3, 6};
 
-/* Link closures to deliver at the next step: `rank` sees its link to `peer` closed. */
-typedef struct { uint32_t rank, peer; } closure;
-static closure closures[LCAP];
-static size_t n_closures;
-static int link_open[N][N];
-
-static lifeline_node *nodes[N];
-static int exited[N];
-static uint64_t now;
-static uint8_t *txbuf;
-static size_t txcap;
 
 /* What each rank saw. */
 static uint64_t campaign;
@@ -49,13 +38,6 @@ static int xdelivered[N], xcompleted;
 
 static int is_target(uint32_t r) { return r == targets[0] || r == targets[1]; }
 
-/* `rank`'s connections to `peer` close: `peer` sees it at the next step (unless it exited). */
-static void close_link(uint32_t rank, uint32_t peer) {
-  if (!link_open[rank][peer]) return;
-  link_open[rank][peer] = link_open[peer][rank] = 0;
-  CHECK(n_closures < LCAP, "closure queue full");
-  closures[n_closures++] = (closure){peer, rank};
-}
 
 static void on_event(uint32_t i, const lifeline_event *ev) {
   switch (ev->kind) {
@@ -129,38 +111,7 @@ static void check_leaving(uint32_t i) {
   EXPECT(lifeline_node_shrink(nodes[i], now, &other, 1, &id), LIFELINE_ERR_LEAVING);
 }
 
-static void drain(uint32_t i) {
-  if (exited[i]) return;
-  net_send_all(nodes[i], i, N, txbuf, txcap);
-  drain_events(nodes[i], i, on_event);
-  check_leaving(i);
-}
-
-/* One millisecond of virtual time: deliver frames, then link closures, fire due timers, drain. */
-static void step(void) {
-  now += MS;
-  size_t n = q_len;
-  for (size_t k = 0; k < n; k++) {
-    msg m = net_pop();
-    if (!exited[m.to])
-      must(lifeline_node_handle_frame(nodes[m.to], now, m.from, m.data, m.len), "handle_frame");
-    free(m.data);
-  }
-  size_t nc = n_closures;
-  closure in[LCAP];
-  memcpy(in, closures, nc * sizeof *closures);
-  n_closures = 0;
-  for (size_t k = 0; k < nc; k++)
-    if (!exited[in[k].rank])
-      must(lifeline_node_handle_link_down(nodes[in[k].rank], now, in[k].peer, LIFELINE_LINK_CLOSED),
-           "link_down");
-  for (uint32_t i = 0; i < N; i++) {
-    if (exited[i]) continue;
-    uint64_t at = lifeline_node_poll_timeout(nodes[i]);
-    if (at != LIFELINE_NEVER && at <= now) must(lifeline_node_handle_timeout(nodes[i], now), "timeout");
-  }
-  for (uint32_t i = 0; i < N; i++) drain(i);
-}
+static void after_drain(uint32_t i) { check_leaving(i); }
 
 static int done(void) { return completed && left[targets[0]] && left[targets[1]]; }
 
@@ -178,17 +129,7 @@ int main(void) {
          LIFELINE_ERR_INVALID_CONFIG);
   for (uint32_t i = 0; i < N; i++) must(lifeline_node_new(cfg, i, 100 + i, now, &nodes[i]), "node_new");
   lifeline_config_free(cfg); /* nodes copied it */
-  txcap = lifeline_node_max_frame(nodes[0]);
-  txbuf = malloc(txcap);
-  CHECK(txbuf != NULL, "malloc");
-  for (uint32_t i = 0; i < N; i++) drain(i);
-  for (uint32_t i = 0; i < N; i++)
-    for (uint32_t j = 0; j < N; j++)
-      if (i != j) {
-        link_open[i][j] = 1;
-        must(lifeline_node_handle_link_up(nodes[i], now, j), "link_up");
-      }
-  for (uint32_t i = 0; i < N; i++) drain(i);
+  open_all_links();
   for (int s = 0; s < 20; s++) step();
 
   /* Bad requests: typed errors, nothing started. */

@@ -27,28 +27,13 @@
 #define THAW_AFTER_MS 400u
 #define TEST_NAME "shrink_failed"
 #include "harness.h"
+#include "links_net.h"
 
-typedef struct { uint32_t rank, peer; } closure;
-static closure closures[LCAP];
-static size_t n_closures;
-static int link_open[N][N];
-
-static lifeline_node *nodes[N];
-static int exited[N], frozen[N];
-static uint64_t now;
-static uint8_t *txbuf;
-static size_t txcap;
 
 static uint64_t campaign, requested_at, failed_at;
 static int completed, failed, failures, departed[N], left[N];
 static uint32_t failed_reason;
 
-static void close_link(uint32_t rank, uint32_t peer) {
-  if (!link_open[rank][peer]) return;
-  link_open[rank][peer] = link_open[peer][rank] = 0;
-  CHECK(n_closures < LCAP, "closure queue full");
-  closures[n_closures++] = (closure){peer, rank};
-}
 
 static void on_event(uint32_t i, const lifeline_event *ev) {
   switch (ev->kind) {
@@ -87,42 +72,7 @@ static void on_event(uint32_t i, const lifeline_event *ev) {
   }
 }
 
-static void drain(uint32_t i) {
-  if (exited[i] || frozen[i]) return;
-  net_send_all(nodes[i], i, N, txbuf, txcap);
-  drain_events(nodes[i], i, on_event);
-}
-
-/* One millisecond: deliver frames (a frozen rank's wait, in order), link closures, due timers
- * (none at a frozen rank), then drain. */
-static void step(void) {
-  now += MS;
-  size_t n = q_len;
-  for (size_t k = 0; k < n; k++) {
-    msg m = net_pop();
-    if (frozen[m.to]) {
-      net_requeue(m);
-      continue;
-    }
-    if (!exited[m.to])
-      must(lifeline_node_handle_frame(nodes[m.to], now, m.from, m.data, m.len), "handle_frame");
-    free(m.data);
-  }
-  size_t nc = n_closures;
-  closure in[LCAP];
-  memcpy(in, closures, nc * sizeof *closures);
-  n_closures = 0;
-  for (size_t k = 0; k < nc; k++)
-    if (!exited[in[k].rank])
-      must(lifeline_node_handle_link_down(nodes[in[k].rank], now, in[k].peer, LIFELINE_LINK_CLOSED),
-           "link_down");
-  for (uint32_t i = 0; i < N; i++) {
-    if (exited[i] || frozen[i]) continue;
-    uint64_t at = lifeline_node_poll_timeout(nodes[i]);
-    if (at != LIFELINE_NEVER && at <= now) must(lifeline_node_handle_timeout(nodes[i], now), "timeout");
-  }
-  for (uint32_t i = 0; i < N; i++) drain(i);
-}
+static void after_drain(uint32_t i) { (void)i; }
 
 int main(void) {
   lifeline_config *cfg = lifeline_config_new(N, 2);
@@ -131,17 +81,7 @@ int main(void) {
   must(lifeline_config_set(cfg, "membership_shrink_timeout_ns", BOUND_MS * MS), "set shrink_timeout");
   for (uint32_t i = 0; i < N; i++) must(lifeline_node_new(cfg, i, 100 + i, now, &nodes[i]), "node_new");
   lifeline_config_free(cfg);
-  txcap = lifeline_node_max_frame(nodes[0]);
-  txbuf = malloc(txcap);
-  CHECK(txbuf != NULL, "malloc");
-  for (uint32_t i = 0; i < N; i++) drain(i);
-  for (uint32_t i = 0; i < N; i++)
-    for (uint32_t j = 0; j < N; j++)
-      if (i != j) {
-        link_open[i][j] = 1;
-        must(lifeline_node_handle_link_up(nodes[i], now, j), "link_up");
-      }
-  for (uint32_t i = 0; i < N; i++) drain(i);
+  open_all_links();
   for (int s = 0; s < 20; s++) step();
 
   uint32_t target = TARGET;
