@@ -92,42 +92,60 @@ impl Observer for Checker {
 }
 
 impl Checker {
-    /// S3 for epoch `e` (removed set `removed`), first seen at this step.
+    /// S3 for epoch `e` (removed set `removed`), first seen at this step. An epoch before it
+    /// that no rank was ever seen holding (every rank that applied it applied the next one in
+    /// the same step, catching up) is reconstructed from the acceptors: the value accepted for
+    /// it at one ballot by a quorum of its previous view (two such values would break S1).
     fn s3(&mut self, w: &World, e: u64, removed: &[Rank]) -> Result<(), String> {
+        let seen = self.views.keys().next_back().copied().unwrap_or(0);
+        for k in seen + 1..e {
+            let prev = self.views.get(&(k - 1)).cloned().unwrap_or_default();
+            let weights = Self::weights(w, &prev);
+            let mut chosen: BTreeMap<Vec<Rank>, u64> = BTreeMap::new();
+            for (value, wt) in self.backing(k, &weights) {
+                if weights.is_quorum(wt) {
+                    chosen.insert(value, wt);
+                }
+            }
+            let mut values = chosen.keys();
+            let (Some(delta), None) = (values.next(), values.next()) else {
+                return Err(format!(
+                    "S3: epoch {e} appeared before epoch {k}, for which {} values hold a quorum",
+                    chosen.len()
+                ));
+            };
+            let mut view = prev.clone();
+            view.extend(delta.iter().copied());
+            view.sort_unstable();
+            view.dedup();
+            self.backed.insert(k, (chosen[delta], weights.total()));
+            self.views.insert(k, view);
+        }
         let prev: Vec<Rank> = match e.checked_sub(1).and_then(|p| self.views.get(&p)) {
             Some(v) => v.clone(),
             None if e == 1 => Vec::new(),
             None => return Err(format!("S3: epoch {e} appeared before epoch {}", e - 1)),
         };
         let prev_set: RankSet = prev.iter().copied().collect();
-        let span = w.span();
-        let layout = crate::tree::Layout::new(
-            span,
-            w.node(w.live_ranks().next().unwrap())
-                .unwrap()
-                .tree()
-                .layout()
-                .radix(),
-        )
-        .unwrap();
-        let weights = Weights {
-            root: candidates(&layout, &prev_set, 1)[0],
-            members: u64::from(span) - prev.len() as u64,
-        };
+        if let Some(r) = prev.iter().find(|r| !removed.contains(r)) {
+            return Err(format!(
+                "S3: epoch {e} ({removed:?}) brings back {r}, removed at epoch {}",
+                e - 1
+            ));
+        }
+        let weights = Self::weights(w, &prev);
         let delta: Vec<Rank> = removed
             .iter()
             .copied()
             .filter(|r| !prev_set.contains(*r))
             .collect();
-        // Weight per ballot of the acceptors that ever accepted this epoch's value.
-        let mut by_ballot: BTreeMap<Ballot, u64> = BTreeMap::new();
-        for ((epoch, ballot, value), who) in &self.accepts {
-            if *epoch == e && *value == delta {
-                let wt: u64 = who.iter().map(|&r| weights.of(r)).sum();
-                *by_ballot.entry(*ballot).or_default() += wt;
-            }
-        }
-        let best = by_ballot.values().copied().max().unwrap_or(0);
+        let best = self
+            .backing(e, &weights)
+            .into_iter()
+            .filter(|(v, _)| *v == delta)
+            .map(|(_, wt)| wt)
+            .max()
+            .unwrap_or(0);
         self.backed.insert(e, (best, weights.total()));
         if !weights.is_quorum(best) {
             return Err(format!(
@@ -136,5 +154,41 @@ impl Checker {
             ));
         }
         Ok(())
+    }
+
+    /// The weights of the view that removed `prev`.
+    fn weights(w: &World, prev: &[Rank]) -> Weights {
+        let prev_set: RankSet = prev.iter().copied().collect();
+        let span = w.span();
+        let radix = w
+            .live_ranks()
+            .find_map(|r| w.node(r))
+            .map_or(2, |n| n.tree().layout().radix());
+        let root = crate::tree::Layout::new(span, radix)
+            .ok()
+            .and_then(|l| candidates(&l, &prev_set, 1).first().copied())
+            .unwrap_or(Rank(0));
+        Weights {
+            root,
+            members: u64::from(span) - prev.len() as u64,
+        }
+    }
+
+    /// Every value ever accepted for epoch `e`, with the best weight that accepted it at one
+    /// ballot.
+    fn backing(&self, e: u64, weights: &Weights) -> Vec<(Vec<Rank>, u64)> {
+        let mut by: BTreeMap<(&Vec<Rank>, Ballot), u64> = BTreeMap::new();
+        for ((epoch, ballot, value), who) in &self.accepts {
+            if *epoch == e {
+                let wt: u64 = who.iter().map(|&r| weights.of(r)).sum();
+                *by.entry((value, *ballot)).or_default() += wt;
+            }
+        }
+        let mut best: BTreeMap<Vec<Rank>, u64> = BTreeMap::new();
+        for ((value, _), wt) in by {
+            let b = best.entry(value.clone()).or_default();
+            *b = (*b).max(wt);
+        }
+        best.into_iter().collect()
     }
 }

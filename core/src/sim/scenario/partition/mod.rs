@@ -28,6 +28,9 @@
 //!   majority side, only crashed or paused ranks;
 //! - every removed rank still alive was told (`Evicted`).
 //!
+//! A duel's lossy candidate counts as hit (crashed or paused): a rank losing 10-50% of every
+//! transmission is late at every observer, and its removal is a fault of its own.
+//!
 //! One-way cuts owe no liveness (the cut side hears everyone; whether the others remove it is
 //! timing), only safety and the end checks.
 
@@ -393,7 +396,20 @@ pub fn run_partition(p: &PartitionParams, hooks: Hooks) -> Result<PartitionRepor
     s.run_until(t0)?;
     let total = 2 * u64::from(n) + 1;
     // Ranks crashed or paused by the plan (a fair removal), and the sides.
-    let hit: RankSet = plan.faults().iter().map(CoordFault::rank).collect();
+    let mut hit: RankSet = plan.faults().iter().map(CoordFault::rank).collect();
+    // A rank losing 10-50% of every transmission on all its links is late to every observer
+    // (each loss costs a retransmission timeout): its removal is a fault of its own, as a
+    // pause's is.
+    if let Plan::Duel {
+        candidates: (c1, _),
+        lossy,
+        ..
+    } = &plan
+    {
+        if *lossy > 0 {
+            hit.insert(*c1);
+        }
+    }
     let sides: Vec<Vec<Rank>> = plan.sides().map(<[_]>::to_vec).unwrap_or_default();
     let majority: Option<Vec<Rank>> = sides.iter().find(|x| 2 * weight(x) > total).cloned();
     // The ranks the plan allows removed.
