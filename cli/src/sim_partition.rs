@@ -82,8 +82,10 @@ pub(crate) fn run(args: &PartitionArgs) -> Result<(), CliError> {
     let mut t = Totals::default();
     if args.seeds == 1 {
         let p = args.params(args.seed);
-        let r = run_scenario(args.trace, "sim partition", |hooks| run_partition(&p, hooks))
-            .map(|(r, _)| r);
+        let r = run_scenario(args.trace, "sim partition", |hooks| {
+            run_partition(&p, hooks)
+        })
+        .map(|(r, _)| r);
         match r {
             Ok(r) => t.add(&p, Ok(r)),
             // The checker stopped the run: a failing seed like any other.

@@ -72,7 +72,8 @@ impl Observer for Checker {
                 }
                 Some(_) => {}
                 None => {
-                    self.s3(w, v.epoch, &v.removed)?;
+                    self.s3(w, v.epoch, &v.removed)
+                        .map_err(|e| format!("{e} (first applied at {r})"))?;
                     self.views.insert(v.epoch, v.removed.clone());
                 }
             }

@@ -519,9 +519,9 @@ pub fn run_partition(p: &PartitionParams, hooks: Hooks) -> Result<PartitionRepor
     report.owed = majority.is_some() && 2 * weight(&counted) > total && last_len >= LIVENESS_BOUND;
     if majority.is_some() && !others.is_empty() {
         let done = |w: &World, _: &Checker| {
-            counted.iter().all(|&r| {
-                removed(w, r).is_some_and(|x| others.iter().all(|o| x.contains(o)))
-            })
+            counted
+                .iter()
+                .all(|&r| removed(w, r).is_some_and(|x| others.iter().all(|o| x.contains(o))))
         };
         let at = s.run_checking(Duration::from_millis(5), heal_at, done)?;
         if done(s.world(), s.observer()) {
