@@ -218,6 +218,9 @@ impl Totals {
         if let Some(d) = r.decide_ms {
             self.decided += 1;
             self.decide_ms.push(d);
+        } else if r.decided_earlier {
+            // Decided in an earlier cut of a flapping split: counted, no latency sample.
+            self.decided += 1;
         }
         self.wrongful += u64::from(r.wrongful_removals);
         if !r.violations.is_empty() {
