@@ -27,6 +27,7 @@ mod node_out;
 mod sim_cmd;
 mod sim_elastic;
 mod sim_membership;
+mod sim_partition;
 mod sim_revoke;
 mod sim_shrink;
 mod tree_cmd;

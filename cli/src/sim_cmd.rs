@@ -75,6 +75,12 @@ enum SimCommand {
     /// targets, none open past its bound, no failure verdict for a departing rank, only
     /// targets leave, nothing lost or duplicated among survivors, survivors agree).
     Shrink(crate::sim_shrink::ShrinkArgs),
+    /// Quorum views under a random fault plan per seed (a split into 2 or 3 sides, a one-way
+    /// cut, a flapping partition, duelling candidates; the root or candidates crashed or paused
+    /// mid-decision), then a heal; check S1-S3 and that a minority decides nothing after every
+    /// step, that a majority side cut past 3 s removes exactly the other sides within 3 s, and
+    /// that after the heal every removed rank is told and no other rank is removed.
+    Partition(crate::sim_partition::PartitionArgs),
     /// One revoke from a random origin: every survivor must get `Revoked` exactly once, even
     /// with ranks crashed before it (removed, or not yet detected) and during the flood (at
     /// most the overlay's degree − 1 undetected in all). Reports hops against the binomial
@@ -184,6 +190,7 @@ pub(crate) fn run(args: &SimArgs) -> Result<(), CliError> {
         SimCommand::Membership(a) => crate::sim_membership::run(a),
         SimCommand::Elastic(a) => crate::sim_elastic::run(a),
         SimCommand::Shrink(a) => crate::sim_shrink::run(a),
+        SimCommand::Partition(a) => crate::sim_partition::run(a),
         SimCommand::Revoke(a) => crate::sim_revoke::run(a),
     }
 }

@@ -66,7 +66,6 @@ impl Node {
 
     /// The last value this rank's acceptor accepted: (ballot, epoch, removed). For the
     /// simulator's quorum checker.
-    #[cfg(test)]
     pub(crate) fn quorum_accepted(&self) -> Option<crate::membership::quorum::Accepted> {
         self.m.membership.quorum_accepted()
     }

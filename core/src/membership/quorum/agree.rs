@@ -580,7 +580,6 @@ impl Membership {
 
     /// The last value this rank's acceptor accepted (kept after it is decided: a new leader
     /// behind on epochs learns it from the promises, ERA's re-collect).
-    #[cfg(test)]
     pub(crate) fn quorum_accepted(&self) -> Option<super::Accepted> {
         self.quorum.as_ref()?.acceptor.accepted.clone()
     }

@@ -1,142 +1,15 @@
-//! Quorum views through real nodes in the simulator (detector on), with an invariant checker
-//! run after every step:
-//!
-//! - S1: one view per epoch: every rank that applied epoch e holds the same removed set;
-//! - S2: epochs never decrease at any rank;
-//! - S3: when an epoch first appears, members holding more than half of the previous view's
-//!   weight accepted it at one ballot (the acceptors' last accepted values, and the ranks that
-//!   applied it, at that step);
-//! - a minority side decides nothing: while a partition stands, no rank on a side without a
-//!   weighted majority applies an epoch past the one it had at the cut.
+//! Quorum views through real nodes in the simulator (detector on), fixed scenarios, with the
+//! invariant checker of the partition scenario (`sim/scenario/partition/check.rs`: S1, S2, S3
+//! and "a minority side decides nothing") run after every step. The randomized sweep over
+//! splits, one-way cuts, flapping and coordinator faults is `sim/scenario/partition`.
 
 use std::collections::BTreeMap;
 
-use super::{candidates, Weights};
-use crate::event::Event;
-use crate::membership::MembershipEvent;
-use crate::sim::{Fault, Observer, Sim, SimConfig, World};
+use super::candidates;
+use crate::sim::scenario::partition::Checker;
+use crate::sim::{Fault, Sim, SimConfig, World};
 use crate::time::{Duration, Instant};
 use crate::tree::{Rank, RankSet};
-
-/// The invariant checker, and the membership events it saw.
-#[derive(Default)]
-struct Checker {
-    /// Epoch → removed set, as first applied anywhere.
-    views: BTreeMap<u64, Vec<Rank>>,
-    /// Each rank's last epoch.
-    last: BTreeMap<Rank, u64>,
-    /// The side without a weighted majority while a partition stands, with each of its ranks'
-    /// epoch at the cut.
-    minority: Option<BTreeMap<Rank, u64>>,
-    evicted: BTreeMap<Rank, Instant>,
-    /// Epochs checked for S3, and the accepting weight found.
-    backed: BTreeMap<u64, (u64, u64)>,
-    /// Every value each acceptor has accepted: (epoch, ballot, removed) → acceptors.
-    accepts: BTreeMap<(u64, super::Ballot, Vec<Rank>), std::collections::BTreeSet<Rank>>,
-}
-
-impl Observer for Checker {
-    fn on_event(&mut self, w: &World, rank: Rank, e: &Event) {
-        if let Event::Membership(MembershipEvent::Evicted { .. }) = e {
-            self.evicted.entry(rank).or_insert(w.now());
-        }
-    }
-
-    fn check(&mut self, w: &World) -> Result<(), String> {
-        for r in w.live_ranks() {
-            if let Some(a) = w.node(r).and_then(|n| n.quorum_accepted()) {
-                self.accepts
-                    .entry((a.epoch, a.ballot, a.removed))
-                    .or_default()
-                    .insert(r);
-            }
-        }
-        for r in w.live_ranks() {
-            let Some(n) = w.node(r) else { continue };
-            let v = n.view();
-            let last = self.last.entry(r).or_insert(v.epoch);
-            if v.epoch < *last {
-                return Err(format!("S2: {r} went from epoch {last} to {}", v.epoch));
-            }
-            *last = v.epoch;
-            if v.epoch == 0 {
-                continue;
-            }
-            match self.views.get(&v.epoch) {
-                Some(seen) if *seen != v.removed => {
-                    return Err(format!(
-                        "S1: epoch {} is {:?} at {r}, {seen:?} elsewhere",
-                        v.epoch, v.removed
-                    ))
-                }
-                Some(_) => {}
-                None => {
-                    self.s3(w, v.epoch, &v.removed)?;
-                    self.views.insert(v.epoch, v.removed.clone());
-                }
-            }
-            if let Some(m) = &self.minority {
-                if let Some(&at_cut) = m.get(&r) {
-                    if v.epoch > at_cut {
-                        return Err(format!(
-                            "minority rank {r} applied epoch {} (had {at_cut} at the cut)",
-                            v.epoch
-                        ));
-                    }
-                }
-            }
-        }
-        Ok(())
-    }
-}
-
-impl Checker {
-    /// S3 for epoch `e` (removed set `removed`), first seen at this step.
-    fn s3(&mut self, w: &World, e: u64, removed: &[Rank]) -> Result<(), String> {
-        let prev: Vec<Rank> = match e.checked_sub(1).and_then(|p| self.views.get(&p)) {
-            Some(v) => v.clone(),
-            None if e == 1 => Vec::new(),
-            None => return Err(format!("S3: epoch {e} appeared before epoch {}", e - 1)),
-        };
-        let prev_set: RankSet = prev.iter().copied().collect();
-        let span = w.span();
-        let layout = crate::tree::Layout::new(
-            span,
-            w.node(w.live_ranks().next().unwrap())
-                .unwrap()
-                .tree()
-                .layout()
-                .radix(),
-        )
-        .unwrap();
-        let weights = Weights {
-            root: candidates(&layout, &prev_set, 1)[0],
-            members: u64::from(span) - prev.len() as u64,
-        };
-        let delta: Vec<Rank> = removed
-            .iter()
-            .copied()
-            .filter(|r| !prev_set.contains(*r))
-            .collect();
-        // Weight per ballot of the acceptors that ever accepted this epoch's value.
-        let mut by_ballot: BTreeMap<super::Ballot, u64> = BTreeMap::new();
-        for ((epoch, ballot, value), who) in &self.accepts {
-            if *epoch == e && *value == delta {
-                let wt: u64 = who.iter().map(|&r| weights.of(r)).sum();
-                *by_ballot.entry(*ballot).or_default() += wt;
-            }
-        }
-        let best = by_ballot.values().copied().max().unwrap_or(0);
-        self.backed.insert(e, (best, weights.total()));
-        if !weights.is_quorum(best) {
-            return Err(format!(
-                "S3: epoch {e} ({delta:?}) accepted by weight {best} of {}",
-                weights.total()
-            ));
-        }
-        Ok(())
-    }
-}
 
 /// A partition begins: `side` (without a weighted majority) must decide nothing from now on.
 fn cut(s: &mut Sim<Checker>, side: &[Rank]) {

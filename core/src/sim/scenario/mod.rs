@@ -11,12 +11,15 @@
 //!   crashes before and during the flood);
 //! - [`shrink`]: shrink campaigns under joins, crashes and load (one completion each, one
 //!   departure view, no failure verdict for a departing rank);
+//! - [`partition`]: quorum views under random partitions (any split, one-way, flapping) and
+//!   coordinator faults (S1-S3, a minority decides nothing, the majority side decides);
 //! - [`membership`]: the heartbeat detector and membership under every fault kind the
 //!   simulator has, against a fault oracle.
 
 pub mod elastic;
 pub mod flood;
 pub mod membership;
+pub mod partition;
 pub mod relm;
 pub mod revoke;
 pub mod shrink;

@@ -1,0 +1,106 @@
+//! The partition scenario on a few seeds, its plans, and its checker catching what it must.
+
+use super::*;
+
+/// 24 seeds up to 24 ranks, every plan kind: the checker (S1-S3, a minority decides nothing)
+/// holds after every step in each. The liveness and end checks are counted and printed, not
+/// asserted here: the sweep (`lifeline sim partition`) finds seeds where they fail, and
+/// docs/partitions.md lists them with their replay lines.
+#[test]
+fn a_few_seeds_keep_every_invariant() {
+    let mut kinds = BTreeMap::new();
+    let mut failing = Vec::new();
+    for seed in 1..=24 {
+        let p = PartitionParams::varied(seed, 24);
+        let r = run_partition(&p, Hooks::default()).unwrap_or_else(|f| panic!("{f}"));
+        if !r.violations.is_empty() {
+            failing.push((seed, r.kind, r.violations.len()));
+        }
+        *kinds.entry(r.kind).or_insert(0) += 1;
+    }
+    eprintln!("liveness or end checks failed in {failing:?}");
+    // The plans cover every kind over these seeds.
+    assert_eq!(kinds.len(), 5, "{kinds:?}");
+}
+
+/// The split, {0..5} | {6..15} on 16 ranks radix 8 (root in the minority), through the
+/// scenario's oracle in full: the majority removes exactly the minority within the bound.
+#[test]
+fn the_majority_without_the_root_decides_in_time() {
+    for seed in 1..=4 {
+        let p = PartitionParams {
+            ranks: 16,
+            radix: 8,
+            seed,
+        };
+        let mut cfg = SimConfig::new(p.ranks, p.radix, seed);
+        cfg.node.detect.enabled = true;
+        cfg.node.membership.quorum = true;
+        let mut s = Sim::new(cfg, Checker::default()).unwrap();
+        s.run_until(Instant::ZERO + WARM_UP).unwrap();
+        let minority: Vec<Rank> = (0..6).map(Rank).collect();
+        let sides = two_sides(16, &minority);
+        arm(&mut s, 16, &sides);
+        assert_eq!(
+            s.observer().minority.as_ref().map(|m| m.len()),
+            Some(6),
+            "arm marks the lighter side only"
+        );
+        s.apply(Fault::Partition(sides));
+        let t0 = s.world().now();
+        let done = |w: &World, _: &Checker| {
+            (6..16).all(|r| {
+                removed(w, Rank(r))
+                    .is_some_and(|x| x.len() == 6 && minority.iter().all(|m| x.contains(*m)))
+            })
+        };
+        let at = s
+            .run_checking(Duration::from_millis(5), t0 + LIVENESS_BOUND, done)
+            .unwrap();
+        assert!(
+            done(s.world(), s.observer()),
+            "seed {seed}: not decided by {at}"
+        );
+    }
+}
+
+#[test]
+fn plans_are_drawn_from_the_seed_and_cover_every_member_once() {
+    for seed in 0..200 {
+        let p = PartitionParams::varied(seed, 64);
+        assert!((8..=64).contains(&p.ranks) && (2..=8).contains(&p.radix));
+        let a = plan(&p);
+        assert_eq!(a, plan(&p), "seed {seed}: not reproducible");
+        if let Some(sides) = a.sides() {
+            let mut all: Vec<Rank> = sides.iter().flatten().copied().collect();
+            all.sort_unstable();
+            assert_eq!(
+                all,
+                (0..p.ranks).map(Rank).collect::<Vec<_>>(),
+                "seed {seed}"
+            );
+            assert!(sides.iter().all(|s| !s.is_empty()), "seed {seed}: {a:?}");
+        }
+    }
+}
+
+/// The checker is not vacuous: a majority that removes the root, while the checker is told the
+/// majority's ranks are a minority, is caught at the step the first of them applies the epoch.
+#[test]
+fn the_checker_catches_a_decision_on_a_side_it_was_told_is_a_minority() {
+    let mut cfg = SimConfig::new(16, 8, 7);
+    cfg.node.detect.enabled = true;
+    cfg.node.membership.quorum = true;
+    let mut s = Sim::new(cfg, Checker::default()).unwrap();
+    s.run_until(Instant::ZERO + WARM_UP).unwrap();
+    let rest: Vec<Rank> = (1..16).map(Rank).collect();
+    arm(&mut s, 16, &[rest]);
+    // `arm` only marks sides weighing at most half: 15 of 16 is a majority, so mark by hand.
+    let at: BTreeMap<Rank, u64> = (1..16).map(|r| (Rank(r), 0)).collect();
+    s.observer_mut().minority = Some(at);
+    s.apply(Fault::Partition(vec![vec![Rank(0)]]));
+    let e = s
+        .run_until(Instant::ZERO + WARM_UP + Duration::from_secs(4))
+        .expect_err("the majority decided, and the checker must say so");
+    assert!(e.reason.contains("minority rank"), "{e}");
+}
