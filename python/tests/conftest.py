@@ -100,3 +100,25 @@ class Proc:
         if self.p.poll() is None:
             self.p.kill()
         self.p.wait(timeout=10)
+
+
+def torchrun_workers(n: int, env: Optional[Dict[str, str]] = None) -> List[Proc]:
+    """``n`` processes of ``worker.py`` started as torchrun starts them (``RANK``,
+    ``WORLD_SIZE``, ``LOCAL_RANK``, ``MASTER_ADDR``/``MASTER_PORT`` on a free loopback port,
+    a 0.5 s start-up grace), plus ``env``."""
+    (port,) = free_ports(1)
+    return [
+        Proc(
+            [str(HERE / "worker.py")],
+            env={
+                "RANK": str(r),
+                "WORLD_SIZE": str(n),
+                "LOCAL_RANK": str(r),
+                "MASTER_ADDR": "127.0.0.1",
+                "MASTER_PORT": str(port),
+                "GRACE": "0.5",
+                **(env or {}),
+            },
+        )
+        for r in range(n)
+    ]

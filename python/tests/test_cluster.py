@@ -11,27 +11,13 @@ from typing import List
 
 import pytest
 
-from conftest import HERE, Proc, free_ports
+from conftest import Proc, torchrun_workers
 
 N = 4
 
 
 def cluster(n: int = N) -> List[Proc]:
-    (port,) = free_ports(1)
-    procs = [
-        Proc(
-            [str(HERE / "worker.py")],
-            env={
-                "RANK": str(r),
-                "WORLD_SIZE": str(n),
-                "LOCAL_RANK": str(r),
-                "MASTER_ADDR": "127.0.0.1",
-                "MASTER_PORT": str(port),
-                "GRACE": "0.5",
-            },
-        )
-        for r in range(n)
-    ]
+    procs = torchrun_workers(n)
     for p in procs:
         ready = p.expect("ready")
         assert ready["launcher"] == "torchrun"

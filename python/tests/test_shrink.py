@@ -14,28 +14,13 @@ from typing import Dict, List, Optional
 
 import pytest
 
-from conftest import HERE, Proc, free_ports
+from conftest import Proc, torchrun_workers
 
 
 def cluster(n: int, env: Optional[Dict[str, str]] = None) -> List[Proc]:
     """``n`` workers, every one started and past its ``Ready`` (one each, all ``n`` members, at
     one epoch)."""
-    (port,) = free_ports(1)
-    procs = [
-        Proc(
-            [str(HERE / "worker.py")],
-            env={
-                "RANK": str(r),
-                "WORLD_SIZE": str(n),
-                "LOCAL_RANK": str(r),
-                "MASTER_ADDR": "127.0.0.1",
-                "MASTER_PORT": str(port),
-                "GRACE": "0.5",
-                **(env or {}),
-            },
-        )
-        for r in range(n)
-    ]
+    procs = torchrun_workers(n, env)
     try:
         for p in procs:
             p.expect("ready")
