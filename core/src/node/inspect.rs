@@ -66,6 +66,7 @@ impl Node {
 
     /// The last value this rank's acceptor accepted: (ballot, epoch, removed). For the
     /// simulator's quorum checker.
+    #[cfg(any(test, feature = "sim"))]
     pub(crate) fn quorum_accepted(&self) -> Option<crate::membership::quorum::Accepted> {
         self.m.membership.quorum_accepted()
     }

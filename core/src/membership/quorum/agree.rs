@@ -580,6 +580,7 @@ impl Membership {
 
     /// The last value this rank's acceptor accepted (kept after it is decided: a new leader
     /// behind on epochs learns it from the promises, ERA's re-collect).
+    #[cfg(any(test, feature = "sim"))]
     pub(crate) fn quorum_accepted(&self) -> Option<super::Accepted> {
         self.quorum.as_ref()?.acceptor.accepted.clone()
     }
