@@ -1,5 +1,5 @@
 //! The partition scenario: quorum views (membership.md §3) under a seeded random fault plan,
-//! with the invariant [`Checker`] (S1, S2, S3, a minority side decides nothing) run after every
+//! with the invariant checker (`check.rs`: S1, S2, S3, a minority side decides nothing) run after every
 //! simulator step, and a liveness oracle where liveness is owed.
 //!
 //! Each seed draws a shape (members, radix: [`PartitionParams::varied`]) and one fault plan
@@ -18,7 +18,7 @@
 //!
 //! Weights are those of view 0 (every member 2, the root, rank 0, 3: an even split has a
 //! winner). A side is a **minority** when its members weigh at most half; every rank of every
-//! minority side must decide nothing while the cut stands (the [`Checker`]). The **majority
+//! minority side must decide nothing while the cut stands (the checker, `check.rs`). The **majority
 //! side** (there is at most one; 3 sides may leave none, and then nobody decides, correctly)
 //! owes liveness when the last cut lasts at least [`LIVENESS_BOUND`] and its members that never
 //! crash or pause still weigh more than half: by [`LIVENESS_BOUND`] after the cut every one of
