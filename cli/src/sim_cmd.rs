@@ -595,3 +595,26 @@ impl Progress {
         }
     }
 }
+
+/// A seed sweep's word in its one-line summary: `ok`, or how many runs broke the oracle.
+pub(crate) fn sweep_verdict(failing: &[String]) -> String {
+    if failing.is_empty() {
+        "ok".to_string()
+    } else {
+        format!("BROKEN in {} runs", failing.len())
+    }
+}
+
+/// A seed sweep's outcome (`sim NAME`): success, or the failing runs (each with its replay
+/// line) as the command's error.
+pub(crate) fn sweep_result(name: &str, failing: &[String], runs: u64) -> Result<(), CliError> {
+    if failing.is_empty() {
+        Ok(())
+    } else {
+        Err(CliError::Failed(format!(
+            "sim {name} broke its oracle in {} of {runs} runs:\n  {}",
+            failing.len(),
+            failing.join("\n  ")
+        )))
+    }
+}

@@ -161,20 +161,11 @@ pub(crate) fn run(args: &ElasticArgs) -> Result<(), CliError> {
                 t.ready_ms,
                 t.mixed,
                 t.wrongful,
-                if t.failing.is_empty() { "ok".to_string() } else { format!("BROKEN in {} runs", t.failing.len()) },
+                crate::sim_cmd::sweep_verdict(&t.failing),
             )
         }
     })?;
-    if t.failing.is_empty() {
-        Ok(())
-    } else {
-        Err(CliError::Failed(format!(
-            "sim elastic broke its oracle in {} of {} runs:\n  {}",
-            t.failing.len(),
-            t.runs,
-            t.failing.join("\n  ")
-        )))
-    }
+    crate::sim_cmd::sweep_result("elastic", &t.failing, t.runs)
 }
 
 /// One seed's result: its report, or why the simulator stopped it (a livelock, a stuck run).

@@ -121,24 +121,11 @@ pub(crate) fn run(args: &MembershipArgs) -> Result<(), CliError> {
             writeln!(out, "{}", summary(args, &t, wall))
         }
     })?;
-    if t.failing.is_empty() {
-        Ok(())
-    } else {
-        Err(CliError::Failed(format!(
-            "sim membership broke its oracle in {} of {} runs:\n  {}",
-            t.failing.len(),
-            t.runs,
-            t.failing.join("\n  ")
-        )))
-    }
+    crate::sim_cmd::sweep_result("membership", &t.failing, t.runs)
 }
 
 fn summary(a: &MembershipArgs, t: &MembershipSummary, wall: Duration) -> String {
-    let verdict = if t.failing.is_empty() {
-        "ok".to_string()
-    } else {
-        format!("BROKEN in {} runs", t.failing.len())
-    };
+    let verdict = crate::sim_cmd::sweep_verdict(&t.failing);
     let [s50, s99, smax] = MembershipSummary::percentiles(&t.silent_ms);
     let [h50, h99, hmax] = MembershipSummary::percentiles(&t.hard_ms);
     let lmax = MembershipSummary::quantile(&t.lossy_coordinator_ms, 1.0);

@@ -131,20 +131,11 @@ pub(crate) fn run(args: &PartitionArgs) -> Result<(), CliError> {
                 t.minority,
                 t.safety,
                 t.wrongful,
-                if t.failing.is_empty() { "ok".to_string() } else { format!("BROKEN in {} runs", t.failing.len()) },
+                crate::sim_cmd::sweep_verdict(&t.failing),
             )
         }
     })?;
-    if t.failing.is_empty() {
-        Ok(())
-    } else {
-        Err(CliError::Failed(format!(
-            "sim partition broke its oracle in {} of {} runs:\n  {}",
-            t.failing.len(),
-            t.runs,
-            t.failing.join("\n  ")
-        )))
-    }
+    crate::sim_cmd::sweep_result("partition", &t.failing, t.runs)
 }
 
 /// Runs every seed of `args` on `args.jobs` threads; the outcomes in seed order (so the

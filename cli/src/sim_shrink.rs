@@ -117,20 +117,11 @@ pub(crate) fn run(args: &ShrinkArgs) -> Result<(), CliError> {
                 t.left,
                 t.left_views,
                 t.joins,
-                if t.failing.is_empty() { "ok".to_string() } else { format!("BROKEN in {} runs", t.failing.len()) },
+                crate::sim_cmd::sweep_verdict(&t.failing),
             )
         }
     })?;
-    if t.failing.is_empty() {
-        Ok(())
-    } else {
-        Err(CliError::Failed(format!(
-            "sim shrink broke its oracle in {} of {} runs:\n  {}",
-            t.failing.len(),
-            t.runs,
-            t.failing.join("\n  ")
-        )))
-    }
+    crate::sim_cmd::sweep_result("shrink", &t.failing, t.runs)
 }
 
 /// Many runs merged.
