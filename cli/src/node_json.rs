@@ -224,6 +224,7 @@ pub(crate) fn shrink_stats_json(s: &lifeline_core::ShrinkStats) -> Value {
         "drain_timeouts": s.drain_timeouts,
         "hand_overs": s.hand_overs,
         "stale_departures": s.stale_departures,
+        "children_waits": s.children_waits,
     })
 }
 

@@ -656,6 +656,7 @@ pub(crate) fn core_stats(n: &Node) -> Vec<(String, u64)> {
         ("shrink_drain_timeouts", sh.drain_timeouts),
         ("shrink_hand_overs", sh.hand_overs),
         ("shrink_stale_departures", sh.stale_departures),
+        ("shrink_children_waits", sh.children_waits),
         ("revoke_started", rv.started),
         ("revoke_delivered", rv.delivered),
         ("revoke_forwarded", rv.forwarded),

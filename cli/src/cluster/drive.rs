@@ -174,9 +174,10 @@ pub(super) async fn drive(
             m = rx.recv() => if let Some((r, v)) = m { t.take(r, &v) },
             _ = tick.tick() => {
                 reap(procs, &mut exits, start);
-                // Bursts, then shrink requests, then faults due in the same tick: a burst at
-                // a request's moment is in flight across the campaign, a kill at its moment
-                // lands while the campaign runs.
+                // Shrink requests, then bursts, then faults due in the same tick: a burst at a
+                // request's moment starts after the request, between survivors (the targets of
+                // every campaign asked so far are left out), so it is in flight across the
+                // campaign; a kill at its moment lands while the campaign runs.
                 let unusable: BTreeSet<u32> = done
                     .killed
                     .keys()
@@ -185,16 +186,7 @@ pub(super) async fn drive(
                     .chain(t.removed_at().into_keys())
                     .chain(t.departed_ranks())
                     .collect();
-                while next_burst < bursts.len()
-                    && start.elapsed() >= Duration::from_millis(bursts[next_burst].0)
-                {
-                    let ranks: Vec<u32> = (0..n).chain(t.joined.keys().copied()).collect();
-                    for _ in 0..bursts[next_burst].1 {
-                        ops.next(&ranks, &unusable, &done.stopped, procs).await;
-                    }
-                    next_burst += 1;
-                }
-                let unusable: BTreeSet<u32> = unusable.union(&done.stopped).copied().collect();
+                let no_requester: BTreeSet<u32> = unusable.union(&done.stopped).copied().collect();
                 let mut used = BTreeSet::new();
                 while next_shrink < shrinks.len()
                     && start.elapsed() >= Duration::from_millis(shrinks[next_shrink].at_ms)
@@ -203,11 +195,25 @@ pub(super) async fn drive(
                     if asked.last().is_some_and(|a| a.at_ms != s.at_ms) {
                         used.clear();
                     }
-                    if let Some(r) = requester(&shrinks, next_shrink, n, &unusable, &used) {
+                    if let Some(r) = requester(&shrinks, next_shrink, n, &no_requester, &used) {
                         used.insert(r);
                         asked.push(ask(procs, s, r, s.at_ms).await);
                     }
                     next_shrink += 1;
+                }
+                while next_burst < bursts.len()
+                    && start.elapsed() >= Duration::from_millis(bursts[next_burst].0)
+                {
+                    let ranks: Vec<u32> = (0..n).chain(t.joined.keys().copied()).collect();
+                    let gone: BTreeSet<u32> = unusable
+                        .iter()
+                        .copied()
+                        .chain(asked.iter().flat_map(|a| a.targets.iter().copied()))
+                        .collect();
+                    for _ in 0..bursts[next_burst].1 {
+                        ops.next(&ranks, &gone, &done.stopped, procs).await;
+                    }
+                    next_burst += 1;
                 }
                 while next < faults.len() && due(&faults[next], start, &done.stop_at, &net) {
                     let f = faults[next];

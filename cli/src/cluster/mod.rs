@@ -274,8 +274,9 @@ pub(crate) struct ClusterArgs {
     #[arg(long = "shrink", value_name = "R,R@MS[/FROM]")]
     shrinks: Vec<String>,
     /// Start N more ops at once MS milliseconds into the workload: the next N xcasts and N
-    /// RELM messages of the workload's rotation in one tick (e.g. just before a `--shrink`,
-    /// so they are in flight across it). Repeatable.
+    /// RELM messages of the workload's rotation in one tick, right after any `--shrink` due
+    /// then and between ranks no campaign asked so far names (so they are in flight across
+    /// it). Repeatable.
     #[arg(long = "burst", value_name = "N@MS")]
     bursts: Vec<String>,
     /// Every node's `--join-batch-ms` (how long the coordinator lets a first waiting joiner

@@ -758,6 +758,11 @@ impl Membership {
 
     fn on_evicted_msg(&mut self, ctx: &mut Ctx<'_>, m: EvictedMsg) {
         self.epoch = self.epoch.max(m.epoch);
+        // A leaving rank knows it is removed: it waits (bounded) for its children to apply the
+        // departure before it leaves, as when its lifeline closes (`shrink.rs`).
+        if self.is_handing_over() || self.wait_for_survivors(ctx) {
+            return;
+        }
         self.evict(ctx, m.epoch);
     }
 

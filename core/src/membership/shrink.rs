@@ -16,7 +16,12 @@
 //!    sends are acknowledged (at most a quarter of `membership.shrink_timeout`): the order's
 //!    completion means "every target drained". A leaving rank that loses a tree link, or is
 //!    told it was removed, **leaves** ([`MembershipEvent::Left`]), never recovers; a departure
-//!    timer (`membership.shrink_timeout`) is the fallback.
+//!    timer (`membership.shrink_timeout`) is the fallback. One with children that survive
+//!    first waits (at most a twentieth of `membership.shrink_timeout`) until each closed its
+//!    link, having applied the notice: leaving at once would let a child see the close before
+//!    the notice and repair twice. A target that processes its own notice (passed down by a
+//!    target parent) applies none of it and passes it on to its children, as the old
+//!    coordinator does (7).
 //! 4. **One view change.** When the order completes at the root (the xcast completion hook),
 //!    or at once when every target is already dead, the coordinator broadcasts one
 //!    [`LeftNotice`] (process-first): every rank removes all targets in one batched repair
@@ -141,9 +146,10 @@ pub(super) struct Shrink {
     finished: VecDeque<CampaignId>,
     /// This rank is a target in leaving mode.
     leaving: Option<Leaving>,
-    /// Old coordinator after its hand-over: the children it passed the departure notice to
-    /// whose links are still up. It leaves once every one closed (each applied the notice),
-    /// not at the first: leaving then could reset a link whose notice is still unread.
+    /// Old coordinator after its hand-over, or a target that lost its lifeline: the children
+    /// (that are not leaving) whose links are still up. It leaves once every one closed (each
+    /// applied the notice), not at the first: leaving then could reset a link whose notice is
+    /// still unread, or make a child repair around it before the notice reaches it.
     handed_to: Option<RankSet>,
     pub(super) stats: ShrinkStats,
 }
@@ -224,6 +230,17 @@ impl Membership {
         }
         self.s().stats.departures_observed += ranks.len() as u64;
         ranks
+    }
+
+    /// Whether this rank is leaving and waits for children to close their links (after its
+    /// hand-over, or its lifeline lost): it leaves when they did or its departure timer fires,
+    /// not on being told it was removed (which it knows).
+    pub(super) fn is_handing_over(&self) -> bool {
+        self.is_leaving()
+            && self
+                .shrink
+                .as_ref()
+                .is_some_and(|s| s.handed_to.as_ref().is_some_and(|w| !w.is_empty()))
     }
 
     /// Whether this rank is a shrink target in leaving mode.
@@ -587,6 +604,10 @@ impl Membership {
             self.hand_over(ctx, &m);
             return;
         }
+        if m.ranks.contains(&me) && self.is_leaving() && self.has_live_children(ctx) {
+            self.pass_down(ctx, &m);
+            return;
+        }
         let ranks: Vec<Rank> = m
             .ranks
             .iter()
@@ -673,6 +694,35 @@ impl Membership {
             ));
         }
         self.s().recompute_departing();
+    }
+
+    /// Whether this rank has a live child in its view.
+    fn has_live_children(&self, ctx: &Ctx<'_>) -> bool {
+        ctx.tree
+            .view()
+            .is_some_and(|v| v.live_children().next().is_some())
+    }
+
+    /// A leaving target (not the coordinator) named by the departure notice it processes,
+    /// with live children: like the old coordinator at its hand-over it applies none of the
+    /// removals, so xcast passes the notice on to its children (its view still has them) once
+    /// this returns, and each applies it as its one repair; it leaves once every child closed
+    /// its link, or after [`Self::hand_over_wait`]. Leaving at once would close those links
+    /// first wherever a child's new parent is slower to pass the notice on than this rank to
+    /// exit (a loaded machine), and the child would repair twice: around this rank on the
+    /// close, then for the other targets on the notice.
+    fn pass_down(&mut self, ctx: &mut Ctx<'_>, m: &LeftNotice) {
+        self.finish_campaigns(ctx, m);
+        let children: RankSet = ctx
+            .tree
+            .view()
+            .map(|v| v.live_children().collect())
+            .unwrap_or_default();
+        let s = self.s();
+        s.handed_to = Some(children);
+        s.stats.children_waits += 1;
+        let at = ctx.now + Self::hand_over_wait(ctx);
+        ctx.timers.set(MembershipTimer::Depart, at);
     }
 
     /// **Planned hand-over**: the coordinator's own departure notice names it. It applies none
@@ -776,22 +826,74 @@ impl Membership {
 
     /// A link of a leaving rank went down: on a tree link, it leaves (never the recovery
     /// path: a lost link while leaving is the departure). Returns whether it was handled.
+    ///
+    /// A rank waiting for its children (after its hand-over, or [`Self::pass_down`]) leaves
+    /// once the last of them closed its link, whatever its role now. Its lifeline lost, a
+    /// target with surviving children (children no campaign names) first waits for each of
+    /// them to close its link, for at most [`Self::hand_over_wait`]: its parent closed the
+    /// lifeline because it applied the departure notice, and the children get that notice
+    /// from their new parents. Leaving at once would close their links first wherever the new
+    /// parent's dial is slower than this rank's close (a loaded machine), and each would
+    /// repair twice: around this rank alone on the close, then for the other targets on the
+    /// notice (`shrink_handover_tests::a_target_s_child_hearing_of_its_departure_first_repairs_once`).
+    /// If the lifeline was lost another way (the parent crashed), no notice comes and the
+    /// children repair around this rank as before, once the wait ends.
     pub(super) fn leaving_link_down(&mut self, ctx: &mut Ctx<'_>, peer: Rank) -> bool {
         if !self.is_leaving() {
             return false;
         }
-        if ctx.tree.link_role(peer) == crate::tree::LinkRole::Lateral {
+        let role = ctx.tree.link_role(peer);
+        let s = self.s();
+        let waited = s.handed_to.as_mut().is_some_and(|w| w.remove(peer));
+        if s.handed_to.as_ref().is_some_and(|w| !w.is_empty()) {
             return true;
         }
-        if let Some(waiting) = self.s().handed_to.as_mut() {
-            waiting.remove(peer);
-            if !waiting.is_empty() {
-                return true;
-            }
+        let waits = s.handed_to.is_some();
+        if role == crate::tree::LinkRole::Lateral && !waited {
+            return true;
+        }
+        if !waits && role == crate::tree::LinkRole::Parent && self.wait_for_survivors(ctx) {
+            return true;
         }
         let epoch = self.epoch;
         self.evict(ctx, epoch);
         true
+    }
+
+    /// A leaving target that learnt it was removed (its lifeline closed, or a fencing notice
+    /// from a rank that applied the departure) and has surviving children (children no
+    /// campaign names), not yet waiting for them: it waits for each to close its link (each
+    /// gets the notice from its new parent) for at most [`Self::hand_over_wait`]. Returns
+    /// whether it waits; otherwise it may leave now.
+    pub(super) fn wait_for_survivors(&mut self, ctx: &mut Ctx<'_>) -> bool {
+        if !self.is_leaving() || self.s().handed_to.is_some() {
+            return false;
+        }
+        let children: RankSet = ctx
+            .tree
+            .view()
+            .map(|v| {
+                v.live_children()
+                    .filter(|&c| !self.is_departing(c))
+                    .collect()
+            })
+            .unwrap_or_default();
+        if children.is_empty() {
+            return false;
+        }
+        let s = self.s();
+        s.handed_to = Some(children);
+        s.stats.children_waits += 1;
+        let at = ctx.now + Self::hand_over_wait(ctx);
+        ctx.timers.set(MembershipTimer::Depart, at);
+        true
+    }
+
+    /// How long a target (not the coordinator) waits for its children to close their links
+    /// before it leaves anyway: a twentieth of `membership.shrink_timeout` (500 ms by
+    /// default). It bounds how long those children stay under a target whose parent crashed.
+    fn hand_over_wait(ctx: &Ctx<'_>) -> Duration {
+        Duration::from_nanos(ctx.cfg.membership.shrink_timeout.as_nanos() / 20)
     }
 
     /// A departing peer's link went down (or its dial was refused): a departure. The tree

@@ -267,3 +267,63 @@ fn the_next_root_hearing_of_the_hand_over_first_applies_it_once() {
     // Some cut times made the next root re-issue the campaign (the race the test is for).
     assert!(raced > 0, "no run raced the notice");
 }
+
+/// A target's child hears of its departure before the notice reaches it (`lifeline cluster
+/// --shrink 0,3@2000` on real processes under load: target 3 left at once, once it lost its
+/// lifeline or processed the notice; its child 7 saw the link close, repaired around 3 alone,
+/// and repaired again for 0 when the notice reached it through its new parent, whose dial was
+/// slower than 3's close). Frames to the child from every rank but its target parent stall for
+/// 100 ms from points spread over the campaign. Targets `{0, 3}` (the child 7; 3 loses its
+/// lifeline when 1 applies the notice) and `{0, 1}` (the child 5; target 1 processes its own
+/// notice, which the old coordinator passed down): a target with children keeps its links until each child closed them (each applied
+/// the notice; one it processed itself it passes down first), so the child still applies the
+/// departure as its one repair.
+#[test]
+fn a_target_s_child_hearing_of_its_departure_first_repairs_once() {
+    // (targets, child, its target parent, one more one-way cut)
+    let cases: [(&[u32], u32, u32, Option<(u32, u32)>); 2] =
+        [(&[0, 3], 7, 3, None), (&[0, 1], 5, 1, None)];
+    for (targets, child, parent, slow) in cases {
+        let mut waited = 0;
+        for (detect, seed) in [false, true]
+            .into_iter()
+            .flat_map(|d| (41..45).map(move |x| (d, x)))
+        {
+            for step in 0..12u64 {
+                let label = format!(
+                    "{targets:?} {slow:?}, detect {detect}, seed {seed}, cut {}µs",
+                    200 * step
+                );
+                let mut s = sim(detect, seed);
+                run(&mut s, 200);
+                let id = shrink(&mut s, 9, targets);
+                let at = ms(200) + Duration::from_micros(200 * step);
+                for r in (0..10u32).filter(|&r| r != parent && r != child) {
+                    s.schedule(at, Fault::CutOneWay(Rank(r), Rank(child)));
+                }
+                if let Some((a, b)) = slow {
+                    s.schedule(at, Fault::CutOneWay(Rank(a), Rank(b)));
+                }
+                s.schedule(at + Duration::from_millis(100), Fault::Heal);
+                run(&mut s, 2_500);
+                let done = s.observer().completions(9);
+                assert_eq!(done.len(), 1, "{label}: {done:?}");
+                assert_eq!(done[0].0, id, "{label}");
+                assert_eq!(done[0].1, set(targets), "{label}");
+                check_survivors(&s, targets, &[]);
+                for r in survivors(targets) {
+                    let reps = s.observer().repairs_naming(r, &set(targets));
+                    assert_eq!(reps.len(), 1, "{label}: rank {r} repairs {reps:?}");
+                }
+                waited += s
+                    .world()
+                    .node(Rank(parent))
+                    .unwrap()
+                    .shrink_stats()
+                    .children_waits;
+            }
+        }
+        // The child's target parent waited for it (the race the test is for).
+        assert!(waited > 0, "{targets:?} {slow:?}: no run raced the notice");
+    }
+}

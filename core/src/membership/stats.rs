@@ -124,4 +124,8 @@ pub struct ShrinkStats {
     /// it had recorded while the old coordinator's notice was still on its way to it):
     /// applied no view and emitted no event.
     pub stale_departures: u64,
+    /// A target (not the coordinator) waited for its children to close their links before
+    /// leaving, instead of leaving at once: it processed its departure notice and passed it
+    /// down, or lost its lifeline (its parent applied the notice) with surviving children.
+    pub children_waits: u64,
 }
