@@ -121,3 +121,21 @@ fn a_leader_behind_on_epochs_catches_up_before_it_proposes() {
         }
     }
 }
+
+/// Seeds 118, 364 and 803 of the sweep: a candidate paused by the plan after the heal (the
+/// pause is drawn 0-1.5 s after the cut, the cut was shorter) is removed while paused. The
+/// scenario's resume at the heal came before the pause began, so the rank stayed paused to
+/// the end and could not be told ("removed but never told"). A late pause now ends after
+/// `LATE_PAUSE`; the rank, removed, must then hear `Evicted` within the settle.
+#[test]
+fn a_rank_paused_after_the_heal_is_told_once_it_resumes() {
+    for (ranks, radix, seed) in [(38, 8, 118), (14, 2, 364), (20, 7, 803)] {
+        let p = PartitionParams { ranks, radix, seed };
+        let r = run_partition(&p, Hooks::default()).unwrap_or_else(|f| panic!("{f}"));
+        assert!(
+            !r.violations.iter().any(|v| v.contains("never told")),
+            "seed {seed}: {:?}",
+            r.violations
+        );
+    }
+}
