@@ -174,14 +174,20 @@ fn the_acceptor_promises_higher_and_refuses_lower() {
         "a promise reports the value accepted"
     );
     // The old root's proposals are refused with the promised ballot.
-    assert_eq!(a.propose(Ballot::INITIAL, 2, &[Rank(9)], &[Rank(3)]), Err(b1));
+    assert_eq!(
+        a.propose(Ballot::INITIAL, 2, &[Rank(9)], &[Rank(3)]),
+        Err(b1)
+    );
     assert_eq!(a.prepare(Ballot::INITIAL).err(), Some(b1));
     // The same ballot again (a lost promise) is answered again.
     assert!(a.prepare(b1).is_ok());
     assert_eq!(a.propose(b1, 2, &[Rank(0)], &[Rank(3)]), Ok(()));
     assert_eq!(a.accepted.as_ref().map(|x| x.epoch), Some(2));
     // The value keeps the view it applies to: epoch 2 is {3} ∪ {0}.
-    assert_eq!(a.accepted.as_ref().map(|x| x.base.clone()), Some(vec![Rank(3)]));
+    assert_eq!(
+        a.accepted.as_ref().map(|x| x.base.clone()),
+        Some(vec![Rank(3)])
+    );
 }
 
 /// A new leader carries on the value of the highest ballot, and at one ballot the later epoch
