@@ -404,6 +404,7 @@ fn frames() -> Vec<(&'static str, Bytes)> {
                     ballot: Ballot::INITIAL,
                     epoch: 4,
                     removed: vec![Rank(5)],
+                    base: vec![Rank(0), Rank(1)],
                 }),
                 downs: vec![(Rank(0), 1), (Rank(1), 2)],
             }),
@@ -413,7 +414,8 @@ fn frames() -> Vec<(&'static str, Bytes)> {
             Message::from(ProposeMsg {
                 ballot: b,
                 epoch: 4,
-                removed: vec![Rank(0), Rank(1), Rank(5)],
+                removed: vec![Rank(5)],
+                base: vec![Rank(0), Rank(1)],
             }),
         ),
         (

@@ -641,6 +641,7 @@ fn samples() -> Vec<Sample> {
                     ballot: Ballot::INITIAL,
                     epoch: 3,
                     removed: vec![Rank(21)],
+                    base: vec![Rank(0), Rank(SPAN)],
                 }),
                 downs: vec![(Rank(21), 1), (Rank(SPAN), u64::MAX >> 2)],
             }),
@@ -664,6 +665,7 @@ fn samples() -> Vec<Sample> {
                 ballot: Ballot::INITIAL,
                 epoch: 4,
                 removed: vec![Rank(21)],
+                base: vec![Rank(0)],
             }),
         ),
         fixed(

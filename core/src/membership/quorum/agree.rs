@@ -45,7 +45,13 @@ struct Preparing {
 #[derive(Debug)]
 struct Proposing {
     ballot: Ballot,
+    /// What is broadcast once decided (a re-proposal's notice names the base's ranks too, so a
+    /// member that missed the epoch before applies the whole view).
     notice: GlobalFailureMsg,
+    /// The epoch's removals (the value proposed), ascending.
+    removed: Vec<Rank>,
+    /// The view they apply to: the ranks removed as of the leader's agreed epoch.
+    base: Vec<Rank>,
     votes: Votes,
 }
 
@@ -62,6 +68,10 @@ pub(in crate::membership) struct Quorum {
     proposing: Option<Proposing>,
     /// A value a promise reported accepted and not applied here: proposed before anything else.
     reproposal: Option<Accepted>,
+    /// Leader: the ranks removed as of the last epoch it decided (that epoch's base and
+    /// value). Its own notice may not have come back to it yet when it proposes the next
+    /// epoch, so the next value's base is this joined with its agreed view.
+    decided: Vec<Rank>,
     /// The re-send timer of the open phase.
     retry: Option<TimerToken>,
     /// Root: removal decisions made here and not yet flooded (quorum on), released once a
@@ -98,6 +108,7 @@ impl Quorum {
             preparing: None,
             proposing: None,
             reproposal: None,
+            decided: Vec::new(),
             retry: None,
             held: Vec::new(),
             recent_removals: Vec::new(),
@@ -228,15 +239,24 @@ impl Membership {
             return false;
         };
         if let Some(v) = q.reproposal.take() {
-            if v.epoch > self.agreed.epoch {
+            // `check_elected` caught this rank up to `v.epoch - 1` (the view `v.base`), so the
+            // value applies to this rank's own agreed view.
+            if v.epoch == self.agreed.epoch + 1 {
                 self.epoch = self.epoch.max(v.epoch);
-                let causes = vec![RemovalCause::Unresponsive; v.removed.len()];
+                // The notice names the base's ranks too: a member that missed the notice of
+                // `v.epoch - 1` (its root was lost mid-broadcast) applies the whole view, and
+                // one that has it confirms those ranks again without a second event.
+                let mut failed = v.base.clone();
+                failed.extend(v.removed.iter().copied());
+                failed.sort_unstable();
+                failed.dedup();
+                let causes = vec![RemovalCause::Unresponsive; failed.len()];
                 let notice = GlobalFailureMsg {
                     epoch: v.epoch,
-                    failed: v.removed,
+                    failed,
                     causes,
                 };
-                self.propose(ctx, ballot, notice);
+                self.propose_value(ctx, ballot, notice, v.removed);
                 return false;
             }
         }
@@ -250,12 +270,39 @@ impl Membership {
         ballot: Ballot,
         notice: GlobalFailureMsg,
     ) {
+        let removed = notice.failed.clone();
+        self.propose_value(ctx, ballot, notice, removed);
+    }
+
+    /// Leader: phase 2 for the value `removed` at `notice.epoch`, on this rank's agreed view
+    /// (the base the acceptors keep with it); `notice` is broadcast once decided.
+    fn propose_value(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        ballot: Ballot,
+        notice: GlobalFailureMsg,
+        removed: Vec<Rank>,
+    ) {
         let me = ctx.me();
         let weights = self.prior_weights(ctx);
-        let q = self.quorum_mut(me);
+        let layout = ctx.tree.layout();
+        let q = self.quorum.get_or_insert_with(|| Box::new(Quorum::new(me)));
+        let mut base: Vec<Rank> = self
+            .agreed
+            .removed
+            .iter()
+            .filter(|r| layout.contains(*r))
+            .chain(q.decided.iter().copied())
+            .collect();
+        base.sort_unstable();
+        base.dedup();
+        // Ranks the base already removes (decided here, their notice not back yet) are not
+        // this epoch's: the value is what the epoch adds.
+        let mut removed = removed;
+        removed.retain(|r| base.binary_search(r).is_err());
         let mut votes = Votes::new(weights);
         if q.acceptor
-            .propose(ballot, notice.epoch, &notice.failed)
+            .propose(ballot, notice.epoch, &removed, &base)
             .is_ok()
         {
             votes.add(me);
@@ -264,11 +311,14 @@ impl Membership {
         let m = ProposeMsg {
             ballot,
             epoch: notice.epoch,
-            removed: notice.failed.clone(),
+            removed: removed.clone(),
+            base: base.clone(),
         };
         q.proposing = Some(Proposing {
             ballot,
             notice,
+            removed,
+            base,
             votes,
         });
         let to = Self::acceptors(ctx, &m.removed);
@@ -291,6 +341,11 @@ impl Membership {
             return;
         }
         q.stats.decided += 1;
+        let mut view = p.base.clone();
+        view.extend(p.removed.iter().copied());
+        view.sort_unstable();
+        view.dedup();
+        q.decided = view;
         // Decisions whose ranks this epoch (or an earlier one) carries have their quorum now.
         let held = std::mem::take(&mut q.held);
         let (ready, wait): (Vec<RemovedMsg>, Vec<RemovedMsg>) = held.into_iter().partition(|m| {
@@ -464,7 +519,7 @@ impl Membership {
         if let Some(p) = q.preparing.as_mut() {
             p.votes.add(from);
             if let Some(a) = m.accepted {
-                if p.highest.as_ref().is_none_or(|h| a.ballot > h.ballot) {
+                if p.highest.as_ref().is_none_or(|h| a.supersedes(h)) {
                     p.highest = Some(a);
                 }
             }
@@ -490,9 +545,13 @@ impl Membership {
     fn check_elected(&mut self, ctx: &mut Ctx<'_>) {
         let me = ctx.me();
         let q = self.quorum_mut(me);
-        let Some(p) = take_if_quorum(&mut q.preparing, &mut q.retry, |p| &p.votes) else {
+        let Some(mut p) = take_if_quorum(&mut q.preparing, &mut q.retry, |p| &p.votes) else {
             return;
         };
+        if !self.caught_up(ctx, &mut p) {
+            return;
+        }
+        let q = self.quorum_mut(me);
         q.leading = Some(p.ballot);
         q.stats.elected += 1;
         let agreed = self.agreed.epoch;
@@ -524,6 +583,61 @@ impl Membership {
         ctx.send_all(promisers, decision);
     }
 
+    /// Candidate with a promise quorum: whether it may lead now. A value reported for a later
+    /// epoch than the next one here means this rank is behind: epoch `v.epoch - 1` was decided
+    /// (a leader proposes epoch `e` only on its applied view of `e - 1`, which `v.base` is), so
+    /// this rank applies that view first, as a delivered notice would (evicted, if it is in
+    /// it), and re-proposes `v` on it. Safe: applying a decided view changes no decision, and
+    /// it never goes back (the view is later than the agreed one here). The promises are then
+    /// counted again under the caught-up view's weights, the ones that decided `v.epoch`
+    /// would be counted under: short of a quorum there, the phase stays open (re-sent to the
+    /// members that have not answered) and this rank does not lead. Bounded: each catch-up
+    /// raises the agreed epoch here, and a value is kept per acceptor, not per epoch.
+    fn caught_up(&mut self, ctx: &mut Ctx<'_>, p: &mut Preparing) -> bool {
+        let me = ctx.me();
+        let agreed = self.agreed.epoch;
+        let Some(v) = p.highest.as_ref().filter(|v| v.epoch > agreed + 1) else {
+            return true;
+        };
+        let epoch = v.epoch - 1;
+        let failed: Vec<Rank> = v
+            .base
+            .iter()
+            .copied()
+            .filter(|&r| ctx.tree.layout().contains(r) && !self.agreed.removed.contains(r))
+            .collect();
+        let causes = vec![RemovalCause::Unresponsive; failed.len()];
+        let m = GlobalFailureMsg {
+            epoch,
+            failed,
+            causes,
+        };
+        self.quorum_mut(me).stats.caught_up += 1;
+        self.on_global_notice(ctx, m.to_payload());
+        if self.evicted {
+            return false;
+        }
+        let mut votes = Votes::new(self.prior_weights(ctx));
+        for r in p.votes.voters() {
+            if !self.agreed.removed.contains(r) {
+                votes.add(r);
+            }
+        }
+        p.votes = votes;
+        if p.votes.has_quorum() {
+            return true;
+        }
+        let open = Preparing {
+            ballot: p.ballot,
+            removed: std::mem::take(&mut p.removed),
+            votes: p.votes.clone(),
+            highest: p.highest.take(),
+        };
+        self.quorum_mut(me).preparing = Some(open);
+        self.arm_retry(ctx);
+        false
+    }
+
     /// Member: a PROPOSE. Accepted at or above the promised ballot; refused with it otherwise.
     pub(in crate::membership) fn on_propose(
         &mut self,
@@ -539,7 +653,7 @@ impl Membership {
         self.step_down(me, m.ballot);
         let q = self.quorum_mut(me);
         q.seen = q.seen.max(m.ballot);
-        let (ok, promised) = match q.acceptor.propose(m.ballot, m.epoch, &m.removed) {
+        let (ok, promised) = match q.acceptor.propose(m.ballot, m.epoch, &m.removed, &m.base) {
             Ok(()) => {
                 q.stats.accepted += 1;
                 (true, m.ballot)
@@ -612,7 +726,8 @@ impl Membership {
             let m = ProposeMsg {
                 ballot: p.ballot,
                 epoch: p.notice.epoch,
-                removed: p.notice.failed.clone(),
+                removed: p.removed.clone(),
+                base: p.base.clone(),
             };
             let to = Self::not_voted(ctx, &m.removed, &p.votes);
             ctx.send_all(to, m);

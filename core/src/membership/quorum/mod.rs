@@ -167,7 +167,11 @@ impl Votes {
     }
 }
 
-/// A value an acceptor accepted: the removals of one epoch, at one ballot.
+/// A value an acceptor accepted: the removals of one epoch, at one ballot, with the view they
+/// apply to. The base makes the value a whole view (`base ∪ removed` at `epoch`), so a leader
+/// that is behind on epochs and learns the value from a promise learns the decided view of
+/// `epoch - 1` with it (a leader proposes epoch `e` only on its applied, decided view of
+/// `e - 1`), instead of applying the delta to an older view of its own.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Accepted {
     /// The ballot it was accepted at.
@@ -176,6 +180,17 @@ pub struct Accepted {
     pub epoch: u64,
     /// The ranks the value removes, ascending.
     pub removed: Vec<Rank>,
+    /// The ranks removed as of epoch `epoch - 1` at the leader that proposed it (the view the
+    /// value applies to), ascending.
+    pub base: Vec<Rank>,
+}
+
+impl Accepted {
+    /// Which of two reported values a new leader must carry on: the higher ballot, and at one
+    /// ballot the later epoch (one leader proposes epochs in order, each extending the last).
+    pub fn supersedes(&self, other: &Self) -> bool {
+        (self.ballot, self.epoch) > (other.ballot, other.epoch)
+    }
 }
 
 /// One member's acceptor state (memory only: a dead incarnation never returns). The last
@@ -210,9 +225,15 @@ impl Acceptor {
         Ok(self.accepted.as_ref())
     }
 
-    /// Phase 2: accepts `(epoch, removed)` at `b` unless a higher ballot was promised (then
-    /// refuses with it). Accepting also promises `b`.
-    pub fn propose(&mut self, b: Ballot, epoch: u64, removed: &[Rank]) -> Result<(), Ballot> {
+    /// Phase 2: accepts `(epoch, removed)` on the view `base` at `b` unless a higher ballot was
+    /// promised (then refuses with it). Accepting also promises `b`.
+    pub fn propose(
+        &mut self,
+        b: Ballot,
+        epoch: u64,
+        removed: &[Rank],
+        base: &[Rank],
+    ) -> Result<(), Ballot> {
         if b < self.promised {
             return Err(self.promised);
         }
@@ -221,6 +242,7 @@ impl Acceptor {
             ballot: b,
             epoch,
             removed: removed.to_vec(),
+            base: base.to_vec(),
         });
         Ok(())
     }

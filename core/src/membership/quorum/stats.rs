@@ -40,4 +40,8 @@ pub struct QuorumStats {
     /// Removal decisions received from a coordinator other than the leader whose ballot this
     /// rank promised after an election (a deposed or cut-off root): ignored.
     pub removals_ignored: u64,
+    /// Elections won behind on epochs: the promises reported a value for a later epoch than
+    /// the next one here, and this rank applied the decided view that value was proposed on
+    /// before it led (ERA's re-collect).
+    pub caught_up: u64,
 }

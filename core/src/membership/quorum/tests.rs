@@ -157,7 +157,7 @@ fn the_acceptor_promises_higher_and_refuses_lower() {
     let mut a = Acceptor::default();
     assert_eq!(a.promised, Ballot::INITIAL);
     // The initial root proposes without a phase 1.
-    assert_eq!(a.propose(Ballot::INITIAL, 1, &[Rank(3)]), Ok(()));
+    assert_eq!(a.propose(Ballot::INITIAL, 1, &[Rank(3)], &[]), Ok(()));
     let b1 = Ballot {
         round: 1,
         rank: Rank(8),
@@ -169,16 +169,45 @@ fn the_acceptor_promises_higher_and_refuses_lower() {
             ballot: Ballot::INITIAL,
             epoch: 1,
             removed: vec![Rank(3)],
+            base: vec![],
         }),
         "a promise reports the value accepted"
     );
     // The old root's proposals are refused with the promised ballot.
-    assert_eq!(a.propose(Ballot::INITIAL, 2, &[Rank(9)]), Err(b1));
+    assert_eq!(
+        a.propose(Ballot::INITIAL, 2, &[Rank(9)], &[Rank(3)]),
+        Err(b1)
+    );
     assert_eq!(a.prepare(Ballot::INITIAL).err(), Some(b1));
     // The same ballot again (a lost promise) is answered again.
     assert!(a.prepare(b1).is_ok());
-    assert_eq!(a.propose(b1, 2, &[Rank(0)]), Ok(()));
+    assert_eq!(a.propose(b1, 2, &[Rank(0)], &[Rank(3)]), Ok(()));
     assert_eq!(a.accepted.as_ref().map(|x| x.epoch), Some(2));
+    // The value keeps the view it applies to: epoch 2 is {3} ∪ {0}.
+    assert_eq!(
+        a.accepted.as_ref().map(|x| x.base.clone()),
+        Some(vec![Rank(3)])
+    );
+}
+
+/// A new leader carries on the value of the highest ballot, and at one ballot the later epoch
+/// (the leader of that ballot proposed it after deciding the earlier one).
+#[test]
+fn the_reported_value_to_carry_on_is_the_highest_ballot_then_the_latest_epoch() {
+    let b = |round, rank| Ballot {
+        round,
+        rank: Rank(rank),
+    };
+    let v = |ballot, epoch| Accepted {
+        ballot,
+        epoch,
+        removed: vec![Rank(12)],
+        base: vec![],
+    };
+    assert!(v(b(1, 3), 2).supersedes(&v(b(1, 3), 1)));
+    assert!(!v(b(1, 3), 1).supersedes(&v(b(1, 3), 2)));
+    assert!(v(b(2, 0), 1).supersedes(&v(b(1, 3), 5)));
+    assert!(!v(b(1, 3), 2).supersedes(&v(b(1, 3), 2)));
 }
 
 #[test]

@@ -70,7 +70,8 @@ impl Codec for PrepareMsg {
     }
 }
 
-/// A member's answer to a PREPARE: a promise (with the value it accepted, if any, and the
+/// A member's answer to a PREPARE: a promise (with the value it accepted, if any, on the view
+/// it applies to, and the
 /// subjects of its own standing down evidence) or a refusal naming the ballot it promised.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PromiseMsg {
@@ -92,7 +93,10 @@ impl Codec for PromiseMsg {
         12 + 1
             + 12
             + 1
-            + self.accepted.as_ref().map_or(0, |a| triple_len(&a.removed))
+            + self
+                .accepted
+                .as_ref()
+                .map_or(0, |a| triple_len(&a.removed) + 4 + 4 * a.base.len())
             + 4
             + 12 * self.downs.len()
     }
@@ -105,6 +109,7 @@ impl Codec for PromiseMsg {
             Some(a) => {
                 buf.put_u8(1);
                 put_triple(buf, a.ballot, a.epoch, &a.removed);
+                put_ranks(buf, &a.base);
             }
         }
         buf.put_u32(self.downs.len() as u32);
@@ -123,6 +128,7 @@ impl Codec for PromiseMsg {
                 ballot,
                 epoch,
                 removed,
+                base: get_ranks(r, limits)?,
             })
         } else {
             None
@@ -141,7 +147,9 @@ impl Codec for PromiseMsg {
     }
 }
 
-/// Leader to the members of its view: "accept that epoch `epoch` removes `removed`".
+/// Leader to the members of its view: "accept that epoch `epoch` removes `removed` from the
+/// view `base`" (the leader's agreed view of epoch `epoch - 1`, kept with the accepted value so
+/// a later leader behind on epochs learns it).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ProposeMsg {
     /// The leader's ballot.
@@ -150,14 +158,17 @@ pub struct ProposeMsg {
     pub epoch: u64,
     /// The ranks the epoch removes, ascending.
     pub removed: Vec<Rank>,
+    /// The ranks removed as of epoch `epoch - 1` at the leader, ascending.
+    pub base: Vec<Rank>,
 }
 
 impl Codec for ProposeMsg {
     fn encoded_len(&self) -> usize {
-        triple_len(&self.removed)
+        triple_len(&self.removed) + 4 + 4 * self.base.len()
     }
     fn encode(&self, buf: &mut impl BufMut) {
         put_triple(buf, self.ballot, self.epoch, &self.removed);
+        put_ranks(buf, &self.base);
     }
     fn decode(r: &mut Reader, limits: &Limits) -> Result<Self, DecodeError> {
         let (ballot, epoch, removed) = get_triple(r, limits)?;
@@ -165,6 +176,7 @@ impl Codec for ProposeMsg {
             ballot,
             epoch,
             removed,
+            base: get_ranks(r, limits)?,
         })
     }
 }

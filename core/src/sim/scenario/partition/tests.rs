@@ -104,3 +104,38 @@ fn the_checker_catches_a_decision_on_a_side_it_was_told_is_a_minority() {
         .expect_err("the majority decided, and the checker must say so");
     assert!(e.reason.contains("minority rank"), "{e}");
 }
+
+/// The late-leader defect the sweep found (docs/partitions.md): a candidate still at an epoch
+/// before the last decided one wins phase 1; the promises report the last accepted value, a
+/// delta on a view the candidate never applied. Seed 829 (43 ranks, radix 3) is the shape: a
+/// duel in which candidate 3 decides epoch 1 = {0, 4, 17} and epoch 2 = {12}, and rank 39,
+/// at epoch 0, wins phase 1 at ballot (2, 39) and re-proposed epoch 2's delta on its epoch-0
+/// view ("epoch 2 ([12]) brings back 0"). The other three seeds of the sweep broke S1/S3 the
+/// same way. Each run must keep S1-S3 and the minority rule after every step.
+#[test]
+fn a_leader_behind_on_epochs_catches_up_before_it_proposes() {
+    for (ranks, radix, seed) in [(43, 3, 829), (29, 5, 117), (64, 4, 291), (54, 2, 717)] {
+        let p = PartitionParams { ranks, radix, seed };
+        if let Err(f) = run_partition(&p, Hooks::default()) {
+            panic!("seed {seed} ({ranks} ranks, radix {radix}): {f}");
+        }
+    }
+}
+
+/// Seeds 118, 364 and 803 of the sweep: a candidate paused by the plan after the heal (the
+/// pause is drawn 0-1.5 s after the cut, the cut was shorter) is removed while paused. The
+/// scenario's resume at the heal came before the pause began, so the rank stayed paused to
+/// the end and could not be told ("removed but never told"). A late pause now ends after
+/// `LATE_PAUSE`; the rank, removed, must then hear `Evicted` within the settle.
+#[test]
+fn a_rank_paused_after_the_heal_is_told_once_it_resumes() {
+    for (ranks, radix, seed) in [(38, 8, 118), (14, 2, 364), (20, 7, 803)] {
+        let p = PartitionParams { ranks, radix, seed };
+        let r = run_partition(&p, Hooks::default()).unwrap_or_else(|f| panic!("{f}"));
+        assert!(
+            !r.violations.iter().any(|v| v.contains("never told")),
+            "seed {seed}: {:?}",
+            r.violations
+        );
+    }
+}
