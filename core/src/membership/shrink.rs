@@ -712,17 +712,24 @@ impl Membership {
     /// exit (a loaded machine), and the child would repair twice: around this rank on the
     /// close, then for the other targets on the notice.
     fn pass_down(&mut self, ctx: &mut Ctx<'_>, m: &LeftNotice) {
+        self.pass_on(ctx, m);
+        let s = self.s();
+        s.stats.children_waits += 1;
+        let at = ctx.now + Self::hand_over_wait(ctx);
+        ctx.timers.set(MembershipTimer::Depart, at);
+    }
+
+    /// A departure notice naming this rank, passed on unapplied: its campaigns finish here
+    /// and this rank waits for every live child of its view (to which xcast forwards the
+    /// notice) to close its link.
+    fn pass_on(&mut self, ctx: &mut Ctx<'_>, m: &LeftNotice) {
         self.finish_campaigns(ctx, m);
         let children: RankSet = ctx
             .tree
             .view()
             .map(|v| v.live_children().collect())
             .unwrap_or_default();
-        let s = self.s();
-        s.handed_to = Some(children);
-        s.stats.children_waits += 1;
-        let at = ctx.now + Self::hand_over_wait(ctx);
-        ctx.timers.set(MembershipTimer::Depart, at);
+        self.s().handed_to = Some(children);
     }
 
     /// **Planned hand-over**: the coordinator's own departure notice names it. It applies none
@@ -736,14 +743,8 @@ impl Membership {
     /// orders) and leaves once every child it passed the notice to closed its link, or at its
     /// departure timer.
     fn hand_over(&mut self, ctx: &mut Ctx<'_>, m: &LeftNotice) {
-        self.finish_campaigns(ctx, m);
-        let children: RankSet = ctx
-            .tree
-            .view()
-            .map(|v| v.live_children().collect())
-            .unwrap_or_default();
+        self.pass_on(ctx, m);
         let s = self.s();
-        s.handed_to = Some(children);
         s.queue.clear();
         s.open.clear();
         s.left_sent.clear();
