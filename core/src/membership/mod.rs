@@ -107,6 +107,9 @@ struct Reports {
     first: Instant,
     /// When evidence last arrived (reports with no down standing are dropped a while later).
     last: Instant,
+    /// Whether an up about a newer incarnation overtakes older downs (quorum views on: see
+    /// `downs`).
+    supersede: bool,
 }
 
 impl Reports {
@@ -141,7 +144,10 @@ impl Reports {
     /// having to arrive (one lost or late kept a live rank's report standing, and the root
     /// removed it two seconds after the heal: seed 16 at 13 ranks). A dead rank refutes
     /// nothing, so its removal is as fast as before; a rank silent again after refuting is
-    /// suspected again at its new incarnation, and that evidence counts.
+    /// suspected again at its new incarnation, and then the older downs count again too.
+    /// With quorum views off (membership I, no leader elected at a heal) silence counts
+    /// whatever the incarnation, as before: the membership swarm's silent-loss bound is
+    /// measured there.
     fn downs(&self) -> usize {
         self.latest
             .values()
@@ -155,9 +161,24 @@ impl Reports {
             .is_some_and(|&(inc, d)| d && !self.refuted(inc))
     }
 
-    /// Whether a down about incarnation `inc` is overtaken by an up about a newer one.
+    /// Whether a down about incarnation `inc` is overtaken by an up about a newer one, and
+    /// the subject was not suspected again since (no down about that newer incarnation or a
+    /// later one: a subject that refuted and then froze is silent to everyone again, and
+    /// every observer's silence counts as before).
     fn refuted(&self, inc: u64) -> bool {
-        self.latest.values().any(|&(i, d)| !d && i > inc)
+        if !self.supersede {
+            return false;
+        }
+        let Some(up) = self
+            .latest
+            .values()
+            .filter(|(_, d)| !d)
+            .map(|&(i, _)| i)
+            .max()
+        else {
+            return false;
+        };
+        inc < up && !self.latest.values().any(|&(i, d)| d && i >= up)
     }
 }
 
