@@ -290,15 +290,27 @@ impl Membership {
             ctx.stats.membership.alerts_stale += 1;
             return;
         }
+        let supersede = Self::quorum_on(ctx);
         let r = self.reports.entry(subject).or_insert_with(|| Reports {
             latest: BTreeMap::new(),
             first: ctx.now,
             last: ctx.now,
+            supersede,
         });
+        let before = r.downs();
         if !r.record(ctx.now, observer, p.incarnation, p.down) {
             ctx.stats.membership.alerts_stale += 1;
         } else if p.down {
             self.accuse(ctx.now, subject);
+        } else if r.downs() < before && Self::quorum_on(ctx) {
+            // A suspicion refuted: the refute hold (`refute_hold`) starts, unless one started
+            // within the last three holds (refutations that keep coming, a lossy rank's, must
+            // not hold every decision: a hold is followed by two holds' time free of one).
+            let hold = Self::refute_hold_len(ctx);
+            let c = self.corr();
+            if c.refuted.is_none_or(|t| ctx.now >= t + hold + hold + hold) {
+                c.refuted = Some(ctx.now);
+            }
         }
     }
 
@@ -339,27 +351,50 @@ impl Membership {
         if stable.is_empty() {
             return;
         }
-        if let Some(release) = hold {
+        if let Some(release) = hold.into_iter().chain(self.refute_hold(ctx)).max() {
             ctx.stats.membership.decisions_deferred += 1;
             self.arm_decide(ctx, release);
-            return;
-        }
-        // Quorum on, not the root: a candidate behind a lost root starts phase 1 when its
-        // evidence holds every candidate ahead of it; it removes nothing on its own.
-        if Self::quorum_on(ctx) && !ctx.tree.view().is_some_and(|v| v.is_root()) {
-            self.consider_candidacy(ctx, &stable);
             return;
         }
         // Every subject with a standing report counts against the guard, not only the stable
         // ones: a partition's silence reaches the coordinator a few subjects at a time.
         // Ranks not checked in yet are not members: removing them costs the majority nothing.
-        let standing = self
-            .reports
-            .iter()
-            .filter(|(s, r)| r.downs() > 0 && !self.is_pending(**s))
-            .count();
-        if !self.majority_stays(ctx, standing) {
+        //
+        // The guard comes before a candidate's phase 1 too (issue #23, the partition sweep's
+        // wrongful removals): a candidate on the deaf side of a one-way cut hears none of the
+        // others, its side's observers accuse them all (each accused observer then counts as
+        // an implicit reporter of the next), and its PREPARE still reaches the acceptors that
+        // it cannot hear. They promised, their promises queued behind the cut, and at the heal
+        // the candidate was elected and removed the live root it could not hear (seed 653).
+        // A candidate whose evidence stands against half the members is the one cut off: it
+        // does not run for leader. A real failure does not trip it (a crashed root is one
+        // subject; a partition's majority side accuses only the other side), so failover is
+        // as fast as before. A candidate is held to this count half of the guard only, not
+        // to its reachability sample as the root is: on a slim majority side a candidate
+        // whose sampled subjects happen to be mostly on the other side would never take over
+        // (with the sample applied the sweep lost 20 of 496 majority decisions at 32 ranks).
+        let candidate = Self::quorum_on(ctx) && !ctx.tree.view().is_some_and(|v| v.is_root());
+        let standing = self.standing();
+        let passes = if candidate {
+            self.keeps_majority(ctx, standing)
+        } else {
+            self.majority_stays(ctx, standing)
+        };
+        if !passes {
             ctx.stats.membership.decisions_refused_minority += 1;
+            if candidate {
+                // Evidence that grew past half while this candidate's phase 1 was open (a
+                // deaf side's silence arrives a few subjects at a time): its PREPARE, queued
+                // behind the cut at the acceptors it cannot hear, must not elect it at the
+                // heal.
+                self.abandon_prepare();
+            }
+            return;
+        }
+        // Quorum on, not the root: a candidate behind a lost root starts phase 1 when its
+        // evidence holds every candidate ahead of it; it removes nothing on its own.
+        if candidate {
+            self.consider_candidacy(ctx, &stable);
             return;
         }
         for s in &stable {
@@ -368,8 +403,63 @@ impl Membership {
         self.remove(ctx, stable, RemovalCause::Unresponsive);
     }
 
-    /// The subjects whose evidence is stable now (H of K, implicit reporters counted).
-    pub(super) fn stable_subjects(&mut self, ctx: &Ctx<'_>) -> Vec<Rank> {
+    /// The refute hold (quorum views on): until when this coordinator decides nothing on
+    /// soft evidence, after an up cleared a standing down here within the last two detector
+    /// periods.
+    ///
+    /// A refutation says the evidence of its time was wrong about one subject, and at a heal
+    /// it is the first of many: every subject the other side suspected refutes within about
+    /// one heartbeat period, and their ups arrive in whatever order. Without the hold a
+    /// coordinator acted in between on what was not yet refuted (seed 653: the deaf side's
+    /// candidate, its own suspicions of four ranks refuted first, found the accusation of the
+    /// root still standing, alone under the guard now, and ran phase 1 against it 100 us
+    /// after the heal). Two periods let the rest arrive. A real failure refutes nothing, so
+    /// a crashed or hung rank is decided as fast as before; only a death within two periods
+    /// of another rank's refutation waits, for at most that long. Without quorum views
+    /// (membership I) nothing is held: there the membership swarm's silent-loss p99 went from
+    /// within its 500 ms bound to 590 ms with the hold (its paused ranks refute as they
+    /// resume), and a root elected at a heal, the case the hold is for, does not exist.
+    fn refute_hold(&mut self, ctx: &Ctx<'_>) -> Option<Instant> {
+        let at = self.corroboration.as_ref()?.refuted?;
+        let end = at + Self::refute_hold_len(ctx);
+        (ctx.now < end).then_some(end)
+    }
+
+    /// How long the refute hold lasts: two detector periods.
+    fn refute_hold_len(ctx: &Ctx<'_>) -> Duration {
+        Duration::from_nanos(ctx.cfg.detect.period.as_nanos().saturating_mul(2))
+    }
+
+    /// Subjects with standing down evidence here (ranks not checked in yet excepted): what
+    /// the majority guard counts.
+    fn standing(&self) -> usize {
+        self.reports
+            .iter()
+            .filter(|(s, r)| r.downs() > 0 && !self.is_pending(**s))
+            .count()
+    }
+
+    /// The subjects whose evidence is stable now (H of K, implicit reporters counted), for a
+    /// candidate just elected to remove with its cut; none when the evidence stands against
+    /// half the members (the count half of the majority guard, as for its candidacy).
+    ///
+    /// Elected at a heal, a candidate holds the evidence both sides gathered against each
+    /// other while the cut stood (its own observers', and the promisers' standing downs that
+    /// arrived with their promises): stale, since everyone is heard again, but not yet
+    /// refuted. Removed here at once, it cut the new leader off from every other rank (seed
+    /// 524: 26 of 27 dead in its tree, its frames to them suppressed, and the others then
+    /// removed it as silent). Under the guard it removes only its cut; what is really gone
+    /// is decided by the ordinary path once the refutations have cleared the rest.
+    pub(super) fn stable_subjects(&mut self, ctx: &mut Ctx<'_>) -> Vec<Rank> {
+        if self.refute_hold(ctx).is_some() {
+            ctx.stats.membership.decisions_deferred += 1;
+            return Vec::new();
+        }
+        let standing = self.standing();
+        if !self.keeps_majority(ctx, standing) {
+            ctx.stats.membership.decisions_refused_minority += 1;
+            return Vec::new();
+        }
         self.stable_now(ctx).0
     }
 

@@ -94,6 +94,9 @@ pub(super) struct Corroboration {
     /// kept for `membership.overload_window`, removed subjects included, and while the
     /// evidence stands.
     accused: BTreeMap<Rank, Instant>,
+    /// Coordinator: when down evidence standing here was last refuted (an up that cleared a
+    /// down: the refute hold of `alerts.rs`).
+    pub(super) refuted: Option<Instant>,
     /// This rank's counters ([`crate::Node::corroboration_stats`]): here, not inline in every
     /// node's stats. Never pruned (the state, once made, is never dropped).
     pub(super) stats: CorroborationStats,
@@ -138,7 +141,7 @@ impl Corroboration {
 impl Membership {
     /// The corroboration state, made on first use (a rank without the detector never needs
     /// it: the node's inline size stays as it was).
-    fn corr(&mut self) -> &mut Corroboration {
+    pub(super) fn corr(&mut self) -> &mut Corroboration {
         self.corroboration.get_or_insert_with(Box::default)
     }
 

@@ -107,6 +107,9 @@ struct Reports {
     first: Instant,
     /// When evidence last arrived (reports with no down standing are dropped a while later).
     last: Instant,
+    /// Whether an up about a newer incarnation overtakes older downs (quorum views on: see
+    /// `downs`).
+    supersede: bool,
 }
 
 impl Reports {
@@ -129,14 +132,53 @@ impl Reports {
     }
 
     /// Observers whose down evidence stands. Silence is counted whatever incarnation the
-    /// observer last heard: one that missed the subject's refutation elsewhere has still heard
-    /// nothing since (it would have answered a refutation it heard with an up).
+    /// observer last heard (one that missed the subject's refutation elsewhere has still heard
+    /// nothing since: it would have answered a refutation it heard with an up), except a
+    /// down about an incarnation older than one another observer reported up: the subject
+    /// refuted that suspicion, so it was alive after it was made (Lifeguard's refutation).
+    ///
+    /// That is what makes an accusation from before a heal stale (issue #23, the partition
+    /// sweep's wrongful removals): each side's observers suspected the other side's ranks at
+    /// the incarnation they last heard; at the heal the subjects refute, and one observer's
+    /// up at the new incarnation clears every older down, instead of each accuser's own up
+    /// having to arrive (one lost or late kept a live rank's report standing, and the root
+    /// removed it two seconds after the heal: seed 16 at 13 ranks). A dead rank refutes
+    /// nothing, so its removal is as fast as before; a rank silent again after refuting is
+    /// suspected again at its new incarnation, and then the older downs count again too.
+    /// With quorum views off (membership I, no leader elected at a heal) silence counts
+    /// whatever the incarnation, as before: the membership swarm's silent-loss bound is
+    /// measured there.
     fn downs(&self) -> usize {
-        self.latest.values().filter(|(_, d)| *d).count()
+        self.latest
+            .values()
+            .filter(|&&(inc, d)| d && !self.refuted(inc))
+            .count()
     }
 
     fn is_down(&self, observer: Rank) -> bool {
-        self.latest.get(&observer).is_some_and(|(_, d)| *d)
+        self.latest
+            .get(&observer)
+            .is_some_and(|&(inc, d)| d && !self.refuted(inc))
+    }
+
+    /// Whether a down about incarnation `inc` is overtaken by an up about a newer one, and
+    /// the subject was not suspected again since (no down about that newer incarnation or a
+    /// later one: a subject that refuted and then froze is silent to everyone again, and
+    /// every observer's silence counts as before).
+    fn refuted(&self, inc: u64) -> bool {
+        if !self.supersede {
+            return false;
+        }
+        let Some(up) = self
+            .latest
+            .values()
+            .filter(|(_, d)| !d)
+            .map(|&(i, _)| i)
+            .max()
+        else {
+            return false;
+        };
+        inc < up && !self.latest.values().any(|&(i, d)| d && i >= up)
     }
 }
 
@@ -669,6 +711,12 @@ impl Membership {
         if silent * 2 > watching {
             return false;
         }
+        self.keeps_majority(ctx, n)
+    }
+
+    /// The count half of the majority guard (`majority_stays` without the reachability
+    /// sample): whether removing `n` more ranks keeps more than half of the members.
+    fn keeps_majority(&mut self, ctx: &Ctx<'_>, n: usize) -> bool {
         if n == 0 {
             // Only ranks that never checked in: no member is removed.
             return true;

@@ -410,6 +410,17 @@ impl Membership {
         let _ = me;
     }
 
+    /// Candidate whose evidence no longer passes the majority guard (`alerts.rs`): its open
+    /// phase 1, if any, is dropped (not yet elected: nothing was removed or promised here
+    /// beyond its own acceptor's promise, which stays).
+    pub(in crate::membership) fn abandon_prepare(&mut self) {
+        if let Some(q) = self.quorum.as_mut() {
+            if q.preparing.take().is_some() {
+                q.retry = None;
+            }
+        }
+    }
+
     /// Candidate: phase 1 for the cut `removed` (the candidates ahead and what is stable).
     pub(in crate::membership) fn start_prepare(&mut self, ctx: &mut Ctx<'_>, removed: Vec<Rank>) {
         let me = ctx.me();

@@ -139,3 +139,83 @@ fn a_rank_paused_after_the_heal_is_told_once_it_resumes() {
         );
     }
 }
+
+/// A simulator with the partition scenario's settings (detector and quorum views on), warmed
+/// up to [`WARM_UP`].
+fn warm(ranks: u32, radix: u32, seed: u64) -> Sim<Checker> {
+    let mut cfg = SimConfig::new(ranks, radix, seed);
+    cfg.node.detect.enabled = true;
+    cfg.node.membership.quorum = true;
+    let mut s = Sim::new(cfg, Checker::default()).unwrap();
+    s.run_until(Instant::ZERO + WARM_UP).unwrap();
+    s
+}
+
+/// Every rank some live rank's agreed view has removed.
+fn removed_anywhere(w: &World) -> RankSet {
+    let mut gone = RankSet::new();
+    for r in w.live_ranks() {
+        if let Some(x) = removed(w, r) {
+            gone.extend(x.iter());
+        }
+    }
+    gone
+}
+
+/// Seed 653's shape (issue #23, wrongful removals of one-way cuts): 8 ranks, radix 5, every
+/// frame from {0, 1, 4, 6, 7} to {2, 3, 5} stalls for 7.3 s. The deaf side accuses everyone it
+/// cannot hear; its candidate (rank 5, next behind the root) used to run phase 1 against the
+/// root, the others promised (queued behind the cut), and at the heal it was elected and
+/// removed rank 0, live and heard by everyone else. Now nobody of the side that hears is
+/// removed (only the deaf side may be, as the sweep's oracle allows).
+#[test]
+fn a_deaf_side_removes_nobody_it_cannot_hear_after_the_heal() {
+    let mut s = warm(8, 5, 653);
+    let deaf = [2, 3, 5];
+    let hearing = [0, 1, 4, 6, 7];
+    for &a in &hearing {
+        for &b in &deaf {
+            s.apply(Fault::CutOneWay(Rank(a), Rank(b)));
+        }
+    }
+    let t0 = s.world().now();
+    s.run_until(t0 + Duration::from_millis(7_315)).unwrap();
+    s.apply(Fault::Heal);
+    s.run_until(t0 + Duration::from_millis(7_315) + SETTLE)
+        .unwrap();
+    let gone = removed_anywhere(s.world());
+    for r in hearing {
+        assert!(
+            !gone.contains(Rank(r)),
+            "rank {r} (heard by the majority) removed: {gone:?}"
+        );
+    }
+}
+
+/// Seed 524's shape (issue #23, wrongful removals of splits): 27 ranks, radix 2, 13 | 14 with
+/// the root on the 14 side, the root crashed 94 ms into the cut (so neither side weighs more
+/// than half), healed after 1.92 s. Rank 2, the root's successor, ran phase 1 meanwhile; its
+/// promises came at the heal, carrying the evidence both sides had gathered against each
+/// other, and as the new leader it removed all 26 other ranks from its own tree at once, went
+/// silent to them, and was itself removed as unresponsive. Now only the crashed root is.
+#[test]
+fn a_leader_elected_at_the_heal_keeps_the_ranks_it_hears_again() {
+    let mut s = warm(27, 2, 524);
+    let one: Vec<Rank> = [1, 5, 8, 10, 11, 12, 15, 19, 21, 22, 24, 25, 26]
+        .into_iter()
+        .map(Rank)
+        .collect();
+    let other: Vec<Rank> = (0..27).map(Rank).filter(|r| !one.contains(r)).collect();
+    s.apply(Fault::Partition(vec![one, other]));
+    let t0 = s.world().now();
+    s.schedule(t0 + Duration::from_millis(94), Fault::Crash(Rank(0)));
+    s.run_until(t0 + Duration::from_millis(1_920)).unwrap();
+    s.apply(Fault::Heal);
+    s.run_until(t0 + Duration::from_millis(1_920) + SETTLE)
+        .unwrap();
+    let gone = removed_anywhere(s.world());
+    assert!(
+        gone.iter().all(|r| r == Rank(0)),
+        "live ranks removed: {gone:?}"
+    );
+}
