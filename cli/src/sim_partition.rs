@@ -105,15 +105,25 @@ pub(crate) fn run(args: &PartitionArgs) -> Result<(), CliError> {
         .map(|(k, n)| format!("{k} {n}"))
         .collect::<Vec<_>>()
         .join(", ");
+    // A flapping split decided in an earlier cut counts as decided without a latency sample.
+    let latency = if t.decide_ms.is_empty() {
+        "no decision timed".to_string()
+    } else {
+        format!(
+            "decision p50 {d50:.1} ms, p99 {d99:.1} ms, max {dmax:.1} ms ({} timed)",
+            t.decide_ms.len()
+        )
+    };
     write_stdout(|out| {
         if args.json {
             writeln!(
                 out,
-                r#"{{"runs":{},"ranks_max":{},"owed":{},"decided":{},"decide_ms_p50":{d50:.3},"decide_ms_p99":{d99:.3},"decide_ms_max":{dmax:.3},"minority_decisions":{},"safety_violations":{},"wrongful_removals":{},"violations":{},"wall_ms":{:.1}}}"#,
+                r#"{{"runs":{},"ranks_max":{},"owed":{},"decided":{},"decided_timed":{},"decide_ms_p50":{d50:.3},"decide_ms_p99":{d99:.3},"decide_ms_max":{dmax:.3},"minority_decisions":{},"safety_violations":{},"wrongful_removals":{},"violations":{},"wall_ms":{:.1}}}"#,
                 t.runs,
                 t.ranks_max,
                 t.owed,
                 t.decided,
+                t.decide_ms.len(),
                 t.minority,
                 t.safety,
                 t.wrongful,
@@ -123,7 +133,7 @@ pub(crate) fn run(args: &PartitionArgs) -> Result<(), CliError> {
         } else {
             writeln!(
                 out,
-                "partition: {} runs (up to {} members; {kinds}): liveness owed in {}, {} majority decisions, decision p50 {d50:.1} ms, p99 {d99:.1} ms, max {dmax:.1} ms, {} minority decisions, {} S1-S3 violations, {} wrongful removals; {} ({wall:.1} s)",
+                "partition: {} runs (up to {} members; {kinds}): liveness owed in {}, {} majority decisions, {latency}, {} minority decisions, {} S1-S3 violations, {} wrongful removals; {} ({wall:.1} s)",
                 t.runs,
                 t.ranks_max,
                 t.owed,
