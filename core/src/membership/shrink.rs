@@ -146,8 +146,9 @@ pub(super) struct Shrink {
     finished: VecDeque<CampaignId>,
     /// This rank is a target in leaving mode.
     leaving: Option<Leaving>,
-    /// Old coordinator after its hand-over, or a target that lost its lifeline: the children
-    /// (that are not leaving) whose links are still up. It leaves once every one closed (each
+    /// A leaving rank waiting for children whose links are still up: after its hand-over or
+    /// passing its own notice down (every live child), or once it learnt it was removed (its
+    /// lifeline closed, or fenced: the children no campaign names). It leaves once every one closed (each
     /// applied the notice), not at the first: leaving then could reset a link whose notice is
     /// still unread, or make a child repair around it before the notice reaches it.
     handed_to: Option<RankSet>,
