@@ -44,7 +44,14 @@ fn cut_below_the_receiver<O: Observer>(
     let layout = Layout::new(SPAN, RADIX).unwrap();
     let mut s = Sim::new(cfg, obs).unwrap();
     s.run_until(ms(500)).unwrap_or_else(|f| panic!("{f}"));
-    let root = s.world().node(Rank(0)).unwrap().tree().view().unwrap().clone();
+    let root = s
+        .world()
+        .node(Rank(0))
+        .unwrap()
+        .tree()
+        .view()
+        .unwrap()
+        .clone();
     // The root's child with the largest subtree; the victim the highest rank outside it.
     let x = root
         .live_children()

@@ -731,7 +731,10 @@ impl Membership {
 
     /// Records decision `seq` of `coordinator` as seen; whether it was new here.
     fn note_decision(&mut self, coordinator: Rank, seq: u64) -> bool {
-        self.seen_decisions.entry(coordinator).or_default().note(seq)
+        self.seen_decisions
+            .entry(coordinator)
+            .or_default()
+            .note(seq)
     }
 
     /// Sends a decision to every neighbour but `except` on the revoke flood's binomial-graph

@@ -21,8 +21,8 @@ use super::{candidates, Accepted, Acceptor, Ballot, Votes, Weights};
 use super::{AcceptMsg, PrepareMsg, PromiseMsg, ProposeMsg, QuorumStats};
 use crate::machine::{Ctx, Effect};
 use crate::membership::{
-    AlertEntry, AlertMsg, GlobalFailureMsg, Membership, MembershipTimer, Pending,
-    RemovalCause, RemovedMsg,
+    AlertEntry, AlertMsg, GlobalFailureMsg, Membership, MembershipTimer, Pending, RemovalCause,
+    RemovedMsg,
 };
 use crate::time::{Duration, Instant};
 use crate::timer::TimerToken;
