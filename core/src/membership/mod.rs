@@ -594,7 +594,7 @@ impl Membership {
     }
 
     /// Coordinator: removes `ranks` for `cause` (one decision): repairs here and floods the
-    /// decision over the tree.
+    /// decision on the revoke overlay.
     /// Returns the decision (the agreement also sends it straight to its promisers).
     fn remove(&mut self, ctx: &mut Ctx<'_>, ranks: Vec<Rank>, cause: RemovalCause) -> RemovedMsg {
         // Ranks not checked in yet were never members: the majority guard does not count them.
