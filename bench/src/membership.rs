@@ -42,6 +42,7 @@ The last stdout line is JSON: {\"ranks\",\"runs\",\"wrongful_evictions\",\"misse
 \"silent_detect_ms_p50\",\"silent_detect_ms_p99\",\"silent_detect_ms_max\",\"hard_detect_ms_p50\",
 \"hard_detect_ms_p99\",\"hard_detect_ms_max\",\"lossy_coordinator_decisions\",
 \"lossy_coordinator_ms_max\",\"view_changes\",\"frames_per_view_change\",
+\"removal_frames_per_view_change\",
 \"peak_rss_bytes\",\"wall_ms\"}.";
 
 /// Runs `scale membership`.
@@ -122,6 +123,10 @@ pub fn cli(args: &[String]) -> Result<(), CliError> {
             ),
             ("view_changes", Value::from(t.view_changes)),
             ("frames_per_view_change", Value::from(per_change)),
+            (
+                "removal_frames_per_view_change",
+                Value::from(t.removal_frames_per_view_change()),
+            ),
             ("peak_rss_bytes", Value::from(peak_rss_bytes())),
             ("wall_ms", Value::from(wall_ms)),
         ])

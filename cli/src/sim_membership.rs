@@ -133,7 +133,7 @@ fn summary(a: &MembershipArgs, t: &MembershipSummary, wall: Duration) -> String 
         "membership: {} ranks, radix {}, {} runs: {} faulty ranks, {} wrongful evictions, {} \
          missed removals, {}/{} long-paused ranks told, {}/{} lossy ranks removed ({} accusations by them); silent loss decided in p50 {s50:.0} ms, \
          p99 {s99:.0} ms, max {smax:.0} ms; loss with reset p50 {h50:.1} ms, p99 {h99:.1} ms, \
-         max {hmax:.1} ms; {} silent losses decided by a lossy coordinator (max {lmax:.0} ms); {} view changes, {:.0} frames each; {verdict} ({:.1} s)",
+         max {hmax:.1} ms; {} silent losses decided by a lossy coordinator (max {lmax:.0} ms); {} view changes, {:.0} frames each ({:.0} removal notices); {verdict} ({:.1} s)",
         a.ranks,
         a.radix,
         t.runs,
@@ -148,6 +148,7 @@ fn summary(a: &MembershipArgs, t: &MembershipSummary, wall: Duration) -> String 
         t.lossy_coordinator_ms.len(),
         t.view_changes,
         t.frames_per_view_change(),
+        t.removal_frames_per_view_change(),
         wall.as_secs_f64()
     )
 }
@@ -164,7 +165,7 @@ fn json(a: &MembershipArgs, t: &MembershipSummary, wall: Duration) -> String {
     let all99 = MembershipSummary::quantile(&all, 0.99);
     let [h50, h99, hmax] = MembershipSummary::percentiles(&t.hard_ms);
     format!(
-        r#"{{"ranks":{},"radix":{},"runs":{},"faulty":{},"wrongful_evictions":{},"missed_removals":{},"evicted_told":{},"long_pauses":{},"lossy":{},"lossy_removed":{},"lossy_accusations":{},"silent_detect_ms_p50":{s50:.3},"silent_detect_ms_p99":{s99:.3},"silent_detect_ms_max":{smax:.3},"hard_detect_ms_p50":{h50:.3},"hard_detect_ms_p99":{h99:.3},"hard_detect_ms_max":{hmax:.3},"silent_incl_lossy_coordinator_ms_p99":{all99:.3},"lossy_coordinator_decisions":{},"lossy_coordinator_ms_max":{:.3},"everywhere_ms_max":{:.3},"view_changes":{},"frames_per_view_change":{:.1},"wall_ms":{:.1}}}"#,
+        r#"{{"ranks":{},"radix":{},"runs":{},"faulty":{},"wrongful_evictions":{},"missed_removals":{},"evicted_told":{},"long_pauses":{},"lossy":{},"lossy_removed":{},"lossy_accusations":{},"silent_detect_ms_p50":{s50:.3},"silent_detect_ms_p99":{s99:.3},"silent_detect_ms_max":{smax:.3},"hard_detect_ms_p50":{h50:.3},"hard_detect_ms_p99":{h99:.3},"hard_detect_ms_max":{hmax:.3},"silent_incl_lossy_coordinator_ms_p99":{all99:.3},"lossy_coordinator_decisions":{},"lossy_coordinator_ms_max":{:.3},"everywhere_ms_max":{:.3},"view_changes":{},"frames_per_view_change":{:.1},"removal_frames_per_view_change":{:.1},"wall_ms":{:.1}}}"#,
         a.ranks,
         a.radix,
         t.runs,
@@ -181,6 +182,7 @@ fn json(a: &MembershipArgs, t: &MembershipSummary, wall: Duration) -> String {
         MembershipSummary::quantile(&t.everywhere_ms, 1.0),
         t.view_changes,
         t.frames_per_view_change(),
+        t.removal_frames_per_view_change(),
         wall.as_secs_f64() * 1e3
     )
 }

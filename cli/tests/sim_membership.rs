@@ -55,6 +55,7 @@ fn json_reports_no_wrongful_eviction_and_every_loss_removed_with_a_cdf() {
         "silent_incl_lossy_coordinator_ms_p99",
         "view_changes",
         "frames_per_view_change",
+        "removal_frames_per_view_change",
     ] {
         assert!(j.get(key).is_some(), "missing {key}: {j}");
     }

@@ -269,9 +269,8 @@ impl Membership {
             cause,
             ranks: vec![subject],
         };
-        self.seen_decisions.insert(m.coordinator, m.seq);
-        // The rank is already dead here: no repair to wait for (the handler sends nothing
-        // after this, so the flood keeps its place on each link).
+        self.note_decision(m.coordinator, m.seq);
+        // The rank is already dead here: the overlay is that of the current view.
         self.flood_removed(ctx, m, None);
     }
 

@@ -25,9 +25,10 @@
 //! - **Decisions.** The coordinator removes a subject on H of its K expected observers (implicit
 //!   reporters: observers themselves reported by at least L), waits up to `flux_hold` for
 //!   subjects in flux so losses found together share one decision, and refuses decisions that
-//!   would leave it in a minority (the majority guard). A decision floods the tree
-//!   (`RemovedMsg`) as soon as the repair it causes here completes, and is confirmed in xcast
-//!   order by the global notice.
+//!   would leave it in a minority (the majority guard). A decision (`RemovedMsg`) floods the
+//!   revoke flood's binomial-graph overlay of the view without its ranks (forwarded on first
+//!   receipt, ahead of the repair it causes), and is confirmed in xcast order by the global
+//!   notice.
 //! - **Gray links.** A tree link down on soft evidence is relayed around through a third rank
 //!   (`relay.rs`); only if the relay carries nothing either does `membership.gray_timeout` get
 //!   the link's child removed, cause "unreachable".
@@ -59,12 +60,15 @@ mod config;
 mod corroborate;
 mod dead_since;
 mod event;
+#[cfg(test)]
+mod flood_tests;
 mod joins;
 mod links;
 pub mod quorum;
 pub(crate) mod relay;
 #[cfg(test)]
 mod relay_tests;
+mod seen;
 mod shrink;
 #[cfg(test)]
 mod shrink_handover_tests;
@@ -237,8 +241,8 @@ pub(crate) struct Membership {
     /// Why ranks known dead here were removed, until the root's notice confirms them (the root
     /// puts them in its notice).
     causes: BTreeMap<Rank, RemovalCause>,
-    /// Highest decision seen per coordinator (the flood's duplicate filter).
-    seen_decisions: BTreeMap<Rank, u64>,
+    /// Decisions seen per coordinator (the flood's duplicate filter, `seen.rs`).
+    seen_decisions: BTreeMap<Rank, seen::Seen>,
     /// The agreed view: the notices applied so far.
     agreed: view::Agreed,
     /// When ranks recently dead here were learned dead, one entry per change, a large change
@@ -248,10 +252,10 @@ pub(crate) struct Membership {
     dead_since: dead_since::DeadSince,
     /// Root: removals flooded again, and when last.
     reflooded: BTreeMap<Rank, Instant>,
-    /// Repairs in progress and what they owe, as a stack: the decisions that cause a repair
-    /// (held until it completes), then its mark. A repair's members change can cause another
-    /// repair before its own completes; the inner one's decisions and mark sit above.
-    repairs: Vec<Owed>,
+    /// Repairs in progress, as a stack (a repair's members change can cause another repair
+    /// before its own completes): whether each one's view change already sent the parent a
+    /// lineage notice.
+    repairs: Vec<bool>,
     /// The span as of the admissions applied here (and grows granted out of band): the next
     /// admission numbers its joiners from here. The tree's span may run ahead of it (see
     /// `Node::catch_up_span`).
@@ -272,17 +276,6 @@ pub(crate) struct Membership {
     silence: Box<silence::Silence>,
     /// Quorum agreement: acceptor, candidate and leader state (`quorum/`; boxed on first use).
     quorum: Option<Box<quorum::Quorum>>,
-}
-
-/// One entry of the repair stack.
-#[derive(Debug)]
-enum Owed {
-    /// A decision to flood (to the repaired view's neighbours, but the one it came from) once
-    /// the repair above it on the stack begins and completes.
-    Flood(RemovedMsg, Option<Rank>),
-    /// A repair in progress (its members change was seen): whether its view change already
-    /// sent the parent a lineage notice.
-    Repair { hello_sent: bool },
 }
 
 impl Membership {
@@ -601,7 +594,7 @@ impl Membership {
     }
 
     /// Coordinator: removes `ranks` for `cause` (one decision): repairs here and floods the
-    /// decision over the tree.
+    /// decision on the revoke overlay.
     /// Returns the decision (the agreement also sends it straight to its promisers).
     fn remove(&mut self, ctx: &mut Ctx<'_>, ranks: Vec<Rank>, cause: RemovalCause) -> RemovedMsg {
         // Ranks not checked in yet were never members: the majority guard does not count them.
@@ -627,14 +620,13 @@ impl Membership {
             cause,
             ranks,
         };
-        self.seen_decisions.insert(m.coordinator, m.seq);
+        self.note_decision(m.coordinator, m.seq);
         if Self::quorum_on(ctx) {
             // Quorum on: flooded once an accept (or promise) quorum backs it.
             self.hold_flood(ctx.me(), m.clone());
         } else {
-            // Flooded after the repair (the ranks are alive here, so their deaths change the
-            // members and `on_members_change` follows).
-            self.repairs.push(Owed::Flood(m.clone(), None));
+            // Flooded now, on the overlay of the view the repair above makes.
+            self.flood_removed(ctx, m.clone(), None);
         }
         m
     }
@@ -737,39 +729,47 @@ impl Membership {
         }
     }
 
-    /// Sends a decision to every tree neighbour (of the view after the repair) but `except`.
-    fn flood_removed(&mut self, ctx: &mut Ctx<'_>, m: RemovedMsg, except: Option<Rank>) {
-        let Some(view) = ctx.tree.view() else { return };
-        let to: Vec<Rank> = view
-            .parent()
-            .into_iter()
-            .chain(view.live_children())
-            .filter(|&r| Some(r) != except)
-            .collect();
-        for r in to {
-            ctx.stats.membership.removed_out += 1;
-            ctx.send(r, m.clone());
-        }
+    /// Records decision `seq` of `coordinator` as seen; whether it was new here.
+    fn note_decision(&mut self, coordinator: Rank, seq: u64) -> bool {
+        self.seen_decisions
+            .entry(coordinator)
+            .or_default()
+            .note(seq)
     }
 
-    /// A decision from a tree neighbour: the first copy of each decision is applied (this rank
-    /// itself listed: evicted) and passed on; later copies stop here.
+    /// Sends a decision to every neighbour but `except` on the revoke flood's binomial-graph
+    /// overlay (`revoke/overlay.rs`) of the view with the decision's ranks removed: the view
+    /// the repair it causes makes here, so it may go before that repair (and never goes to a
+    /// rank it removes). About `log2 m` frames per rank instead of one per tree edge; in
+    /// exchange a tree neighbour lost between receiving and forwarding (or cut) no longer
+    /// leaves its subtree untold: the overlay's connectivity is its degree.
+    fn flood_removed(&mut self, ctx: &mut Ctx<'_>, m: RemovedMsg, except: Option<Rank>) {
+        let mut to = crate::revoke::overlay::neighbours_without(ctx.tree, &m.ranks);
+        to.retain(|r| Some(*r) != except);
+        ctx.stats.membership.removed_out += to.len() as u64;
+        ctx.send_all(to, m);
+    }
+
+    /// A decision from a member: the first copy of each decision is applied (this rank itself
+    /// listed: evicted) and passed on at once on the overlay; later copies stop here.
+    ///
+    /// Any member may pass one on (the node drops frames from ranks outside the span or known
+    /// dead before they get here): the overlay differs with each rank's dead set, so asking the
+    /// sender to be a neighbour in this rank's view would drop copies from ranks a death ahead
+    /// or behind, and the relay adds no authority anyway. What a decision carries is its
+    /// coordinator's: one inside the span, not deposed (quorum on), each seq once.
     fn on_removed(&mut self, ctx: &mut Ctx<'_>, from: Rank, m: RemovedMsg) {
-        // A leader this rank promised sends its decision straight (quorum on).
-        let is_neighbour = ctx.tree.view().is_some_and(|v| v.is_neighbor(from))
-            || (Self::quorum_on(ctx) && from == m.coordinator && from == self.promised_leader());
-        if !is_neighbour || !ctx.tree.layout().contains(m.coordinator) {
+        let member = ctx.tree.layout().contains(from) && ctx.tree.is_alive(from);
+        if !member || !ctx.tree.layout().contains(m.coordinator) {
             ctx.stats.membership.stale += 1;
             return;
         }
         if Self::quorum_on(ctx) && self.removal_from_deposed(ctx, m.coordinator) {
             return;
         }
-        let seen = self.seen_decisions.entry(m.coordinator).or_insert(0);
-        if m.seq <= *seen {
+        if !self.note_decision(m.coordinator, m.seq) {
             return;
         }
-        *seen = m.seq;
         let me = ctx.me();
         if m.ranks.contains(&me) {
             self.evict(ctx, self.epoch);
@@ -780,18 +780,16 @@ impl Membership {
             .ranks
             .iter()
             .copied()
-            .filter(|&r| ctx.tree.is_alive(r))
+            .filter(|&r| ctx.tree.layout().contains(r) && ctx.tree.is_alive(r))
             .collect();
-        if fresh.is_empty() {
-            // Nothing to repair: passed on at once.
-            self.flood_removed(ctx, m, Some(from));
-        } else {
-            // Passed on after the repair, by `on_members_change`.
+        // Passed on before the repair: to the repaired view's overlay neighbours, so no frame
+        // waits on the repair and none goes to a rank being removed.
+        self.flood_removed(ctx, m, Some(from));
+        if !fresh.is_empty() {
             ctx.effect(Effect::Deaths {
                 ranks: fresh,
                 scope: Scope::Global,
             });
-            self.repairs.push(Owed::Flood(m, Some(from)));
         }
     }
 
@@ -950,12 +948,9 @@ impl Machine for Membership {
     }
 
     /// Evidence about ranks now gone, and alerts for them, are moot (whether or not the deaths
-    /// changed this rank's view). The repair's report and decisions wait for
-    /// [`Machine::on_repaired`].
+    /// changed this rank's view). The repair's report waits for [`Machine::on_repaired`].
     fn on_members_change(&mut self, ctx: &mut Ctx<'_>, change: &MembersChange<'_>) {
-        self.repairs.push(Owed::Repair {
-            hello_sent: std::mem::take(&mut self.hello_sent),
-        });
+        self.repairs.push(std::mem::take(&mut self.hello_sent));
         let tree = ctx.tree;
         // Only the ranks this change marked dead: the whole dead set grows with every removal
         // (a 4,096-rank shrink), and walking it at every change at every rank was most of a
@@ -982,13 +977,12 @@ impl Machine for Membership {
     /// After a grow every neighbour gets this rank's lineage anew (notices in flight from
     /// before it carry the old span and are dropped by their receivers); deaths learned here
     /// go up (the root announces them; confirmed ones need no report), unless the repair's
-    /// view change already told the parent. Then the decisions that caused the repair go on
-    /// to the repaired view's neighbours.
+    /// view change already told the parent. (The decisions that caused the repair went on
+    /// before it, on the repaired view's overlay: `flood_removed`.)
     fn on_repaired(&mut self, ctx: &mut Ctx<'_>, change: &MembersChange<'_>) {
-        let Some(&Owed::Repair { hello_sent }) = self.repairs.last() else {
+        let Some(hello_sent) = self.repairs.pop() else {
             return;
         };
-        self.repairs.pop();
         self.resend_refusals(ctx);
         if change.grown {
             self.adopt_children(ctx);
@@ -997,17 +991,6 @@ impl Machine for Membership {
             }
         } else if change.scope == Scope::Local && !change.fresh.is_empty() && !hello_sent {
             self.report_deaths(ctx);
-        }
-        // The decisions below the mark caused this repair (oldest first).
-        let from = self
-            .repairs
-            .iter()
-            .rposition(|o| matches!(o, Owed::Repair { .. }))
-            .map_or(0, |i| i + 1);
-        for owed in self.repairs.split_off(from) {
-            if let Owed::Flood(m, except) = owed {
-                self.flood_removed(ctx, m, except);
-            }
         }
     }
 

@@ -220,10 +220,12 @@ impl Codec for EvictedMsg {
     }
 }
 
-/// The coordinator's decision, flooded over the tree ahead of the ordered global notice: these
-/// ranks are removed. Each decision `(coordinator, seq)` is forwarded once, on first receipt,
-/// to every tree neighbour but the sender, so ranks waiting on a removed one (a frozen relay, a
-/// recovery) unblock at once and every rank's observer rings follow the same view.
+/// The coordinator's decision, flooded on the revoke flood's binomial-graph overlay ahead of the
+/// ordered global notice: these ranks are removed. Each decision `(coordinator, seq)` is
+/// forwarded once, on first receipt, to every overlay neighbour (of the view without these
+/// ranks) but the sender, so ranks waiting on a removed one (a frozen relay, a recovery)
+/// unblock at once, a rank lost mid-flood leaves nobody untold, and every rank's observer rings
+/// follow the same view.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RemovedMsg {
     /// The deciding coordinator.
@@ -634,7 +636,7 @@ crate::message_family! { Membership =>
         Alert(AlertMsg) = 40, Control, Alert, "alert";
         /// Fencing notice to a removed rank ([`EvictedMsg`]).
         Evicted(EvictedMsg) = 41, Control, Evicted, "evicted";
-        /// The coordinator's decision, flooded over the tree ([`RemovedMsg`]).
+        /// The coordinator's decision, flooded on the revoke overlay ([`RemovedMsg`]).
         Removed(RemovedMsg) = 42, Control, Removed, "removed";
         /// A tree link down past the gray timeout, endpoint to coordinator ([`UnreachableMsg`]).
         Unreachable(UnreachableMsg) = 43, Control, Unreachable, "unreachable";

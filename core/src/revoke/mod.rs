@@ -28,7 +28,8 @@
 //! Frames from ranks outside the span or known dead never reach the machine (the node fences
 //! them as it does every kind); a notice naming an origin outside the span is refused
 //! (`dropped_bad_origin`). A notice whose origin has died since is still taken (it was alive
-//! when it revoked). Removal notices do not ride this flood yet: they still use the tree.
+//! when it revoked). A coordinator's removal decisions ride the same [`overlay`] (membership's
+//! `flood_removed`, forwarded on first receipt, duplicates dropped by its own filter).
 
 use crate::machine::Ctx;
 use crate::timer::TimerToken;

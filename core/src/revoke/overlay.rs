@@ -15,7 +15,7 @@
 
 use smallvec::SmallVec;
 
-use crate::tree::{Rank, Tree};
+use crate::tree::{Rank, RankSet, Tree};
 
 /// Inline room for a rank's neighbours: the degree stays under 64 up to 2^32 members.
 pub(crate) type Neighbours = SmallVec<[Rank; 48]>;
@@ -71,10 +71,12 @@ pub fn diameter(m: u32) -> u32 {
 /// holds no view (it is dead).
 pub(crate) fn place(tree: &Tree) -> Option<(u32, u32)> {
     tree.view()?;
-    let dead = tree.dead();
-    let m = tree.layout().span() - dead.len() as u32;
-    let me = tree.me();
-    Some((me.0 - dead.count_below(me), m))
+    Some(place_in(tree.layout().span(), tree.dead(), tree.me()))
+}
+
+/// `me`'s place in the overlay of the members of a span of `span` ranks without `dead`.
+fn place_in(span: u32, dead: &RankSet, me: Rank) -> (u32, u32) {
+    (me.0 - dead.count_below(me), span - dead.len() as u32)
 }
 
 /// This rank's overlay neighbours in its current view, in rank order (empty when dead or
@@ -85,6 +87,30 @@ pub(crate) fn neighbours(tree: &Tree) -> Neighbours {
         tree.dead()
             .select_absent(&neighbour_indices(i, m), &mut out);
     }
+    out
+}
+
+/// This rank's overlay neighbours in the view its current one becomes once `gone` are dead
+/// too (ranks outside the span or already dead in `gone` are ignored): what a rank that
+/// learns removals forwards them on before it repairs, so the notice goes to the same
+/// neighbours as after the repair and never to a rank it removes. Empty when this rank is
+/// dead, alone, or in `gone` itself. Copies the dead set only when `gone` adds to it.
+pub(crate) fn neighbours_without(tree: &Tree, gone: &[Rank]) -> Neighbours {
+    let fresh = |r: &Rank| tree.layout().contains(*r) && tree.is_alive(*r);
+    if !gone.iter().any(fresh) {
+        return neighbours(tree);
+    }
+    let mut out = Neighbours::new();
+    let me = tree.me();
+    if tree.view().is_none() || gone.contains(&me) {
+        return out;
+    }
+    let mut dead = tree.dead().clone();
+    for &r in gone.iter().filter(|r| fresh(r)) {
+        dead.insert(r);
+    }
+    let (i, m) = place_in(tree.layout().span(), &dead, me);
+    dead.select_absent(&neighbour_indices(i, m), &mut out);
     out
 }
 

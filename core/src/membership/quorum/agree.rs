@@ -21,8 +21,8 @@ use super::{candidates, Accepted, Acceptor, Ballot, Votes, Weights};
 use super::{AcceptMsg, PrepareMsg, PromiseMsg, ProposeMsg, QuorumStats};
 use crate::machine::{Ctx, Effect};
 use crate::membership::{
-    AlertEntry, AlertMsg, GlobalFailureMsg, Membership, MembershipTimer, Owed, Pending,
-    RemovalCause, RemovedMsg,
+    AlertEntry, AlertMsg, GlobalFailureMsg, Membership, MembershipTimer, Pending, RemovalCause,
+    RemovedMsg,
 };
 use crate::time::{Duration, Instant};
 use crate::timer::TimerToken;
@@ -157,13 +157,6 @@ impl Membership {
     /// Whether view changes need a quorum (`membership.quorum`).
     pub(in crate::membership) fn quorum_on(ctx: &Ctx<'_>) -> bool {
         ctx.cfg.membership.quorum
-    }
-
-    /// The ballot this rank promised (the initial root's until a PREPARE or PROPOSE came).
-    pub(in crate::membership) fn promised_leader(&self) -> Rank {
-        self.quorum
-            .as_ref()
-            .map_or(Rank(0), |q| q.acceptor.promised.rank)
     }
 
     /// The weights of the previous view: its admitted members, i.e. the ranks no applied notice
@@ -586,10 +579,11 @@ impl Membership {
             self.reports.remove(s);
         }
         let decision = self.remove(ctx, cut, RemovalCause::Unresponsive);
-        // A promise quorum backs this cut: flooded after the repair, as without quorum.
+        // A promise quorum backs this cut: flooded now, as without quorum.
         let held = std::mem::take(&mut self.quorum_mut(me).held);
-        self.repairs
-            .extend(held.into_iter().map(|m| Owed::Flood(m, None)));
+        for m in held {
+            self.flood_removed(ctx, m, None);
+        }
         let promisers: Vec<Rank> = p.votes.voters().filter(|&r| r != me).collect();
         ctx.send_all(promisers, decision);
     }

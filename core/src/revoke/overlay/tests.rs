@@ -75,6 +75,29 @@ proptest! {
         prop_assert_eq!(neighbours(&tree).into_vec(), want);
     }
 
+    /// Forwarding ahead of a repair: the neighbours with `gone` dead too are those the tree
+    /// gives once they are (ranks outside the span and already dead ignored; none for a rank
+    /// in `gone`).
+    #[test]
+    fn neighbours_without_match_the_repaired_tree(span in 1u32..300,
+                                                  dead in prop::collection::vec(0u32..300, 0..40),
+                                                  gone in prop::collection::vec(0u32..320, 0..8),
+                                                  me in 0u32..300) {
+        let me = Rank(me % span);
+        let dead: RankSet = dead.into_iter().filter(|&d| d < span && d != me.0).map(Rank).collect();
+        let gone: Vec<Rank> = gone.into_iter().map(Rank).collect();
+        let tree = Tree::with_dead(Layout::new(span, 4).unwrap(), dead.clone(), me).unwrap();
+        let got = neighbours_without(&tree, &gone).into_vec();
+        if gone.contains(&me) {
+            prop_assert!(got.is_empty());
+        } else {
+            let mut after = dead.clone();
+            after.extend(gone.iter().copied().filter(|r| r.0 < span));
+            let repaired = Tree::with_dead(Layout::new(span, 4).unwrap(), after, me).unwrap();
+            prop_assert_eq!(got, neighbours(&repaired).into_vec());
+        }
+    }
+
     /// Connectivity equals the degree: any `degree − 1` members gone leave the rest connected.
     #[test]
     fn survives_degree_minus_one_failures(m in 3u32..300, picks in prop::collection::vec(any::<u32>(), 64)) {

@@ -78,7 +78,7 @@ impl MembershipParams {
             lossy: 1,
             loss_pct: 25,
             loss_ms: 30_000,
-            quorum: false,
+            quorum: crate::membership::MembershipConfig::default().quorum,
         }
     }
 
@@ -147,6 +147,9 @@ pub struct MembershipReport {
     /// Frames other than heartbeats, per view change (alerts, suspicion notices, the notice's
     /// broadcast, adoption and lineage notices, RELM link updates).
     pub frames_per_view_change: f64,
+    /// Removal notices sent (`membership.removed_out`, summed over the ranks alive at the
+    /// end): the decisions' flood on the revoke overlay, about `m × (degree − 1)` each.
+    pub removal_frames: u64,
 }
 
 impl MembershipReport {
@@ -189,6 +192,8 @@ pub struct MembershipSummary {
     pub view_changes: u64,
     /// Frames other than heartbeats, over all view changes.
     pub frames: f64,
+    /// Removal notices sent, over all runs.
+    pub removal_frames: u64,
     /// Decided latencies of silent losses (ms), sorted by [`Self::quantile`].
     pub silent_ms: Vec<f64>,
     /// Decided latencies of losses with reset (ms).
@@ -217,6 +222,7 @@ impl MembershipSummary {
         self.evicted_told += u64::from(r.evicted_told);
         self.view_changes += u64::from(r.view_changes);
         self.frames += r.frames_per_view_change * f64::from(r.view_changes);
+        self.removal_frames += r.removal_frames;
         if !r.violations().is_empty() || r.evicted_told < p.long_pauses {
             self.failing.push(format!(
                 "seed {}: {:?}, {} of {} long-paused ranks told; replay: {}",
@@ -254,6 +260,11 @@ impl MembershipSummary {
     /// Non-heartbeat frames per view change.
     pub fn frames_per_view_change(&self) -> f64 {
         self.frames / self.view_changes.max(1) as f64
+    }
+
+    /// Removal notices per view change.
+    pub fn removal_frames_per_view_change(&self) -> f64 {
+        self.removal_frames as f64 / self.view_changes.max(1) as f64
     }
 }
 
@@ -503,6 +514,10 @@ pub fn run_membership(p: &MembershipParams, hooks: Hooks) -> Result<MembershipRe
         })
         .sum();
     report.frames_per_view_change = frames as f64 / f64::from(report.view_changes.max(1));
+    report.removal_frames = (0..p.ranks)
+        .filter_map(|r| w.node(Rank(r)))
+        .map(|n| n.stats().membership.removed_out)
+        .sum();
     Ok(report)
 }
 
