@@ -219,3 +219,56 @@ fn a_leader_elected_at_the_heal_keeps_the_ranks_it_hears_again() {
         "live ranks removed: {gone:?}"
     );
 }
+
+/// Seed 213's shape (issue #23, wrongful removals of one-way cuts; docs/partitions.md): 12
+/// ranks, radix 8, every frame to {3, 4, 8, 10} stalls for 4.62 s. The deaf side accuses the
+/// ranks it cannot hear; the implicit reporters made its accusations of 1 and 2 (the root's own
+/// children, which it hears) stable, few enough for the majority guard, and the root removed
+/// them with an accept quorum of its side. Now a coordinator removes nobody it hears itself
+/// (`membership/quorum/vouch.rs`): nobody of the side that hears is removed.
+#[test]
+fn a_root_removes_no_rank_it_hears_on_a_deaf_sides_word() {
+    let mut s = warm(12, 8, 213);
+    let deaf = [3, 4, 8, 10];
+    let hearing = [0, 1, 2, 5, 6, 7, 9, 11];
+    for &a in &hearing {
+        for &b in &deaf {
+            s.apply(Fault::CutOneWay(Rank(a), Rank(b)));
+        }
+    }
+    let t0 = s.world().now();
+    s.run_until(t0 + Duration::from_millis(4_623)).unwrap();
+    s.apply(Fault::Heal);
+    s.run_until(t0 + Duration::from_millis(4_623) + SETTLE)
+        .unwrap();
+    let gone = removed_anywhere(s.world());
+    for r in hearing {
+        assert!(
+            !gone.contains(Rank(r)),
+            "rank {r} (heard by the root and its side) removed: {gone:?}"
+        );
+    }
+}
+
+/// The one-way and split seeds of the 32-rank sweep that removed live ranks on main and no
+/// longer do with vouching (`membership/quorum/vouch.rs`): 70, 213, 253, 361, 888 (one-way) and
+/// 642 (split), each run through the scenario's full oracle.
+#[test]
+fn vouched_ranks_are_not_removed_in_the_sweeps_seeds() {
+    for (ranks, radix, seed) in [
+        (10, 8, 70),
+        (12, 8, 213),
+        (12, 7, 253),
+        (11, 6, 361),
+        (10, 6, 888),
+        (24, 7, 642),
+    ] {
+        let p = PartitionParams { ranks, radix, seed };
+        let r = run_partition(&p, Hooks::default()).unwrap_or_else(|f| panic!("{f}"));
+        assert_eq!(
+            r.wrongful_removals, 0,
+            "seed {seed} ({ranks} ranks, radix {radix}): {:?}",
+            r.violations
+        );
+    }
+}
