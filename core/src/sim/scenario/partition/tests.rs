@@ -250,18 +250,24 @@ fn a_root_removes_no_rank_it_hears_on_a_deaf_sides_word() {
     }
 }
 
-/// The one-way and split seeds of the 32-rank sweep that removed live ranks on main and no
-/// longer do with vouching (`membership/quorum/vouch.rs`): 70, 213, 253, 361, 888 (one-way) and
-/// 642 (split), each run through the scenario's full oracle.
+/// The seeds of the 32-rank sweep that removed live ranks on main `b9c25e3` (one-way: 70, 111,
+/// 213, 253, 361, 532, 888; split: 642, 771), and 13 (a pass on main that the first version of
+/// vouching broke: a candidate's PREPARE queued behind the cut elected it at the heal with
+/// promises from members that heard the root it removed), each through the scenario's full
+/// oracle: nobody removed that the plan does not allow (docs/partitions.md, "Vouching").
 #[test]
 fn vouched_ranks_are_not_removed_in_the_sweeps_seeds() {
     for (ranks, radix, seed) in [
         (10, 8, 70),
+        (30, 3, 111),
         (12, 8, 213),
         (12, 7, 253),
         (11, 6, 361),
+        (27, 4, 532),
         (10, 6, 888),
         (24, 7, 642),
+        (32, 3, 771),
+        (16, 3, 13),
     ] {
         let p = PartitionParams { ranks, radix, seed };
         let r = run_partition(&p, Hooks::default()).unwrap_or_else(|f| panic!("{f}"));
@@ -271,4 +277,27 @@ fn vouched_ranks_are_not_removed_in_the_sweeps_seeds() {
             r.violations
         );
     }
+}
+
+/// Seed 16 (11 ranks, radix 4, {0, 1, 4, 5, 7, 8} | the rest): the root's side is a slim
+/// majority, and every subject of the root's reachability sample is on the other side. The
+/// root refused on it and nobody decided; with quorum views the removal check keeps a root on
+/// a minority side from removing anything, so the refusal is gone and the majority decides
+/// within the bound (905 ms here).
+#[test]
+fn a_slim_majority_root_decides_though_its_sample_is_silent() {
+    let p = PartitionParams {
+        ranks: 11,
+        radix: 4,
+        seed: 16,
+    };
+    let r = run_partition(&p, Hooks::default()).unwrap_or_else(|f| panic!("{f}"));
+    assert!(r.owed, "seed 16 owes liveness");
+    assert!(r.violations.is_empty(), "{:?}", r.violations);
+    assert!(
+        r.decide_ms
+            .is_some_and(|d| d <= LIVENESS_BOUND.as_millis_f64()),
+        "{:?}",
+        r.decide_ms
+    );
 }
