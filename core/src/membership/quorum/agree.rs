@@ -909,8 +909,13 @@ impl Membership {
     /// anyone on its own.
     pub(in crate::membership) fn consider_candidacy(&mut self, ctx: &mut Ctx<'_>, stable: &[Rank]) {
         let me = ctx.me();
+        // Evidence about each candidate ahead reaches the `quorum_backups` candidates behind
+        // its coordinator (`backups`): about the root, candidates 2..=n+1; about any other
+        // candidate ahead, n of the others including candidate n+1. So candidate n+1 holds
+        // evidence about every one ahead and may run (a split that puts the root and the next
+        // n candidates on the lighter side: the sweep's seed 17 class).
         let n = ctx.cfg.membership.quorum_backups as usize;
-        let cands = candidates(ctx.tree.layout(), ctx.tree.dead(), n + 1);
+        let cands = candidates(ctx.tree.layout(), ctx.tree.dead(), n + 2);
         let Some(k) = cands.iter().position(|&c| c == me) else {
             return;
         };

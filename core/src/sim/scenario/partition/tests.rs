@@ -301,3 +301,19 @@ fn a_slim_majority_root_decides_though_its_sample_is_silent() {
         r.decide_ms
     );
 }
+
+/// Seeds 55, 206, 254 and 667 of the 32-rank sweep (seed 17's class, docs/partitions.md): the
+/// lighter side holds the root and the next `membership.quorum_backups` candidates, so the
+/// first candidate of the majority side is candidate `quorum_backups + 1`. It holds evidence
+/// about every candidate ahead (it is a backup for each), but only candidates up to
+/// `quorum_backups` ran for leader, and nobody decided. Now it runs, and the majority side
+/// decides within the bound.
+#[test]
+fn the_first_candidate_past_the_backups_takes_over() {
+    for (ranks, radix, seed) in [(25, 4, 55), (27, 5, 206), (16, 5, 254), (31, 3, 667)] {
+        let p = PartitionParams { ranks, radix, seed };
+        let r = run_partition(&p, Hooks::default()).unwrap_or_else(|f| panic!("{f}"));
+        assert!(r.owed, "seed {seed} owes liveness");
+        assert!(r.violations.is_empty(), "seed {seed}: {:?}", r.violations);
+    }
+}
