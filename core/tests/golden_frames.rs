@@ -407,6 +407,8 @@ fn frames() -> Vec<(&'static str, Bytes)> {
                     base: vec![Rank(0), Rank(1)],
                 }),
                 downs: vec![(Rank(0), 1), (Rank(1), 2)],
+                vouched: vec![Rank(1)],
+                checked: vec![Rank(0), Rank(1)],
             }),
         ),
         (

@@ -644,6 +644,8 @@ fn samples() -> Vec<Sample> {
                     base: vec![Rank(0), Rank(SPAN)],
                 }),
                 downs: vec![(Rank(21), 1), (Rank(SPAN), u64::MAX >> 2)],
+                vouched: vec![],
+                checked: vec![Rank(21), Rank(SPAN)],
             }),
         ),
         fixed(
@@ -657,6 +659,8 @@ fn samples() -> Vec<Sample> {
                 },
                 accepted: None,
                 downs: vec![],
+                vouched: vec![Rank(SPAN)],
+                checked: vec![Rank(0), Rank(SPAN)],
             }),
         ),
         fixed(

@@ -334,6 +334,10 @@ impl Membership {
     /// observers' alerts, sent at about the same time, are then in).
     pub(super) fn decide(&mut self, ctx: &mut Ctx<'_>) {
         let (mut stable, hold) = self.stable_now(ctx);
+        // Quorum on: a subject this coordinator hears itself is not removed (`quorum/vouch.rs`).
+        if Self::quorum_on(ctx) {
+            stable.retain(|&s| !self.vouches(ctx, s));
+        }
         // The overload hold (`corroborate.rs`): evidence against a large share of the members
         // at once waits until it has stood for the window.
         self.release_unaccused();
@@ -374,7 +378,12 @@ impl Membership {
         // (with the sample applied the sweep lost 20 of 496 majority decisions at 32 ranks).
         let candidate = Self::quorum_on(ctx) && !ctx.tree.view().is_some_and(|v| v.is_root());
         let standing = self.standing();
-        let passes = if candidate {
+        // A root with quorum views on is held to the count alone too: it removes nothing
+        // before its removal check has answers from more than half the weight (`quorum/
+        // check.rs`), which a root cut off with a minority never gets, so its reachability
+        // sample (most of it silent on a slim majority side whose sample fell on the other
+        // side: the sweep's seeds 13 and 16) no longer needs to stop it.
+        let passes = if candidate || Self::quorum_on(ctx) {
             self.keeps_majority(ctx, standing)
         } else {
             self.majority_stays(ctx, standing)
@@ -394,6 +403,11 @@ impl Membership {
         // evidence holds every candidate ahead of it; it removes nothing on its own.
         if candidate {
             self.consider_candidacy(ctx, &stable);
+            return;
+        }
+        // Quorum on: removed once the members say nobody hears them (`quorum/check.rs`).
+        if Self::quorum_on(ctx) {
+            self.check_removal(ctx, stable);
             return;
         }
         for s in &stable {
@@ -459,7 +473,9 @@ impl Membership {
             ctx.stats.membership.decisions_refused_minority += 1;
             return Vec::new();
         }
-        self.stable_now(ctx).0
+        let mut stable = self.stable_now(ctx).0;
+        stable.retain(|&s| !self.vouches(ctx, s));
+        stable
     }
 
     /// Stable subjects, and until when a subject in flux holds the decision back.

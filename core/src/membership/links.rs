@@ -162,6 +162,7 @@ impl Membership {
     /// that still eats the frames.)
     pub(super) fn on_heard(&mut self, ctx: &mut Ctx<'_>, peer: Rank) {
         self.silence_heard(ctx.now, peer);
+        self.note_heard(ctx, peer);
         if self.is_relayed(peer) {
             self.heard_direct(ctx, peer);
         } else if self.gray_remove(peer) {

@@ -970,6 +970,7 @@ impl Machine for Membership {
         if let Some(c) = self.corroboration.as_mut() {
             c.retain_alive(|r| tree.is_alive(r));
         }
+        self.forget_heard(|r| tree.is_alive(r));
         // The rings are a function of the live set.
         self.observers.clear();
     }

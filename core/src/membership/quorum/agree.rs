@@ -81,6 +81,11 @@ pub(in crate::membership) struct Quorum {
     /// many), for the majority guard (kept here, with the other coordinator state, so a node
     /// that never coordinates carries none of it inline).
     recent_removals: Vec<(Instant, usize)>,
+    /// When a frame from each peer last arrived directly (not relayed): what this rank can
+    /// vouch for (`vouch.rs`). One entry per peer that sent one, dropped when it dies.
+    pub(super) heard: std::collections::BTreeMap<Rank, Instant>,
+    /// Leader: the removal check in progress (`check.rs`).
+    pub(super) checking: Option<super::check::Checking>,
     pub(in crate::membership) stats: QuorumStats,
 }
 
@@ -112,6 +117,8 @@ impl Quorum {
             retry: None,
             held: Vec::new(),
             recent_removals: Vec::new(),
+            heard: std::collections::BTreeMap::new(),
+            checking: None,
             stats: QuorumStats::default(),
         }
     }
@@ -123,7 +130,7 @@ impl Quorum {
 }
 
 impl Membership {
-    fn quorum_mut(&mut self, me: Rank) -> &mut Quorum {
+    pub(super) fn quorum_mut(&mut self, me: Rank) -> &mut Quorum {
         self.quorum.get_or_insert_with(|| Box::new(Quorum::new(me)))
     }
 
@@ -165,7 +172,7 @@ impl Membership {
     /// check-in notice applied yet: the coordinator that would admit them never started, or
     /// was lost first) the launch itself is the view: every expected rank not removed counts,
     /// so the ranks that did start can still remove the ones that did not.
-    fn prior_weights(&self, ctx: &Ctx<'_>) -> Weights {
+    pub(super) fn prior_weights(&self, ctx: &Ctx<'_>) -> Weights {
         let layout = ctx.tree.layout();
         let removed = self
             .agreed
@@ -191,7 +198,7 @@ impl Membership {
     }
 
     /// The members a phase's messages go to: every rank alive here but this one and `skip`.
-    fn acceptors(ctx: &Ctx<'_>, skip: &[Rank]) -> Vec<Rank> {
+    pub(super) fn acceptors(ctx: &Ctx<'_>, skip: &[Rank]) -> Vec<Rank> {
         let me = ctx.me();
         (0..ctx.tree.layout().span())
             .map(Rank)
@@ -378,7 +385,7 @@ impl Membership {
 
     /// Stops leading or preparing: a higher ballot than this rank's was seen. An open
     /// proposal's ranks go back to unannounced.
-    fn step_down(&mut self, me: Rank, seen: Ballot) {
+    pub(super) fn step_down(&mut self, me: Rank, seen: Ballot) {
         let Some(q) = self.quorum.as_mut() else {
             return;
         };
@@ -393,6 +400,7 @@ impl Membership {
         q.stats.stepped_down += 1;
         q.leading = None;
         q.preparing = None;
+        q.checking = None;
         q.stats.removals_dropped += q.held.len() as u64;
         q.held.clear();
         if let Some(p) = q.proposing.take() {
@@ -470,6 +478,63 @@ impl Membership {
             self.quorum_mut(me).stats.stale += 1;
             return;
         }
+        // A cut holding ranks this one hears directly (`vouch.rs`): a leader's removal check
+        // (a PREPARE at the ballot this rank promised, from the rank that leads with it) is
+        // refused naming them, and the leader removes none of them. Not promising is always
+        // safe. A candidate's PREPARE is promised as before: it must be able to replace a
+        // candidate ahead that only some members still hear (a lossy one).
+        let vouched: Vec<Rank> = m
+            .removed
+            .iter()
+            .copied()
+            .filter(|&r| self.vouches(ctx, r))
+            .collect();
+        let promised = self.quorum_mut(me).acceptor.promised;
+        // A PREPARE at the ballot promised, from its owner: a leader's removal check.
+        let check = m.ballot == promised;
+        let checked = if check { m.removed.clone() } else { Vec::new() };
+        // A candidate that means to remove the leader this rank promised, while this rank
+        // still hears that leader, is not promised either: a candidate cut off from a live
+        // leader (a deaf side's, whose PREPARE queued behind the cut) is not elected at the heal
+        // by the members that hear it (the sweep's seed 13). A candidate replacing a leader
+        // nobody here hears (crashed, cut off, or lossy and silent for two periods) is.
+        let deposes_heard = m.ballot > promised
+            && m.removed.contains(&promised.rank)
+            && self.vouches(ctx, promised.rank);
+        if deposes_heard {
+            let q = self.quorum_mut(me);
+            q.stats.vetoed += 1;
+            ctx.send(
+                from,
+                PromiseMsg {
+                    ballot: m.ballot,
+                    ok: false,
+                    promised,
+                    accepted: None,
+                    downs: Vec::new(),
+                    vouched: vec![promised.rank],
+                    checked: Vec::new(),
+                },
+            );
+            return;
+        }
+        if !vouched.is_empty() && check {
+            let q = self.quorum_mut(me);
+            q.stats.vetoed += 1;
+            ctx.send(
+                from,
+                PromiseMsg {
+                    ballot: m.ballot,
+                    ok: false,
+                    promised,
+                    accepted: None,
+                    downs: Vec::new(),
+                    vouched,
+                    checked,
+                },
+            );
+            return;
+        }
         self.step_down(me, m.ballot);
         let downs: Vec<(Rank, u64)> = self
             .own
@@ -490,6 +555,8 @@ impl Membership {
                     promised: m.ballot,
                     accepted,
                     downs,
+                    vouched: Vec::new(),
+                    checked,
                 }
             }
             Err(promised) => {
@@ -500,6 +567,8 @@ impl Membership {
                     promised,
                     accepted: None,
                     downs: Vec::new(),
+                    vouched: Vec::new(),
+                    checked: Vec::new(),
                 }
             }
         };
@@ -514,6 +583,9 @@ impl Membership {
         m: PromiseMsg,
     ) {
         let me = ctx.me();
+        if self.on_check_answer(ctx, from, &m) {
+            return;
+        }
         let q = self.quorum_mut(me);
         let open = q.preparing.as_ref().is_some_and(|p| p.ballot == m.ballot);
         if !self.answer_counts(me, open, m.ok, m.promised) {
@@ -561,7 +633,13 @@ impl Membership {
         let agreed = self.agreed.epoch;
         let again = p.highest.filter(|v| v.epoch > agreed);
         let mut cut: Vec<Rank> = p.removed;
-        cut.extend(self.stable_subjects(ctx));
+        // A rank that promised is alive and reaches this one: never in the cut's additions.
+        let stable: Vec<Rank> = self
+            .stable_subjects(ctx)
+            .into_iter()
+            .filter(|&r| !p.votes.has(r))
+            .collect();
+        cut.extend(stable);
         if let Some(v) = &again {
             cut.extend(v.removed.iter().copied());
         }
@@ -825,8 +903,13 @@ impl Membership {
     /// anyone on its own.
     pub(in crate::membership) fn consider_candidacy(&mut self, ctx: &mut Ctx<'_>, stable: &[Rank]) {
         let me = ctx.me();
+        // Evidence about each candidate ahead reaches the `quorum_backups` candidates behind
+        // its coordinator (`backups`): about the root, candidates 2..=n+1; about any other
+        // candidate ahead, n of the others including candidate n+1. So candidate n+1 holds
+        // evidence about every one ahead and may run (a split that puts the root and the next
+        // n candidates on the lighter side: the sweep's seed 17 class).
         let n = ctx.cfg.membership.quorum_backups as usize;
-        let cands = candidates(ctx.tree.layout(), ctx.tree.dead(), n + 1);
+        let cands = candidates(ctx.tree.layout(), ctx.tree.dead(), n + 2);
         let Some(k) = cands.iter().position(|&c| c == me) else {
             return;
         };

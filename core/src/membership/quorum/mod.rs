@@ -20,11 +20,13 @@ use std::collections::BTreeSet;
 use crate::tree::{Layout, Rank, RankSet};
 
 mod agree;
+mod check;
 #[cfg(test)]
 mod sim_tests;
 mod stats;
 #[cfg(test)]
 mod tests;
+mod vouch;
 mod wire;
 
 pub use stats::QuorumStats;

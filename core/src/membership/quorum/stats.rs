@@ -44,4 +44,11 @@ pub struct QuorumStats {
     /// the next one here, and this rank applied the decided view that value was proposed on
     /// before it led (ERA's re-collect).
     pub caught_up: u64,
+    /// Removal checks answered with a refusal naming ranks of the check this one heard
+    /// directly within two detector periods (it vouches for them: `membership/quorum/vouch.rs`).
+    pub vetoed: u64,
+    /// Removal checks this leader started (`membership/quorum/check.rs`).
+    pub checks: u64,
+    /// Ranks a removal check kept: some member vouched for them.
+    pub vouched_kept: u64,
 }

@@ -233,7 +233,7 @@ mod fast_path {
     use crate::tree::Rank;
     use crate::wire::Message;
 
-    use super::super::{AcceptMsg, Ballot, PrepareMsg, ProposeMsg};
+    use super::super::{AcceptMsg, Ballot, PrepareMsg, PromiseMsg, ProposeMsg};
 
     fn ms(x: u64) -> Instant {
         Instant::ZERO + Duration::from_millis(x)
@@ -265,16 +265,27 @@ mod fast_path {
             .count()
     }
 
-    /// The root removes a subject on stable evidence: it floods nothing until members holding
-    /// more than half the view's weight accepted the epoch that carries it (a root cut off
-    /// with a minority never gets there), then floods the decision.
-    #[test]
-    fn removed_at_root_is_flooded_only_after_its_accept_quorum() {
-        let c = cfg();
-        let d = c.detect.clone();
-        let mut n = crate::Node::new(c, Rank(0), 1, Instant::ZERO).unwrap();
-        let _ = sent(&mut n);
-        let (subject, obs) = crate::membership::tests::watched_subject(&n, &d);
+    /// The root's removal check for `subject` (sent on stable evidence), and an answer to it
+    /// from a member that vouches for `vouched`.
+    fn check_answer(subject: Rank, vouched: &[Rank]) -> Vec<u8> {
+        Message::from(PromiseMsg {
+            ballot: Ballot::INITIAL,
+            ok: vouched.is_empty(),
+            promised: Ballot::INITIAL,
+            accepted: None,
+            downs: Vec::new(),
+            vouched: vouched.to_vec(),
+            checked: vec![subject],
+        })
+        .encode()
+        .to_vec()
+    }
+
+    /// Stable evidence against a subject of the root `n` (rank 0 of 64), from its observers at
+    /// 1 s: returns the subject and what the root sent.
+    fn accuse(n: &mut crate::Node) -> (Rank, Vec<(Rank, Message)>) {
+        let d = cfg().detect;
+        let (subject, obs) = crate::membership::tests::watched_subject(n, &d);
         let alert = Message::from(AlertMsg {
             hops: 0,
             entries: vec![AlertEntry {
@@ -287,6 +298,46 @@ mod fast_path {
         .encode();
         n.handle_frame(ms(1_000), obs[0], alert);
         n.handle_timeout(ms(1_060));
+        (subject, sent(n))
+    }
+
+    /// The root removes a subject on stable evidence only once members holding more than half
+    /// the view's weight answered its removal check (a PREPARE at its own ballot naming the
+    /// subject) without vouching for it; it floods nothing until the epoch that carries it is
+    /// accepted by more than half the weight (a root cut off with a minority gets neither),
+    /// then floods the decision.
+    #[test]
+    fn removed_at_root_is_flooded_only_after_its_accept_quorum() {
+        let mut n = crate::Node::new(cfg(), Rank(0), 1, Instant::ZERO).unwrap();
+        let _ = sent(&mut n);
+        let (subject, out) = accuse(&mut n);
+        let check = out
+            .iter()
+            .find_map(|(_, m)| match m {
+                Message::Membership(MembershipMsg::Prepare(p)) => Some(p.clone()),
+                _ => None,
+            })
+            .expect("a removal check");
+        assert_eq!(
+            (check.ballot, check.removed.clone()),
+            (Ballot::INITIAL, vec![subject])
+        );
+        assert!(
+            !n.tree().dead().contains(subject),
+            "removed before the check"
+        );
+        // 64 members (the subject still one): total 129; the root (3) and 31 members (62).
+        let voters: Vec<Rank> = (1..64).map(Rank).filter(|&r| r != subject).collect();
+        for &r in &voters[..30] {
+            n.handle_frame(ms(1_061), r, check_answer(subject, &[]).into());
+        }
+        assert!(
+            !n.tree().dead().contains(subject),
+            "removed short of a quorum"
+        );
+        n.handle_frame(ms(1_062), voters[30], check_answer(subject, &[]).into());
+        // The announce batch (`membership.notice_batch`) runs the proposal.
+        n.handle_timeout(ms(1_065));
         let out = sent(&mut n);
         assert!(n.tree().dead().contains(subject), "removed locally");
         assert_eq!(removals(&out), 0, "flooded before any accept");
@@ -300,7 +351,6 @@ mod fast_path {
         assert_eq!(proposal.removed, [subject]);
         // 63 members left: total weight 2·63+1 = 127; the root (3) and 30 members (60) make
         // 63, not a quorum; one more makes 65.
-        let voters: Vec<Rank> = (1..64).map(Rank).filter(|&r| r != subject).collect();
         let accept = |p: &ProposeMsg| {
             Message::from(AcceptMsg {
                 ballot: p.ballot,
@@ -317,6 +367,69 @@ mod fast_path {
         assert_eq!(n.quorum_stats().removals_held, 1);
         n.handle_frame(ms(1_071), voters[30], accept(&proposal));
         assert!(removals(&sent(&mut n)) > 0, "not flooded at the quorum");
+    }
+
+    /// One member that vouches for the subject (heard it directly within two detector
+    /// periods) keeps it: the check completes with nothing removed or proposed, and the
+    /// subject's evidence is dropped.
+    #[test]
+    fn a_subject_one_member_vouches_for_is_kept() {
+        let mut n = crate::Node::new(cfg(), Rank(0), 1, Instant::ZERO).unwrap();
+        let _ = sent(&mut n);
+        let (subject, _) = accuse(&mut n);
+        let voters: Vec<Rank> = (1..64).map(Rank).filter(|&r| r != subject).collect();
+        n.handle_frame(
+            ms(1_061),
+            voters[0],
+            check_answer(subject, &[subject]).into(),
+        );
+        for &r in &voters[1..40] {
+            n.handle_frame(ms(1_062), r, check_answer(subject, &[]).into());
+        }
+        let out = sent(&mut n);
+        assert!(!n.tree().dead().contains(subject), "a vouched rank removed");
+        assert!(
+            !out.iter()
+                .any(|(_, m)| matches!(m, Message::Membership(MembershipMsg::Propose(_)))),
+            "proposed"
+        );
+        assert_eq!(n.quorum_stats().vouched_kept, 1);
+    }
+
+    /// A member answers a removal check from the leader it promised: with a refusal naming
+    /// the ranks of the check it heard directly within two detector periods, with a promise
+    /// otherwise.
+    #[test]
+    fn an_acceptor_vouches_for_a_rank_it_hears() {
+        let me = Rank(5);
+        let heard = Rank(40);
+        let silent = Rank(41);
+        let mut n = crate::Node::new(cfg(), me, 1, Instant::ZERO).unwrap();
+        let _ = sent(&mut n);
+        let ping = Message::from(MembershipMsg::TreePing(crate::membership::TreePingMsg)).encode();
+        n.handle_frame(ms(1_000), heard, ping);
+        let _ = sent(&mut n);
+        let check = Message::from(PrepareMsg {
+            ballot: Ballot::INITIAL,
+            epoch: 0,
+            removed: vec![heard, silent],
+        })
+        .encode();
+        n.handle_frame(ms(1_100), Rank(0), check.clone());
+        let answer = |v: Vec<(Rank, Message)>| {
+            v.into_iter().find_map(|(to, m)| match m {
+                Message::Membership(MembershipMsg::Promise(p)) if to == Rank(0) => Some(p),
+                _ => None,
+            })
+        };
+        let a = answer(sent(&mut n)).expect("an answer");
+        assert!(!a.ok);
+        assert_eq!(a.vouched, [heard]);
+        assert_eq!(a.checked, [heard, silent]);
+        // Two detector periods later it no longer vouches.
+        n.handle_frame(ms(1_300), Rank(0), check);
+        let a = answer(sent(&mut n)).expect("an answer");
+        assert!(a.ok && a.vouched.is_empty(), "{a:?}");
     }
 
     /// A member that promised an elected candidate's ballot ignores (and counts) removals

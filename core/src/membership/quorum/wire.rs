@@ -86,6 +86,13 @@ pub struct PromiseMsg {
     /// The subjects of the member's own standing down evidence, with the incarnation each is
     /// about: the leader counts them as that observer's alerts.
     pub downs: Vec<(Rank, u64)>,
+    /// The ranks of the PREPARE's cut this member heard directly within two detector periods
+    /// (it vouches for them: `membership/quorum/vouch.rs`), ascending. Non-empty only in a
+    /// refusal (`ok` false) that answers a leader's removal check.
+    pub vouched: Vec<Rank>,
+    /// The PREPARE's cut, echoed when it answers a leader's removal check (the leader counts
+    /// the answer for those ranks), ascending; empty otherwise.
+    pub checked: Vec<Rank>,
 }
 
 impl Codec for PromiseMsg {
@@ -99,6 +106,10 @@ impl Codec for PromiseMsg {
                 .map_or(0, |a| triple_len(&a.removed) + 4 + 4 * a.base.len())
             + 4
             + 12 * self.downs.len()
+            + 4
+            + 4 * self.vouched.len()
+            + 4
+            + 4 * self.checked.len()
     }
     fn encode(&self, buf: &mut impl BufMut) {
         put_ballot(buf, self.ballot);
@@ -117,6 +128,8 @@ impl Codec for PromiseMsg {
             buf.put_u32(s.0);
             buf.put_u64(inc);
         }
+        put_ranks(buf, &self.vouched);
+        put_ranks(buf, &self.checked);
     }
     fn decode(r: &mut Reader, limits: &Limits) -> Result<Self, DecodeError> {
         let ballot = get_ballot(r)?;
@@ -137,12 +150,16 @@ impl Codec for PromiseMsg {
         let downs = (0..n)
             .map(|_| Ok((r.rank()?, crate::wire::counter(r.u64()?)?)))
             .collect::<Result<Vec<_>, DecodeError>>()?;
+        let vouched = get_ranks(r, limits)?;
+        let checked = get_ranks(r, limits)?;
         Ok(Self {
             ballot,
             ok,
             promised,
             accepted,
             downs,
+            vouched,
+            checked,
         })
     }
 }

@@ -219,3 +219,101 @@ fn a_leader_elected_at_the_heal_keeps_the_ranks_it_hears_again() {
         "live ranks removed: {gone:?}"
     );
 }
+
+/// Seed 213's shape (issue #23, wrongful removals of one-way cuts; docs/partitions.md): 12
+/// ranks, radix 8, every frame to {3, 4, 8, 10} stalls for 4.62 s. The deaf side accuses the
+/// ranks it cannot hear; the implicit reporters made its accusations of 1 and 2 (the root's own
+/// children, which it hears) stable, few enough for the majority guard, and the root removed
+/// them with an accept quorum of its side. Now a coordinator removes nobody it hears itself
+/// (`membership/quorum/vouch.rs`): nobody of the side that hears is removed.
+#[test]
+fn a_root_removes_no_rank_it_hears_on_a_deaf_sides_word() {
+    let mut s = warm(12, 8, 213);
+    let deaf = [3, 4, 8, 10];
+    let hearing = [0, 1, 2, 5, 6, 7, 9, 11];
+    for &a in &hearing {
+        for &b in &deaf {
+            s.apply(Fault::CutOneWay(Rank(a), Rank(b)));
+        }
+    }
+    let t0 = s.world().now();
+    s.run_until(t0 + Duration::from_millis(4_623)).unwrap();
+    s.apply(Fault::Heal);
+    s.run_until(t0 + Duration::from_millis(4_623) + SETTLE)
+        .unwrap();
+    let gone = removed_anywhere(s.world());
+    for r in hearing {
+        assert!(
+            !gone.contains(Rank(r)),
+            "rank {r} (heard by the root and its side) removed: {gone:?}"
+        );
+    }
+}
+
+/// The seeds of the 32-rank sweep that removed live ranks on main `b9c25e3` (one-way: 70, 111,
+/// 213, 253, 361, 532, 888; split: 642, 771), and 13 (a pass on main that the first version of
+/// vouching broke: a candidate's PREPARE queued behind the cut elected it at the heal with
+/// promises from members that heard the root it removed), each through the scenario's full
+/// oracle: nobody removed that the plan does not allow (docs/partitions.md, "Vouching").
+#[test]
+fn vouched_ranks_are_not_removed_in_the_sweeps_seeds() {
+    for (ranks, radix, seed) in [
+        (10, 8, 70),
+        (30, 3, 111),
+        (12, 8, 213),
+        (12, 7, 253),
+        (11, 6, 361),
+        (27, 4, 532),
+        (10, 6, 888),
+        (24, 7, 642),
+        (32, 3, 771),
+        (16, 3, 13),
+    ] {
+        let p = PartitionParams { ranks, radix, seed };
+        let r = run_partition(&p, Hooks::default()).unwrap_or_else(|f| panic!("{f}"));
+        assert_eq!(
+            r.wrongful_removals, 0,
+            "seed {seed} ({ranks} ranks, radix {radix}): {:?}",
+            r.violations
+        );
+    }
+}
+
+/// Seed 16 (11 ranks, radix 4, {0, 1, 4, 5, 7, 8} | the rest): the root's side is a slim
+/// majority, and every subject of the root's reachability sample is on the other side. The
+/// root refused on it and nobody decided; with quorum views the removal check keeps a root on
+/// a minority side from removing anything, so the refusal is gone and the majority decides
+/// within the bound (905 ms here).
+#[test]
+fn a_slim_majority_root_decides_though_its_sample_is_silent() {
+    let p = PartitionParams {
+        ranks: 11,
+        radix: 4,
+        seed: 16,
+    };
+    let r = run_partition(&p, Hooks::default()).unwrap_or_else(|f| panic!("{f}"));
+    assert!(r.owed, "seed 16 owes liveness");
+    assert!(r.violations.is_empty(), "{:?}", r.violations);
+    assert!(
+        r.decide_ms
+            .is_some_and(|d| d <= LIVENESS_BOUND.as_millis_f64()),
+        "{:?}",
+        r.decide_ms
+    );
+}
+
+/// Seeds 55, 206, 254 and 667 of the 32-rank sweep (seed 17's class, docs/partitions.md): the
+/// lighter side holds the root and the next `membership.quorum_backups` candidates, so the
+/// first candidate of the majority side is candidate `quorum_backups + 1`. It holds evidence
+/// about every candidate ahead (it is a backup for each), but only candidates up to
+/// `quorum_backups` ran for leader, and nobody decided. Now it runs, and the majority side
+/// decides within the bound.
+#[test]
+fn the_first_candidate_past_the_backups_takes_over() {
+    for (ranks, radix, seed) in [(25, 4, 55), (27, 5, 206), (16, 5, 254), (31, 3, 667)] {
+        let p = PartitionParams { ranks, radix, seed };
+        let r = run_partition(&p, Hooks::default()).unwrap_or_else(|f| panic!("{f}"));
+        assert!(r.owed, "seed {seed} owes liveness");
+        assert!(r.violations.is_empty(), "seed {seed}: {:?}", r.violations);
+    }
+}
