@@ -7,7 +7,7 @@
 use std::process::ExitCode;
 
 use lifeline_bench::{
-    flood, joins, membership, rankset, relm, repair, shrink, wakeups, xcast, CliError,
+    flood, joins, membership, rankset, relm, repair, revoke, shrink, wakeups, xcast, CliError,
 };
 
 /// A subcommand: its name, one-line summary, usage text and entry point.
@@ -67,6 +67,12 @@ const COMMANDS: &[Command] = &[
         about: "one campaign draining a whole branch against the per-death path: repair, time",
         usage: shrink::USAGE,
         run: shrink::cli,
+    },
+    Command {
+        name: "revoke",
+        about: "one revoke over the overlay of N simulated nodes: hops against its diameter",
+        usage: revoke::USAGE,
+        run: revoke::cli,
     },
     Command {
         name: "rankset",

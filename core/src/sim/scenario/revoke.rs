@@ -68,10 +68,12 @@ pub struct RevokeReport {
     pub crashed_during: u32,
     /// Ranks alive at the end (each got `Revoked` exactly once).
     pub survivors: u32,
-    /// Hops to the farthest survivor, and the median over survivors.
+    /// Hops to the farthest survivor, and the median and 99th percentile over survivors.
     pub hops_max: u32,
     /// See `hops_max`.
     pub hops_p50: u32,
+    /// See `hops_max`.
+    pub hops_p99: u32,
     /// Virtual time from the command to the last survivor's `Revoked`, and the median, in
     /// nanoseconds.
     pub latency_max_ns: u64,
@@ -230,6 +232,7 @@ pub fn run_revoke(p: &RevokeParams, hooks: Hooks) -> Result<RevokeReport, SimFai
     report.survivors = hops.len() as u32;
     report.hops_max = hops.last().copied().unwrap_or(0);
     report.hops_p50 = hops[hops.len() / 2];
+    report.hops_p99 = hops[(hops.len() * 99 / 100).min(hops.len() - 1)];
     report.latency_max_ns = lat.last().copied().unwrap_or(0);
     report.latency_p50_ns = lat[lat.len() / 2];
     report.notices = notices(sim.world()) - before;
