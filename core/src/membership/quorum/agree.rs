@@ -501,26 +501,17 @@ impl Membership {
         let deposes_heard = m.ballot > promised
             && m.removed.contains(&promised.rank)
             && self.vouches(ctx, promised.rank);
-        if deposes_heard {
-            let q = self.quorum_mut(me);
-            q.stats.vetoed += 1;
-            ctx.send(
-                from,
-                PromiseMsg {
-                    ballot: m.ballot,
-                    ok: false,
-                    promised,
-                    accepted: None,
-                    downs: Vec::new(),
-                    vouched: vec![promised.rank],
-                    checked: Vec::new(),
-                },
-            );
-            return;
-        }
-        if !vouched.is_empty() && check {
-            let q = self.quorum_mut(me);
-            q.stats.vetoed += 1;
+        // Refused naming the ranks this one hears: the leader it promised (a deposing
+        // candidate), or the vouched ranks of a removal check (which echoes the cut).
+        let veto = if deposes_heard {
+            Some((vec![promised.rank], Vec::new()))
+        } else if !vouched.is_empty() && check {
+            Some((vouched, checked.clone()))
+        } else {
+            None
+        };
+        if let Some((vouched, checked)) = veto {
+            self.quorum_mut(me).stats.vetoed += 1;
             ctx.send(
                 from,
                 PromiseMsg {
