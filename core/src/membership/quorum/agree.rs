@@ -514,15 +514,7 @@ impl Membership {
             self.quorum_mut(me).stats.vetoed += 1;
             ctx.send(
                 from,
-                PromiseMsg {
-                    ballot: m.ballot,
-                    ok: false,
-                    promised,
-                    accepted: None,
-                    downs: Vec::new(),
-                    vouched,
-                    checked,
-                },
+                PromiseMsg::refusal(m.ballot, promised, vouched, checked),
             );
             return;
         }
@@ -552,15 +544,7 @@ impl Membership {
             }
             Err(promised) => {
                 q.stats.refused += 1;
-                PromiseMsg {
-                    ballot: m.ballot,
-                    ok: false,
-                    promised,
-                    accepted: None,
-                    downs: Vec::new(),
-                    vouched: Vec::new(),
-                    checked: Vec::new(),
-                }
+                PromiseMsg::refusal(m.ballot, promised, Vec::new(), Vec::new())
             }
         };
         ctx.send(from, reply);

@@ -8,10 +8,13 @@
 //!   vouches for (`alerts.rs`): on the side of a one-way cut that hears everyone, the deaf
 //!   side's accusations of live ranks (made stable by the implicit reporters) reached the root,
 //!   which heard those ranks itself and removed them (the sweep's seed 213).
-//! - **An acceptor** refuses to promise a candidate whose cut holds a rank it vouches for
-//!   (`agree.rs`, `on_prepare`): not promising is always safe in Paxos, and a candidate on the
-//!   deaf side, whose PREPARE queued behind the cut, is not elected at the heal by acceptors
-//!   that hear the ranks it means to remove.
+//! - **An acceptor** (`agree.rs`, `on_prepare`; not promising is always safe in Paxos) refuses
+//!   a leader's removal check naming the ranks of its cut it vouches for, and refuses a
+//!   candidate that means to remove the leader it promised while it still hears that leader:
+//!   a candidate on the deaf side, whose PREPARE queued behind the cut, is not elected at the
+//!   heal by acceptors that hear that leader. A candidate's PREPARE is not otherwise refused
+//!   for vouched ranks (that stalled duels whose first candidate is lossy: docs/partitions.md,
+//!   "Vouching").
 //!
 //! Why two periods: a subject's observers get its heartbeat every period, and its tree
 //! neighbours a frame at least every `membership.gray_after / 2`; a rank that stopped (crash,

@@ -88,11 +88,33 @@ pub struct PromiseMsg {
     pub downs: Vec<(Rank, u64)>,
     /// The ranks of the PREPARE's cut this member heard directly within two detector periods
     /// (it vouches for them: `membership/quorum/vouch.rs`), ascending. Non-empty only in a
-    /// refusal (`ok` false) that answers a leader's removal check.
+    /// refusal (`ok` false): one that answers a leader's removal check, or one to a candidate
+    /// that means to remove the leader this member promised and still hears (that leader).
     pub vouched: Vec<Rank>,
     /// The PREPARE's cut, echoed when it answers a leader's removal check (the leader counts
     /// the answer for those ranks), ascending; empty otherwise.
     pub checked: Vec<Rank>,
+}
+
+impl PromiseMsg {
+    /// A refusal of `ballot`: no accepted value and no evidence, naming the ballot this member
+    /// promised and the ranks it vouches for (`checked`: the cut echoed, for a removal check).
+    pub(crate) fn refusal(
+        ballot: Ballot,
+        promised: Ballot,
+        vouched: Vec<Rank>,
+        checked: Vec<Rank>,
+    ) -> Self {
+        Self {
+            ballot,
+            ok: false,
+            promised,
+            accepted: None,
+            downs: Vec::new(),
+            vouched,
+            checked,
+        }
+    }
 }
 
 impl Codec for PromiseMsg {
