@@ -124,7 +124,7 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 use crate::node_json::{
-    core_stats_json, detect_stats_json, event_json, join_stats_json, revoke_stats_json,
+    core_stats_json, detect_stats_json, event_json, join_stats_json, quorum_stats_json, revoke_stats_json,
     shrink_stats_json, startup_stats_json,
 };
 use crate::node_out::{self, Printer};
@@ -1024,6 +1024,7 @@ async fn command(h: &Handle, extra: Option<&ExtraStats>, p: &Printer, line: &str
             let startup = h.inspect(Node::startup_stats).await.unwrap_or_default();
             let shrink = h.inspect(Node::shrink_stats).await.unwrap_or_default();
             let revoke = h.inspect(Node::revoke_stats).await.unwrap_or_default();
+            let quorum = h.inspect(Node::quorum_stats).await.unwrap_or_default();
             // This rank's tree view now: where its broadcasts and repairs go.
             let view = h
                 .inspect(|n| {
@@ -1041,6 +1042,7 @@ async fn command(h: &Handle, extra: Option<&ExtraStats>, p: &Printer, line: &str
                                "startup": startup_stats_json(&startup),
                                "shrink": shrink_stats_json(&shrink),
                                "revoke": revoke_stats_json(&revoke),
+                               "quorum": quorum_stats_json(&quorum),
                                "stdout": {"queue_waits": p.waits()}});
             if let Some((key, snapshot)) = extra {
                 let fields: serde_json::Map<String, Value> = snapshot()

@@ -228,6 +228,30 @@ pub(crate) fn shrink_stats_json(s: &lifeline_core::ShrinkStats) -> Value {
     })
 }
 
+/// Quorum views' agreement counters (`docs/quorum.md`): phases started, re-sent short of a
+/// quorum, decided; removal checks and what they kept.
+pub(crate) fn quorum_stats_json(s: &lifeline_core::membership::quorum::QuorumStats) -> Value {
+    json!({
+        "prepares_started": s.prepares_started,
+        "elected": s.elected,
+        "promises_given": s.promises_given,
+        "refused": s.refused,
+        "proposals": s.proposals,
+        "decided": s.decided,
+        "proposals_without_quorum": s.proposals_without_quorum,
+        "accepted": s.accepted,
+        "stepped_down": s.stepped_down,
+        "stale": s.stale,
+        "removals_held": s.removals_held,
+        "vetoed": s.vetoed,
+        "checks": s.checks,
+        "vouched_kept": s.vouched_kept,
+        "checks_expired": s.checks_expired,
+        "check_us_max": s.check_us_max,
+        "phase2_us_max": s.phase2_us_max,
+    })
+}
+
 /// The revoke flood's counters.
 pub(crate) fn revoke_stats_json(s: &lifeline_core::RevokeStats) -> Value {
     json!({

@@ -53,6 +53,8 @@ struct Proposing {
     /// The view they apply to: the ranks removed as of the leader's agreed epoch.
     base: Vec<Rank>,
     votes: Votes,
+    /// When it was proposed (for `QuorumStats::phase2_us_max`).
+    started: Instant,
 }
 
 /// A rank's agreement state: its acceptor, and its candidate or leader state (boxed in
@@ -320,6 +322,7 @@ impl Membership {
             removed,
             base,
             votes,
+            started: ctx.now,
         });
         let to = Self::acceptors(ctx, &m.removed);
         ctx.send_all(to, m);
@@ -341,6 +344,8 @@ impl Membership {
             return;
         }
         q.stats.decided += 1;
+        let took = ctx.now.saturating_since(p.started).as_nanos() / 1_000;
+        q.stats.phase2_us_max = q.stats.phase2_us_max.max(took);
         let mut view = p.base.clone();
         view.extend(p.removed.iter().copied());
         view.sort_unstable();

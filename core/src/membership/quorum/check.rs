@@ -43,6 +43,8 @@ pub(super) struct Checking {
     vouched: BTreeSet<Rank>,
     /// When it was (last) sent: answers older than two detector periods are not trusted.
     since: Instant,
+    /// When it was first sent (for `QuorumStats::check_us_max`).
+    started: Instant,
 }
 
 impl Membership {
@@ -67,13 +69,14 @@ impl Membership {
             .checking
             .as_ref()
             .is_some_and(|c| now < c.since + fresh_for);
-        if !fresh {
-            q.checking = None;
+        if !fresh && q.checking.take().is_some() {
+            q.stats.checks_expired += 1;
         }
         let c = q.checking.get_or_insert_with(|| Checking {
             votes: BTreeMap::new(),
             vouched: BTreeSet::new(),
             since: now,
+            started: now,
         });
         let mut new = false;
         for &s in &subjects {
@@ -155,6 +158,8 @@ impl Membership {
         let Some(c) = q.checking.take() else {
             return;
         };
+        let took = ctx.now.saturating_since(c.started).as_nanos() / 1_000;
+        q.stats.check_us_max = q.stats.check_us_max.max(took);
         q.stats.vouched_kept += c.vouched.len() as u64;
         for v in &c.vouched {
             self.reports.remove(v);

@@ -51,4 +51,11 @@ pub struct QuorumStats {
     pub checks: u64,
     /// Ranks a removal check kept: some member vouched for them.
     pub vouched_kept: u64,
+    /// Removal checks dropped unfinished because they were two detector periods old when new
+    /// stable subjects came (their answers were discarded and the check sent again).
+    pub checks_expired: u64,
+    /// The longest a removal check took from its first send to its answers (µs).
+    pub check_us_max: u64,
+    /// The longest a phase 2 took from PROPOSE to its accept quorum (µs).
+    pub phase2_us_max: u64,
 }
