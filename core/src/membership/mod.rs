@@ -1052,6 +1052,8 @@ impl Machine for Membership {
             MembershipMsg::Promise(m) => self.on_promise(ctx, from, m),
             MembershipMsg::Propose(m) => self.on_propose(ctx, from, m),
             MembershipMsg::Accept(m) => self.on_accept(ctx, from, m),
+            MembershipMsg::TreeRound(m) => self.on_tree_round(ctx, from, m),
+            MembershipMsg::RoundAnswers(m) => self.on_round_answers(ctx, from, m),
         }
     }
 
@@ -1075,6 +1077,7 @@ impl Machine for Membership {
             MembershipTimer::Drain => self.on_drain_timer(ctx),
             MembershipTimer::Depart => self.on_depart_timer(ctx),
             MembershipTimer::Quorum => self.on_quorum_timer(ctx, token),
+            MembershipTimer::Round => self.on_round_timer(ctx),
         }
     }
 }

@@ -44,4 +44,7 @@ pub enum MembershipTimer {
     /// Agreement: an open phase 1 or phase 2 re-sends to the members that have not answered
     /// (or a candidate that stepped down looks at its evidence again).
     Quorum,
+    /// Tree rounds (`quorum/tree_round.rs`): relayed rounds whose wait passed send their
+    /// answers up; old ones are forgotten.
+    Round,
 }

@@ -3,7 +3,7 @@
 
 use bytes::BufMut;
 
-use super::quorum::{AcceptMsg, PrepareMsg, PromiseMsg, ProposeMsg};
+use super::quorum::{AcceptMsg, PrepareMsg, PromiseMsg, ProposeMsg, RoundAnswersMsg, TreeRoundMsg};
 use super::RemovalCause;
 use crate::join::{JoinAnswerMsg, JoinForwardMsg};
 use crate::tree::Rank;
@@ -624,7 +624,7 @@ impl Codec for LeftNotice {
 }
 
 crate::message_family! { Membership =>
-    /// Failure-knowledge messages (kinds 2–3, 40–43, 49), agreement (44–47), joins (60–61),
+    /// Failure-knowledge messages (kinds 2–3, 40–43, 49), agreement (44–48, 50), joins (60–61),
     /// check-ins (62), shrink requests (63), frames relayed around gray links (70) and tree
     /// pings (71).
     pub enum MembershipMsg {
@@ -662,5 +662,9 @@ crate::message_family! { Membership =>
         Propose(ProposeMsg) = 46, Control, Propose, "propose";
         /// Phase 2 answer, member to leader ([`AcceptMsg`]).
         Accept(AcceptMsg) = 47, Control, Accept, "accept";
+        /// The leader's check or phase 2, down its tree ([`TreeRoundMsg`]).
+        TreeRound(TreeRoundMsg) = 48, Control, TreeRound, "tree-round";
+        /// Answers to a tree round, up the tree ([`RoundAnswersMsg`]).
+        RoundAnswers(RoundAnswersMsg) = 50, Control, RoundAnswers, "round-answers";
     }
 }

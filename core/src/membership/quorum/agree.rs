@@ -18,7 +18,7 @@
 //!   a higher ballot steps down.
 
 use super::{candidates, Accepted, Acceptor, Ballot, Votes, Weights};
-use super::{AcceptMsg, PrepareMsg, PromiseMsg, ProposeMsg, QuorumStats};
+use super::{AcceptMsg, PrepareMsg, PromiseMsg, ProposeMsg, QuorumStats, RoundBody};
 use crate::machine::{Ctx, Effect};
 use crate::membership::{
     AlertEntry, AlertMsg, GlobalFailureMsg, Membership, MembershipTimer, Pending, RemovalCause,
@@ -88,6 +88,8 @@ pub(in crate::membership) struct Quorum {
     pub(super) heard: std::collections::BTreeMap<Rank, Instant>,
     /// Leader: the removal check in progress (`check.rs`).
     pub(super) checking: Option<super::check::Checking>,
+    /// Tree rounds: sent (leader) and relayed (member) (`tree_round.rs`).
+    pub(super) rounds: super::tree_round::Rounds,
     pub(in crate::membership) stats: QuorumStats,
 }
 
@@ -121,6 +123,7 @@ impl Quorum {
             recent_removals: Vec::new(),
             heard: std::collections::BTreeMap::new(),
             checking: None,
+            rounds: super::tree_round::Rounds::default(),
             stats: QuorumStats::default(),
         }
     }
@@ -325,7 +328,8 @@ impl Membership {
             started: ctx.now,
         });
         let to = Self::acceptors(ctx, &m.removed);
-        ctx.send_all(to, m);
+        self.quorum_mut(me).rounds.resends = 0;
+        self.send_round(ctx, RoundBody::Propose(m), to);
         self.arm_retry(ctx);
         self.check_decided(ctx);
     }
@@ -476,12 +480,25 @@ impl Membership {
         from: Rank,
         m: PrepareMsg,
     ) {
+        if let Some(reply) = self.prepare_reply(ctx, from, m) {
+            ctx.send(from, reply);
+        }
+    }
+
+    /// This rank's answer to a PREPARE from its candidate `from` (directly, or relayed down a
+    /// leader's tree round: `tree_round.rs`), `None` for a stale one.
+    pub(super) fn prepare_reply(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        from: Rank,
+        m: PrepareMsg,
+    ) -> Option<PromiseMsg> {
         let me = ctx.me();
         // A candidate behind this rank's agreed view prepares an instance already decided
         // here (it may itself be removed in it): nothing to promise.
         if m.ballot.rank != from || from == me || m.epoch < self.agreed.epoch {
             self.quorum_mut(me).stats.stale += 1;
-            return;
+            return None;
         }
         // A cut holding ranks this one hears directly (`vouch.rs`): a leader's removal check
         // (a PREPARE at the ballot this rank promised, from the rank that leads with it) is
@@ -517,11 +534,7 @@ impl Membership {
         };
         if let Some((vouched, checked)) = veto {
             self.quorum_mut(me).stats.vetoed += 1;
-            ctx.send(
-                from,
-                PromiseMsg::refusal(m.ballot, promised, vouched, checked),
-            );
-            return;
+            return Some(PromiseMsg::refusal(m.ballot, promised, vouched, checked));
         }
         self.step_down(me, m.ballot);
         let downs: Vec<(Rank, u64)> = self
@@ -552,7 +565,7 @@ impl Membership {
                 PromiseMsg::refusal(m.ballot, promised, Vec::new(), Vec::new())
             }
         };
-        ctx.send(from, reply);
+        Some(reply)
     }
 
     /// Candidate: a member's answer to its PREPARE.
@@ -708,10 +721,23 @@ impl Membership {
         from: Rank,
         m: ProposeMsg,
     ) {
+        if let Some(reply) = self.propose_reply(ctx, from, &m) {
+            ctx.send(from, reply);
+        }
+    }
+
+    /// This rank's answer to a PROPOSE from its leader `from` (directly, or relayed down the
+    /// leader's tree round: `tree_round.rs`), `None` for a stale one.
+    pub(super) fn propose_reply(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        from: Rank,
+        m: &ProposeMsg,
+    ) -> Option<AcceptMsg> {
         let me = ctx.me();
         if m.ballot.rank != from || from == me {
             self.quorum_mut(me).stats.stale += 1;
-            return;
+            return None;
         }
         self.step_down(me, m.ballot);
         let q = self.quorum_mut(me);
@@ -726,15 +752,12 @@ impl Membership {
                 (false, p)
             }
         };
-        ctx.send(
-            from,
-            AcceptMsg {
-                ballot: m.ballot,
-                epoch: m.epoch,
-                ok,
-                promised,
-            },
-        );
+        Some(AcceptMsg {
+            ballot: m.ballot,
+            epoch: m.epoch,
+            ok,
+            promised,
+        })
     }
 
     /// Leader: a member's answer to its PROPOSE.
@@ -793,7 +816,14 @@ impl Membership {
                 base: p.base.clone(),
             };
             let to = Self::not_voted(ctx, &m.removed, &p.votes);
-            ctx.send_all(to, m);
+            // Down the tree again (a new round), and every second time straight to the
+            // members that have not answered (a relay lost mid-round).
+            q.rounds.resends += 1;
+            if q.rounds.resends % 2 == 0 {
+                ctx.send_all(to, m);
+            } else {
+                self.send_round(ctx, RoundBody::Propose(m), to);
+            }
             self.arm_retry(ctx);
         } else if q.leading.is_none() {
             self.decide(ctx);

@@ -95,14 +95,12 @@ impl Membership {
         q.stats.checks += 1;
         let epoch = self.agreed.epoch;
         let to = Self::acceptors(ctx, &asked);
-        ctx.send_all(
-            to,
-            PrepareMsg {
-                ballot,
-                epoch,
-                removed: asked,
-            },
-        );
+        let m = PrepareMsg {
+            ballot,
+            epoch,
+            removed: asked,
+        };
+        self.send_round(ctx, super::RoundBody::Check(m), to);
         self.check_done(ctx);
     }
 

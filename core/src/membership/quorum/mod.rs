@@ -26,10 +26,12 @@ mod sim_tests;
 mod stats;
 #[cfg(test)]
 mod tests;
+mod tree_round;
 mod vouch;
 mod wire;
 
 pub use stats::QuorumStats;
+pub use tree_round::{RoundAnswer, RoundAnswersMsg, RoundBody, TreeRoundMsg};
 pub use wire::{AcceptMsg, PrepareMsg, PromiseMsg, ProposeMsg};
 
 pub(super) use agree::Quorum;

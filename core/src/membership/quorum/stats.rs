@@ -58,4 +58,10 @@ pub struct QuorumStats {
     pub check_us_max: u64,
     /// The longest a phase 2 took from PROPOSE to its accept quorum (µs).
     pub phase2_us_max: u64,
+    /// Rounds this leader sent down its tree (a check or a phase 2; a re-send is a new one).
+    pub tree_rounds: u64,
+    /// Tree rounds this member forwarded to its children and gathered answers for.
+    pub rounds_relayed: u64,
+    /// Relayed rounds dropped unfinished: more than `MAX_RELAYS` (16) were open at once.
+    pub rounds_dropped: u64,
 }

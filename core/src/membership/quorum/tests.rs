@@ -233,7 +233,9 @@ mod fast_path {
     use crate::tree::Rank;
     use crate::wire::Message;
 
-    use super::super::{AcceptMsg, Ballot, PrepareMsg, PromiseMsg, ProposeMsg};
+    use super::super::{
+        AcceptMsg, Ballot, PrepareMsg, PromiseMsg, ProposeMsg, RoundBody, TreeRoundMsg,
+    };
 
     fn ms(x: u64) -> Instant {
         Instant::ZERO + Duration::from_millis(x)
@@ -314,10 +316,13 @@ mod fast_path {
         let check = out
             .iter()
             .find_map(|(_, m)| match m {
-                Message::Membership(MembershipMsg::Prepare(p)) => Some(p.clone()),
+                Message::Membership(MembershipMsg::TreeRound(TreeRoundMsg {
+                    body: RoundBody::Check(p),
+                    ..
+                })) => Some(p.clone()),
                 _ => None,
             })
-            .expect("a removal check");
+            .expect("a removal check, down the tree");
         assert_eq!(
             (check.ballot, check.removed.clone()),
             (Ballot::INITIAL, vec![subject])
@@ -344,10 +349,13 @@ mod fast_path {
         let proposal = out
             .iter()
             .find_map(|(_, m)| match m {
-                Message::Membership(MembershipMsg::Propose(p)) => Some(p.clone()),
+                Message::Membership(MembershipMsg::TreeRound(TreeRoundMsg {
+                    body: RoundBody::Propose(p),
+                    ..
+                })) => Some(p.clone()),
                 _ => None,
             })
-            .expect("a PROPOSE");
+            .expect("a PROPOSE, down the tree");
         assert_eq!(proposal.removed, [subject]);
         // 63 members left: total weight 2·63+1 = 127; the root (3) and 30 members (60) make
         // 63, not a quorum; one more makes 65.
@@ -389,8 +397,10 @@ mod fast_path {
         let out = sent(&mut n);
         assert!(!n.tree().dead().contains(subject), "a vouched rank removed");
         assert!(
-            !out.iter()
-                .any(|(_, m)| matches!(m, Message::Membership(MembershipMsg::Propose(_)))),
+            !out.iter().any(|(_, m)| matches!(
+                m,
+                Message::Membership(MembershipMsg::Propose(_) | MembershipMsg::TreeRound(_))
+            )),
             "proposed"
         );
         assert_eq!(n.quorum_stats().vouched_kept, 1);

@@ -1,6 +1,7 @@
 //! Agreement messages (control class, kinds 44–47): PREPARE and PROMISE (phase 1), PROPOSE and
-//! ACCEPT (phase 2). All are direct sends between a candidate or leader and the members of its
-//! view (the tree aggregation of membership.md §3.5 is not built).
+//! ACCEPT (phase 2), sent directly between a candidate or leader and the members of its view.
+//! The leader's removal check and phase 2 normally go down its tree instead, in the tree round
+//! messages of `tree_round.rs` (kinds 48 and 50), which carry these messages' content.
 
 use bytes::BufMut;
 
@@ -9,12 +10,12 @@ use crate::membership::wire::{get_ranks, put_ranks};
 use crate::tree::Rank;
 use crate::wire::{Codec, DecodeError, Limits, Reader};
 
-fn put_ballot(buf: &mut impl BufMut, b: Ballot) {
+pub(super) fn put_ballot(buf: &mut impl BufMut, b: Ballot) {
     buf.put_u64(b.round);
     buf.put_u32(b.rank.0);
 }
 
-fn get_ballot(r: &mut Reader) -> Result<Ballot, DecodeError> {
+pub(super) fn get_ballot(r: &mut Reader) -> Result<Ballot, DecodeError> {
     Ok(Ballot {
         round: crate::wire::counter(r.u64()?)?,
         rank: r.rank()?,
