@@ -249,6 +249,9 @@ pub(crate) fn quorum_stats_json(s: &lifeline_core::membership::quorum::QuorumSta
         "checks_expired": s.checks_expired,
         "check_us_max": s.check_us_max,
         "phase2_us_max": s.phase2_us_max,
+        "tree_rounds": s.tree_rounds,
+        "rounds_relayed": s.rounds_relayed,
+        "rounds_dropped": s.rounds_dropped,
     })
 }
 

@@ -8,7 +8,8 @@
 use bytes::Bytes;
 use lifeline_core::join::{AdmitNotice, JoinAnswerMsg, JoinForwardMsg, JoinId, JoinRequest};
 use lifeline_core::membership::quorum::{
-    AcceptMsg, Accepted, Ballot, PrepareMsg, PromiseMsg, ProposeMsg,
+    AcceptMsg, Accepted, Ballot, PrepareMsg, PromiseMsg, ProposeMsg, RoundAnswer, RoundAnswersMsg,
+    RoundBody, TreeRoundMsg,
 };
 use lifeline_core::membership::{
     CampaignId, CheckInMsg, CheckInNotice, CorroborateMsg, CorroborateOp, RelayedMsg, RemovalCause,
@@ -442,6 +443,47 @@ fn frames() -> Vec<(&'static str, Bytes)> {
         known: Some((Rank(43), 11)),
     };
     out.push(("join_forward_known", Message::from(known).encode()));
+    // Tree rounds (kinds 48, 50; session 30), appended.
+    let round = TreeRoundMsg {
+        round: 7,
+        body: RoundBody::Propose(ProposeMsg {
+            ballot: b,
+            epoch: 4,
+            removed: vec![Rank(5)],
+            base: vec![Rank(0), Rank(1)],
+        }),
+    };
+    out.push(("tree-round", Message::from(round).encode()));
+    let check = TreeRoundMsg {
+        round: 8,
+        body: RoundBody::Check(PrepareMsg {
+            ballot: b,
+            epoch: 3,
+            removed: vec![Rank(5)],
+        }),
+    };
+    out.push(("tree-round-check", Message::from(check).encode()));
+    let answers = RoundAnswersMsg {
+        ballot: b,
+        round: 8,
+        answers: vec![
+            RoundAnswer {
+                rank: Rank(9),
+                ok: true,
+                promised: b,
+                checked: true,
+                vouched: vec![],
+            },
+            RoundAnswer {
+                rank: Rank(10),
+                ok: false,
+                promised: b,
+                checked: true,
+                vouched: vec![Rank(5)],
+            },
+        ],
+    };
+    out.push(("round-answers", Message::from(answers).encode()));
     out
 }
 

@@ -39,7 +39,8 @@ use bytes::Bytes;
 use lifeline_core::detect::{HeartbeatMsg, SuspectMsg};
 use lifeline_core::join::{JoinAnswerMsg, JoinForwardMsg, JoinId};
 use lifeline_core::membership::quorum::{
-    AcceptMsg, Accepted, Ballot, PrepareMsg, PromiseMsg, ProposeMsg,
+    AcceptMsg, Accepted, Ballot, PrepareMsg, PromiseMsg, ProposeMsg, RoundAnswer,
+    RoundAnswersMsg, RoundBody, TreeRoundMsg,
 };
 use lifeline_core::membership::RemovalCause;
 use lifeline_core::relm::{Uid, UID_INVALID, UID_MAX, UID_NONE, UID_UNKNOWN};
@@ -682,6 +683,55 @@ fn samples() -> Vec<Sample> {
                     round: 1,
                     rank: Rank(3),
                 },
+            }),
+        ),
+        fixed(
+            "tree-round/check",
+            Message::from(TreeRoundMsg {
+                round: 1,
+                body: RoundBody::Check(PrepareMsg {
+                    ballot: Ballot::INITIAL,
+                    epoch: 0,
+                    removed: vec![Rank(21), Rank(SPAN)],
+                }),
+            }),
+        ),
+        fixed(
+            "tree-round/propose",
+            Message::from(TreeRoundMsg {
+                round: u64::MAX >> 2,
+                body: RoundBody::Propose(ProposeMsg {
+                    ballot: Ballot::INITIAL,
+                    epoch: 1,
+                    removed: vec![Rank(37)],
+                    base: vec![],
+                }),
+            }),
+        ),
+        fixed(
+            "round-answers/mixed",
+            Message::from(RoundAnswersMsg {
+                ballot: Ballot::INITIAL,
+                round: 1,
+                answers: vec![
+                    RoundAnswer {
+                        rank: Rank(21),
+                        ok: true,
+                        promised: Ballot::INITIAL,
+                        checked: true,
+                        vouched: vec![],
+                    },
+                    RoundAnswer {
+                        rank: Rank(SPAN),
+                        ok: false,
+                        promised: Ballot {
+                            round: 3,
+                            rank: Rank(2),
+                        },
+                        checked: false,
+                        vouched: vec![Rank(37), Rank(SPAN)],
+                    },
+                ],
             }),
         ),
         fixed(

@@ -624,7 +624,7 @@ impl Codec for LeftNotice {
 }
 
 crate::message_family! { Membership =>
-    /// Failure-knowledge messages (kinds 2–3, 40–43, 49), agreement (44–48, 50), joins (60–61),
+    /// Failure-knowledge messages (kinds 2–3, 40–43, 49), agreement (44–48, 51), joins (60–61),
     /// check-ins (62), shrink requests (63), frames relayed around gray links (70) and tree
     /// pings (71).
     pub enum MembershipMsg {
@@ -665,6 +665,6 @@ crate::message_family! { Membership =>
         /// The leader's check or phase 2, down its tree ([`TreeRoundMsg`]).
         TreeRound(TreeRoundMsg) = 48, Control, TreeRound, "tree-round";
         /// Answers to a tree round, up the tree ([`RoundAnswersMsg`]).
-        RoundAnswers(RoundAnswersMsg) = 50, Control, RoundAnswers, "round-answers";
+        RoundAnswers(RoundAnswersMsg) = 51, Control, RoundAnswers, "round-answers";
     }
 }

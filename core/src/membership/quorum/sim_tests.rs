@@ -278,3 +278,42 @@ fn a_partition_fails_over_with_starved_observers() {
     }
     eprintln!("worst {worst:?}");
 }
+
+/// Tree rounds (`tree_round.rs`): 256 ranks, radix 8. A paused rank (soft evidence: removal
+/// check, then phase 2) and a crashed one are removed at every other rank, and the root
+/// handles a few dozen agreement frames for both, not two per member and round: its children
+/// gather their subtrees' answers. With direct rounds the root received at least
+/// 2 × 254 answers here (a check and a phase 2 of 254 members each).
+#[test]
+fn tree_rounds_remove_at_256_ranks_through_the_roots_children() {
+    for seed in 1..=2 {
+        let mut s = sim(256, 8, seed);
+        s.run_until(Instant::ZERO + Duration::from_millis(1_500))
+            .unwrap_or_else(|f| panic!("{f}"));
+        let root_in = |s: &Sim<Checker>| s.world().node(Rank(0)).unwrap().stats().frames_in;
+        let before = root_in(&s);
+        let t0 = s.world().now();
+        let (paused, crashed) = (Rank(5), Rank(77));
+        s.apply(Fault::Pause(paused));
+        s.apply(Fault::Crash(crashed));
+        let rest: Vec<Rank> = (0..256)
+            .map(Rank)
+            .filter(|r| *r != paused && *r != crashed)
+            .collect();
+        let victims = vec![paused, crashed];
+        let at = until_agreed(&mut s, &rest, &victims, Duration::from_secs(3));
+        let frames = root_in(&s) - before;
+        let q = s.world().node(Rank(0)).unwrap().quorum_stats();
+        eprintln!(
+            "seed {seed}: agreed {:?} after the faults; root: {frames} frames in, {} tree rounds, \
+             {} direct re-sends",
+            at - t0,
+            q.tree_rounds,
+            q.proposals_without_quorum
+        );
+        assert!(q.tree_rounds >= 2, "seed {seed}: {q:?}");
+        // Heartbeats (8 subjects at 10 Hz), alerts and tree traffic over the detection time
+        // are a few hundred at most; two direct rounds alone would be 508.
+        assert!(frames < 400, "seed {seed}: root received {frames} frames");
+    }
+}

@@ -144,7 +144,7 @@ pub struct RoundAnswer {
 }
 
 /// Answers to a tree round, member to the rank that sent it the round (control class, kind
-/// 50): its own and those of its subtree (all at once, or late ones as they come).
+/// 51): its own and those of its subtree (all at once, or late ones as they come).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RoundAnswersMsg {
     /// The leader's ballot.
@@ -259,6 +259,40 @@ fn children_without(ctx: &Ctx<'_>, without: &[Rank]) -> (bool, Vec<Rank>) {
     }
 }
 
+/// Sends `answers` to `to` in as few [`RoundAnswersMsg`] as the list and frame bounds allow
+/// (`max_list` answers, and a quarter of `max_frame` of them, per frame).
+fn send_answers(
+    ctx: &mut Ctx<'_>,
+    to: Rank,
+    ballot: Ballot,
+    round: u64,
+    mut answers: Vec<RoundAnswer>,
+) {
+    let max_list = (ctx.cfg.max_list as usize).max(1);
+    let max_bytes = (ctx.cfg.max_frame as usize / 4).max(64);
+    while !answers.is_empty() {
+        let (mut n, mut bytes) = (0, 0);
+        for a in &answers {
+            let len = 4 + 1 + 12 + 1 + 4 + 4 * a.vouched.len();
+            if n == max_list || (n > 0 && bytes + len > max_bytes) {
+                break;
+            }
+            n += 1;
+            bytes += len;
+        }
+        let rest = answers.split_off(n);
+        ctx.send(
+            to,
+            RoundAnswersMsg {
+                ballot,
+                round,
+                answers,
+            },
+        );
+        answers = rest;
+    }
+}
+
 impl Membership {
     /// Leader: sends `body` down its tree (the view without the round's ranks), or, if this
     /// rank is not that tree's root (an elected candidate before its repair), straight to
@@ -312,6 +346,10 @@ impl Membership {
             self.quorum_mut(me).stats.stale += 1;
             return;
         }
+        if from == me {
+            self.quorum_mut(me).stats.stale += 1;
+            return;
+        }
         let key = (ballot, m.round);
         let again = self
             .quorum
@@ -344,14 +382,7 @@ impl Membership {
             // A leaf, or a second copy (views differ): this rank's own answer, nothing
             // forwarded.
             if let Some(a) = own {
-                ctx.send(
-                    from,
-                    RoundAnswersMsg {
-                        ballot,
-                        round: m.round,
-                        answers: vec![a],
-                    },
-                );
+                send_answers(ctx, from, ballot, m.round, vec![a]);
             }
             return;
         }
@@ -410,16 +441,7 @@ impl Membership {
             r.sent = true;
             let parent = r.parent;
             let answers = std::mem::take(&mut r.answers);
-            if !answers.is_empty() {
-                ctx.send(
-                    parent,
-                    RoundAnswersMsg {
-                        ballot: m.ballot,
-                        round: m.round,
-                        answers,
-                    },
-                );
-            }
+            send_answers(ctx, parent, m.ballot, m.round, answers);
         }
     }
 
@@ -498,21 +520,14 @@ impl Membership {
                 r.sent = true;
                 let answers = std::mem::take(&mut r.answers);
                 if !answers.is_empty() {
-                    out.push((
-                        r.parent,
-                        RoundAnswersMsg {
-                            ballot,
-                            round,
-                            answers,
-                        },
-                    ));
+                    out.push((r.parent, ballot, round, answers));
                 }
             }
             let at = if r.sent { r.expires } else { r.due };
             next = Some(next.map_or(at, |n: Instant| n.min(at)));
         }
-        for (to, m) in out {
-            ctx.send(to, m);
+        for (to, ballot, round, answers) in out {
+            send_answers(ctx, to, ballot, round, answers);
         }
         if let Some(at) = next {
             self.arm_round_timer(ctx, at);

@@ -1,7 +1,7 @@
 //! Agreement messages (control class, kinds 44–47): PREPARE and PROMISE (phase 1), PROPOSE and
 //! ACCEPT (phase 2), sent directly between a candidate or leader and the members of its view.
 //! The leader's removal check and phase 2 normally go down its tree instead, in the tree round
-//! messages of `tree_round.rs` (kinds 48 and 50), which carry these messages' content.
+//! messages of `tree_round.rs` (kinds 48 and 51), which carry these messages' content.
 
 use bytes::BufMut;
 
