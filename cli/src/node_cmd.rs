@@ -124,8 +124,8 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 use crate::node_json::{
-    core_stats_json, detect_stats_json, event_json, join_stats_json, quorum_stats_json, revoke_stats_json,
-    shrink_stats_json, startup_stats_json,
+    core_stats_json, detect_stats_json, event_json, join_stats_json, quorum_stats_json,
+    revoke_stats_json, shrink_stats_json, startup_stats_json,
 };
 use crate::node_out::{self, Printer};
 use crate::CliError;

@@ -39,8 +39,8 @@ use bytes::Bytes;
 use lifeline_core::detect::{HeartbeatMsg, SuspectMsg};
 use lifeline_core::join::{JoinAnswerMsg, JoinForwardMsg, JoinId};
 use lifeline_core::membership::quorum::{
-    AcceptMsg, Accepted, Ballot, PrepareMsg, PromiseMsg, ProposeMsg, RoundAnswer,
-    RoundAnswersMsg, RoundBody, TreeRoundMsg,
+    AcceptMsg, Accepted, Ballot, PrepareMsg, PromiseMsg, ProposeMsg, RoundAnswer, RoundAnswersMsg,
+    RoundBody, TreeRoundMsg,
 };
 use lifeline_core::membership::RemovalCause;
 use lifeline_core::relm::{Uid, UID_INVALID, UID_MAX, UID_NONE, UID_UNKNOWN};

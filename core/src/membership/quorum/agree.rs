@@ -1,5 +1,6 @@
 //! Quorum agreement wired into the failure-knowledge machine (membership.md §3.5–§3.7, the
-//! part built so far; direct sends, no tree aggregation):
+//! part built so far; the leader's phase 2 and removal check go down its tree and come back
+//! merged, `tree_round.rs`; a candidate's phase 1 is direct sends):
 //!
 //! - **Phase 2 for every failure notice.** The root's epoch-stamped global failure notice is
 //!   broadcast only after members holding more than half of the previous view's weight

@@ -8,7 +8,8 @@
 //! acceptor that promised that ballot it is a repeated phase 1 (answered with a promise, which
 //! changes nothing), unless it vouches for some of the ranks: then it refuses, naming them
 //! (`PromiseMsg::vouched`). An acceptor that promised a higher ballot refuses with it, and the
-//! root steps down, as for any phase. So the check costs one round trip and no wire kind.
+//! root steps down, as for any phase. So the check costs one round trip; it goes down the
+//! root's tree and its answers come back merged (`tree_round.rs`), each still one member's.
 //!
 //! Why: on the side of a one-way cut that hears everyone, the deaf side's accusations of live
 //! ranks reach the root (each accused observer counting as an implicit reporter against the

@@ -357,13 +357,14 @@ impl Membership {
             .is_some_and(|q| q.rounds.relays.contains_key(&key));
         let own = match &m.body {
             RoundBody::Check(p) => {
-                self.prepare_reply(ctx, leader, p.clone()).map(|a| RoundAnswer {
-                    rank: me,
-                    ok: a.ok,
-                    promised: a.promised,
-                    checked: !a.checked.is_empty(),
-                    vouched: a.vouched,
-                })
+                self.prepare_reply(ctx, leader, p.clone())
+                    .map(|a| RoundAnswer {
+                        rank: me,
+                        ok: a.ok,
+                        promised: a.promised,
+                        checked: !a.checked.is_empty(),
+                        vouched: a.vouched,
+                    })
             }
             RoundBody::Propose(p) => self.propose_reply(ctx, leader, p).map(|a| RoundAnswer {
                 rank: me,
@@ -394,8 +395,8 @@ impl Membership {
             .saturating_sub(ctx.tree.view().map_or(0, View::depth))
             .max(1);
         let due = ctx.now + Duration::from_millis(20 * u64::from(levels));
-        let expires = ctx.now
-            + Duration::from_nanos(ctx.cfg.detect.period.as_nanos().saturating_mul(4));
+        let expires =
+            ctx.now + Duration::from_nanos(ctx.cfg.detect.period.as_nanos().saturating_mul(4));
         let q = self.quorum_mut(me);
         q.stats.rounds_relayed += 1;
         q.rounds.relays.insert(
