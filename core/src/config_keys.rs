@@ -152,6 +152,7 @@ keys! {
     "membership_shrink_max_pending" => membership.shrink_max_pending,
     "membership_quorum" => membership.quorum,
     "membership_quorum_backups" => membership.quorum_backups,
+    "membership_quorum_tree_min" => membership.quorum_tree_min,
     "xcast_max_inflight" => xcast.max_inflight,
     "xcast_max_bytes" => xcast.max_bytes,
     "xcast_retry_ns" => xcast.retry,

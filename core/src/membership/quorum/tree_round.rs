@@ -294,12 +294,14 @@ fn send_answers(
 }
 
 impl Membership {
-    /// Leader: sends `body` down its tree (the view without the round's ranks), or, if this
-    /// rank is not that tree's root (an elected candidate before its repair), straight to
-    /// `to`. Returns whether it went down the tree.
+    /// Leader: sends `body` down its tree (the view without the round's ranks), or straight
+    /// to `to` if this rank is not that tree's root (an elected candidate before its repair)
+    /// or the view has fewer than `membership.quorum_tree_min` members. Returns whether it
+    /// went down the tree.
     pub(super) fn send_round(&mut self, ctx: &mut Ctx<'_>, body: RoundBody, to: Vec<Rank>) -> bool {
         let (root, children) = children_without(ctx, body.ranks());
-        if !root {
+        let min = u64::from(ctx.cfg.membership.quorum_tree_min);
+        if !root || self.prior_weights(ctx).members < min {
             match body {
                 RoundBody::Check(m) => ctx.send_all(to, m),
                 RoundBody::Propose(m) => ctx.send_all(to, m),
