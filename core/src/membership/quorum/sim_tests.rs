@@ -282,8 +282,8 @@ fn a_partition_fails_over_with_starved_observers() {
 /// Tree rounds (`tree_round.rs`): 256 ranks, radix 8. A paused rank (soft evidence: removal
 /// check, then phase 2) and a crashed one are removed at every other rank, and the root
 /// handles a few dozen agreement frames for both, not two per member and round: its children
-/// gather their subtrees' answers. With direct rounds the root received at least
-/// 2 × 254 answers here (a check and a phase 2 of 254 members each).
+/// gather their subtrees' answers. With direct rounds (`quorum_tree_min` at `u32::MAX`) the
+/// root received 870 frames here (seed 1; a check and a phase 2 of 254 members each).
 #[test]
 fn tree_rounds_remove_at_256_ranks_through_the_roots_children() {
     for seed in 1..=2 {
