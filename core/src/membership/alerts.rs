@@ -290,6 +290,7 @@ impl Membership {
             return;
         }
         let supersede = Self::quorum_on(ctx);
+        let me = ctx.me();
         let r = self.reports.entry(subject).or_insert_with(|| Reports {
             latest: BTreeMap::new(),
             first: ctx.now,
@@ -303,9 +304,19 @@ impl Membership {
             self.accuse(ctx.now, subject);
         } else if Self::quorum_on(ctx) {
             // A suspicion refuted: the accusers whose downs this up cleared are held
-            // (`refute_hold`).
+            // (`refute_hold`), but for a remote observer withdrawing its own down: it only
+            // says it hears the subject again, as a lossy subject's observer does, having
+            // rightly missed its heartbeats (the swarm's seeds 306, 421, 468: a paused rank's
+            // removal held 130-150 ms behind such an observer). This coordinator's own
+            // withdrawn down is held: at a heal the deaf side's coordinator hears the other
+            // side first itself (seed 653: exempting it too, its candidate prepared against
+            // the live root 100 us after the heal).
             let after = r.accusers();
-            let cleared: Vec<Rank> = before.difference(&after).copied().collect();
+            let cleared: Vec<Rank> = before
+                .difference(&after)
+                .copied()
+                .filter(|&a| a != observer || a == me)
+                .collect();
             self.discredit(ctx, &cleared);
         }
     }
@@ -461,7 +472,8 @@ impl Membership {
     /// arrive.
     ///
     /// Only what a refutation discredits waits: a subject whose accusers include none just
-    /// refuted (or enough others) is decided at once. Before, any refutation held every
+    /// refuted (or enough others) is decided at once, and a remote observer reporting a
+    /// subject up again withdraws its own down without being held (`tally`). Before, any refutation held every
     /// decision for two periods, and in the membership swarm with quorum views on a lossy
     /// rank's refutations held the removal of ranks that had really stopped (seed 24: a paused
     /// rank removed 200 ms late, behind an up about the lossy rank). A real failure refutes

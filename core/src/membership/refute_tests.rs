@@ -127,3 +127,37 @@ fn a_refutation_holds_only_the_removals_resting_on_the_accusers_it_cleared() {
     n.handle_timeout(t + period + period);
     assert!(checked(&mut n).contains(&c), "decided when the hold ends");
 }
+
+/// An observer that withdraws its own accusation (it reports the subject up again: a lossy
+/// subject's observer does, having rightly missed its heartbeats) is not held: a removal
+/// that rests on it is decided at once. Subject A's accuser is the observer it shares with
+/// subject C; it reports A up itself, then it and five of C's own observers accuse C.
+#[test]
+fn an_observer_withdrawing_its_own_accusation_holds_nothing() {
+    let mut cfg = crate::Config::new(64, 4);
+    cfg.detect.enabled = true;
+    cfg.membership.quorum = true;
+    let d = cfg.detect.clone();
+    let mut n = crate::Node::new(cfg, Rank(0), 1, Instant::ZERO).unwrap();
+    while n.poll_transmit().is_some() {}
+    let [(a, oa), _, (c, oc)] = subjects(&n, &d);
+    let common = *oc.iter().find(|o| oa.contains(o)).unwrap();
+    let t = ms(1_000);
+    n.handle_frame(t, common, evidence(a, 0, true, &[common]));
+    n.handle_frame(t, common, evidence(a, 1, false, &[common]));
+    let own: Vec<Rank> = oc
+        .iter()
+        .copied()
+        .filter(|&o| o != common)
+        .take(5)
+        .collect();
+    n.handle_frame(t, common, evidence(c, 0, true, &[common]));
+    n.handle_frame(t, own[0], evidence(c, 0, true, &own));
+    n.handle_timeout(t);
+    let asked = checked(&mut n);
+    assert!(
+        asked.contains(&c),
+        "C held by its own accuser's withdrawal about A: {asked:?}, {:?}",
+        n.stats().membership
+    );
+}
