@@ -61,9 +61,9 @@ fn subjects(n: &crate::Node, d: &crate::detect::DetectConfig) -> [(Rank, Vec<Ran
             .iter()
             .filter(|b| apart(a, b) && shared(&a.1, &b.1) == 0)
         {
-            for c in all
+            if let Some(c) = all
                 .iter()
-                .filter(|c| apart(a, c) && apart(b, c) && shared(&a.1, &c.1) == 1)
+                .find(|c| apart(a, c) && apart(b, c) && shared(&a.1, &c.1) == 1)
             {
                 return [a.clone(), b.clone(), c.clone()];
             }
