@@ -660,13 +660,25 @@ mod tests {
 
     /// Measurement, not a check (run by hand): the swarm's silent-loss figures with quorum
     /// views as `LIFELINE_SWARM_QUORUM` says (`1` on, `0` off, unset: the default), printed
-    /// with every seed whose silent loss took over 500 ms.
+    /// with every seed whose silent loss took over 500 ms (`LIFELINE_SWARM_REPLAY=175,552`:
+    /// only those seeds' replay commands).
     #[test]
     #[ignore = "measurement: run by hand"]
     fn swarm_silent_figures() {
         let quorum = std::env::var("LIFELINE_SWARM_QUORUM")
             .ok()
             .map(|v| v == "1");
+        if let Ok(list) = std::env::var("LIFELINE_SWARM_REPLAY") {
+            // Only the replay commands of the seeds listed (comma-separated).
+            for seed in list.split(',').filter_map(|x| x.trim().parse::<u64>().ok()) {
+                let mut p = swarm_params(seed);
+                if let Some(q) = quorum {
+                    p.quorum = q;
+                }
+                eprintln!("seed {seed}: {}", p.replay_command());
+            }
+            return;
+        }
         let seeds = 0..1_000u64;
         let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
         let next = std::sync::atomic::AtomicU64::new(seeds.start);
