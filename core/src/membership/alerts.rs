@@ -290,26 +290,52 @@ impl Membership {
             return;
         }
         let supersede = Self::quorum_on(ctx);
+        let me = ctx.me();
         let r = self.reports.entry(subject).or_insert_with(|| Reports {
             latest: BTreeMap::new(),
             first: ctx.now,
             last: ctx.now,
             supersede,
         });
-        let before = r.downs();
+        let before = r.accusers();
         if !r.record(ctx.now, observer, p.incarnation, p.down) {
             ctx.stats.membership.alerts_stale += 1;
         } else if p.down {
             self.accuse(ctx.now, subject);
-        } else if r.downs() < before && Self::quorum_on(ctx) {
-            // A suspicion refuted: the refute hold (`refute_hold`) starts, unless one started
-            // within the last three holds (refutations that keep coming, a lossy rank's, must
-            // not hold every decision: a hold is followed by two holds' time free of one).
-            let hold = Self::refute_hold_len(ctx);
-            let c = self.corr();
-            if c.refuted.is_none_or(|t| ctx.now >= t + hold + hold + hold) {
-                c.refuted = Some(ctx.now);
-            }
+        } else if Self::quorum_on(ctx) {
+            // A suspicion refuted: the accusers whose downs this up cleared are held
+            // (`refute_hold`), but for a remote observer withdrawing its own down: it only
+            // says it hears the subject again, as a lossy subject's observer does, having
+            // rightly missed its heartbeats (the swarm's seeds 306, 421, 468: a paused rank's
+            // removal held 130-150 ms behind such an observer). This coordinator's own
+            // withdrawn down is held: at a heal the deaf side's coordinator hears the other
+            // side first itself (seed 653: exempting it too, its candidate prepared against
+            // the live root 100 us after the heal).
+            let after = r.accusers();
+            let cleared: Vec<Rank> = before
+                .difference(&after)
+                .copied()
+                .filter(|&a| a != observer || a == me)
+                .collect();
+            self.discredit(ctx, &cleared);
+        }
+    }
+
+    /// Starts the refute hold of each of `accusers` (their downs about one subject were just
+    /// refuted), unless one of theirs started within the last three holds (an accuser whose
+    /// accusations keep being refuted, a lossy rank's observer, must not hold every decision
+    /// it takes part in: a hold is followed by two holds' time free of one). Entries older
+    /// than three holds are dropped.
+    fn discredit(&mut self, ctx: &Ctx<'_>, accusers: &[Rank]) {
+        if accusers.is_empty() {
+            return;
+        }
+        let hold = Self::refute_hold_len(ctx);
+        let c = self.corr();
+        c.discredited
+            .retain(|_, &mut t| ctx.now < t + hold + hold + hold);
+        for &a in accusers {
+            c.discredited.entry(a).or_insert(ctx.now);
         }
     }
 
@@ -333,7 +359,13 @@ impl Membership {
     /// waits, at most until the newest in flux has stood for `membership.flux_hold`: its other
     /// observers' alerts, sent at about the same time, are then in).
     pub(super) fn decide(&mut self, ctx: &mut Ctx<'_>) {
-        let (mut stable, hold) = self.stable_now(ctx);
+        let (mut stable, hold) = self.stable_now(ctx, &BTreeSet::new());
+        // The refute hold: a subject stable only on the word of accusers just discredited
+        // waits; the others are decided now.
+        let refute = self.refute_hold(ctx, &mut stable);
+        if let Some(at) = refute {
+            self.arm_decide(ctx, at);
+        }
         // Quorum on: a subject this coordinator hears itself is not removed (`quorum/vouch.rs`).
         if Self::quorum_on(ctx) {
             stable.retain(|&s| !self.vouches(ctx, s));
@@ -352,12 +384,18 @@ impl Membership {
             self.arm_decide(ctx, at);
         }
         if stable.is_empty() {
+            if refute.is_some() {
+                ctx.stats.membership.decisions_deferred += 1;
+            }
             return;
         }
-        if let Some(release) = hold.into_iter().chain(self.refute_hold(ctx)).max() {
+        if let Some(release) = hold {
             ctx.stats.membership.decisions_deferred += 1;
             self.arm_decide(ctx, release);
             return;
+        }
+        if refute.is_some() {
+            ctx.stats.membership.decisions_deferred += 1;
         }
         // Every subject with a standing report counts against the guard, not only the stable
         // ones: a partition's silence reaches the coordinator a few subjects at a time.
@@ -416,26 +454,55 @@ impl Membership {
         self.remove(ctx, stable, RemovalCause::Unresponsive);
     }
 
-    /// The refute hold (quorum views on): until when this coordinator decides nothing on
-    /// soft evidence, after an up cleared a standing down here within the last two detector
-    /// periods.
+    /// The refute hold (quorum views on): takes out of `stable` every subject that is stable
+    /// only on the evidence of discredited accusers (observers whose down about some subject
+    /// an up cleared here within the last two detector periods, `discredit`), counted
+    /// without their downs both as reporters and in making other observers implicit
+    /// reporters; returns when the last such hold ends, if it took any out.
     ///
-    /// A refutation says the evidence of its time was wrong about one subject, and at a heal
-    /// it is the first of many: every subject the other side suspected refutes within about
-    /// one heartbeat period, and their ups arrive in whatever order. Without the hold a
-    /// coordinator acted in between on what was not yet refuted (seed 653: the deaf side's
-    /// candidate, its own suspicions of four ranks refuted first, found the accusation of the
-    /// root still standing, alone under the guard now, and ran phase 1 against it 100 us
-    /// after the heal). Two periods let the rest arrive. A real failure refutes nothing, so
-    /// a crashed or hung rank is decided as fast as before; only a death within two periods
-    /// of another rank's refutation waits, for at most that long. Without quorum views
-    /// (membership I) nothing is held: there the membership swarm's silent-loss p99 went from
-    /// within its 500 ms bound to 590 ms with the hold (its paused ranks refute as they
-    /// resume), and a root elected at a heal, the case the hold is for, does not exist.
-    fn refute_hold(&mut self, ctx: &Ctx<'_>) -> Option<Instant> {
-        let at = self.corroboration.as_ref()?.refuted?;
-        let end = at + Self::refute_hold_len(ctx);
-        (ctx.now < end).then_some(end)
+    /// A refutation says the evidence of its time was wrong, and at a heal it is the first of
+    /// many: every subject the other side suspected refutes within about one heartbeat
+    /// period, and their ups arrive in whatever order. Without the hold a coordinator acted
+    /// in between on what was not yet refuted (seed 653: the deaf side's candidate, its own
+    /// suspicions of four ranks refuted first, found the accusation of the root still
+    /// standing, alone under the guard now, and ran phase 1 against it 100 us after the
+    /// heal). An up about a newer incarnation clears every older down about its subject, so
+    /// the first refutation at a heal discredits all of the deaf side's observers of that
+    /// subject, which are the accusers of the other subjects too. Two periods let the rest
+    /// arrive.
+    ///
+    /// Only what a refutation discredits waits: a subject whose accusers include none just
+    /// refuted (or enough others) is decided at once, and a remote observer reporting a
+    /// subject up again withdraws its own down without being held (`tally`). Before, any refutation held every
+    /// decision for two periods, and in the membership swarm with quorum views on a lossy
+    /// rank's refutations held the removal of ranks that had really stopped (seed 24: a paused
+    /// rank removed 200 ms late, behind an up about the lossy rank). A real failure refutes
+    /// nothing, so a crashed or hung rank is decided as fast as before unless its own
+    /// observers were just proved wrong about another rank. Without quorum views
+    /// (membership I) nothing is held: a root elected at a heal, the case the hold is for,
+    /// does not exist there.
+    fn refute_hold(&mut self, ctx: &Ctx<'_>, stable: &mut Vec<Rank>) -> Option<Instant> {
+        if stable.is_empty() {
+            return None;
+        }
+        let hold = Self::refute_hold_len(ctx);
+        let c = self.corroboration.as_ref()?;
+        let running: BTreeSet<Rank> = c
+            .discredited
+            .iter()
+            .filter(|&(_, &t)| ctx.now < t + hold)
+            .map(|(&a, _)| a)
+            .collect();
+        let until = c
+            .discredited
+            .values()
+            .map(|&t| t + hold)
+            .filter(|&end| ctx.now < end)
+            .max()?;
+        let credited = self.stable_now(ctx, &running).0;
+        let before = stable.len();
+        stable.retain(|s| credited.contains(s));
+        (stable.len() < before).then_some(until)
     }
 
     /// How long the refute hold lasts: two detector periods.
@@ -464,22 +531,28 @@ impl Membership {
     /// removed it as silent). Under the guard it removes only its cut; what is really gone
     /// is decided by the ordinary path once the refutations have cleared the rest.
     pub(super) fn stable_subjects(&mut self, ctx: &mut Ctx<'_>) -> Vec<Rank> {
-        if self.refute_hold(ctx).is_some() {
-            ctx.stats.membership.decisions_deferred += 1;
-            return Vec::new();
-        }
         let standing = self.standing();
         if !self.keeps_majority(ctx, standing) {
             ctx.stats.membership.decisions_refused_minority += 1;
             return Vec::new();
         }
-        let mut stable = self.stable_now(ctx).0;
+        let mut stable = self.stable_now(ctx, &BTreeSet::new()).0;
+        // Held subjects are left to the ordinary path once the hold ends.
+        if let Some(at) = self.refute_hold(ctx, &mut stable) {
+            ctx.stats.membership.decisions_deferred += 1;
+            self.arm_decide(ctx, at);
+        }
         stable.retain(|&s| !self.vouches(ctx, s));
         stable
     }
 
-    /// Stable subjects, and until when a subject in flux holds the decision back.
-    fn stable_now(&mut self, ctx: &Ctx<'_>) -> (Vec<Rank>, Option<Instant>) {
+    /// Stable subjects, and until when a subject in flux holds the decision back; the downs of
+    /// the observers in `ignore` are not counted.
+    fn stable_now(
+        &mut self,
+        ctx: &Ctx<'_>,
+        ignore: &BTreeSet<Rank>,
+    ) -> (Vec<Rank>, Option<Instant>) {
         let k = ctx.cfg.detect.observers.max(1) as usize;
         let h_cfg = ctx.cfg.membership.stable_reports as usize;
         let l_cfg = ctx.cfg.membership.flux_reports as usize;
@@ -497,7 +570,7 @@ impl Membership {
         let failing = |o: &Rank| {
             self.reports
                 .get(o)
-                .is_some_and(|ro| ro.downs() >= l_cfg.max(2))
+                .is_some_and(|ro| ro.downs_except(ignore) >= l_cfg.max(2))
         };
         let mut stable = Vec::new();
         let mut hold: Option<Instant> = None;
@@ -518,18 +591,22 @@ impl Membership {
             }
             .min(k_eff);
             let l = l_cfg.min(h);
-            if r.downs() == 0 {
+            if r.downs_except(ignore) == 0 {
                 continue;
             }
             // Only evidence that reached the coordinator from another observer counts: a
             // coordinator cut off from everyone sees all its subjects silent, and must not
             // remove them on its own word.
-            if !r.latest.iter().any(|(&o, &(_, d))| d && o != ctx.me()) {
+            if !r
+                .latest
+                .iter()
+                .any(|(&o, &(_, d))| d && o != ctx.me() && !ignore.contains(&o))
+            {
                 continue;
             }
             let count = expected
                 .iter()
-                .filter(|&&o| r.is_down(o) || failing(&o))
+                .filter(|&&o| (r.is_down(o) && !ignore.contains(&o)) || failing(&o))
                 .count();
             if count >= h {
                 stable.push(s);

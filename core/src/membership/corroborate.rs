@@ -94,9 +94,10 @@ pub(super) struct Corroboration {
     /// kept for `membership.overload_window`, removed subjects included, and while the
     /// evidence stands.
     accused: BTreeMap<Rank, Instant>,
-    /// Coordinator: when down evidence standing here was last refuted (an up that cleared a
-    /// down: the refute hold of `alerts.rs`).
-    pub(super) refuted: Option<Instant>,
+    /// Coordinator: accusers whose standing down a refutation cleared (an up that cleared
+    /// it: the refute hold of `alerts.rs`), with when their hold began; kept three holds
+    /// long (a hold starts at most once in three per accuser).
+    pub(super) discredited: BTreeMap<Rank, Instant>,
     /// This rank's counters ([`crate::Node::corroboration_stats`]): here, not inline in every
     /// node's stats. Never pruned (the state, once made, is never dropped).
     pub(super) stats: CorroborationStats,

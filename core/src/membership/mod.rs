@@ -65,6 +65,8 @@ mod flood_tests;
 mod joins;
 mod links;
 pub mod quorum;
+#[cfg(test)]
+mod refute_tests;
 pub(crate) mod relay;
 #[cfg(test)]
 mod relay_tests;
@@ -163,6 +165,23 @@ impl Reports {
         self.latest
             .get(&observer)
             .is_some_and(|&(inc, d)| d && !self.refuted(inc))
+    }
+
+    /// Observers whose down evidence stands (those `downs` counts).
+    fn accusers(&self) -> BTreeSet<Rank> {
+        self.latest
+            .iter()
+            .filter(|&(_, &(inc, d))| d && !self.refuted(inc))
+            .map(|(&o, _)| o)
+            .collect()
+    }
+
+    /// `downs` without the evidence of the observers in `ignore`.
+    fn downs_except(&self, ignore: &BTreeSet<Rank>) -> usize {
+        self.latest
+            .iter()
+            .filter(|&(o, &(inc, d))| d && !self.refuted(inc) && !ignore.contains(o))
+            .count()
     }
 
     /// Whether a down about incarnation `inc` is overtaken by an up about a newer one, and

@@ -658,6 +658,81 @@ mod tests {
         );
     }
 
+    /// Measurement, not a check (run by hand): the swarm's silent-loss figures with quorum
+    /// views as `LIFELINE_SWARM_QUORUM` says (`1` on, `0` off, unset: the default), printed
+    /// with every seed whose silent loss took over 500 ms (`LIFELINE_SWARM_REPLAY=175,552`:
+    /// only those seeds' replay commands).
+    #[test]
+    #[ignore = "measurement: run by hand"]
+    fn swarm_silent_figures() {
+        let quorum = std::env::var("LIFELINE_SWARM_QUORUM")
+            .ok()
+            .map(|v| v == "1");
+        if let Ok(list) = std::env::var("LIFELINE_SWARM_REPLAY") {
+            // Only the replay commands of the seeds listed (comma-separated).
+            for seed in list.split(',').filter_map(|x| x.trim().parse::<u64>().ok()) {
+                let mut p = swarm_params(seed);
+                if let Some(q) = quorum {
+                    p.quorum = q;
+                }
+                eprintln!("seed {seed}: {}", p.replay_command());
+            }
+            return;
+        }
+        let seeds = 0..1_000u64;
+        let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let next = std::sync::atomic::AtomicU64::new(seeds.start);
+        let done = std::sync::Mutex::new(Vec::new());
+        std::thread::scope(|s| {
+            for _ in 0..workers {
+                s.spawn(|| loop {
+                    let seed = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    if seed >= seeds.end {
+                        break;
+                    }
+                    let mut p = swarm_params(seed);
+                    if let Some(q) = quorum {
+                        p.quorum = q;
+                    }
+                    let r = run_membership(&p, Hooks::default()).unwrap();
+                    done.lock().unwrap().push((p, r));
+                });
+            }
+        });
+        let mut done = done.into_inner().unwrap();
+        done.sort_by_key(|(p, _)| p.seed);
+        let mut all = MembershipSummary::default();
+        let mut slow = Vec::new();
+        for (p, r) in done {
+            for &d in r.detect_ms_silent.iter().filter(|&&d| d > 500.0) {
+                slow.push(format!("seed {} {d:.1} ms: {}", p.seed, p.replay_command()));
+            }
+            all.add(&p, r);
+        }
+        let v = &all.silent_ms;
+        let over = |t: f64| v.iter().filter(|&&d| d > t).count();
+        eprintln!(
+            "quorum {quorum:?}: {} failing seeds; silent {} losses, p50 {} p99 {} max {} ms; over 500 ms {} (500-550 {}, 550-600 {}, over 600 {}); hard p99 {} ms over {}",
+            all.failing.len(),
+            v.len(),
+            MembershipSummary::quantile(v, 0.5),
+            MembershipSummary::quantile(v, 0.99),
+            MembershipSummary::quantile(v, 1.0),
+            over(500.0),
+            over(500.0) - over(550.0),
+            over(550.0) - over(600.0),
+            over(600.0),
+            MembershipSummary::quantile(&all.hard_ms, 0.99),
+            all.hard_ms.len()
+        );
+        for f in &all.failing {
+            eprintln!("FAIL {f}");
+        }
+        for l in &slow {
+            eprintln!("SLOW {l}");
+        }
+    }
+
     /// The scale, at a size CI affords (larger runs: `scale membership`): the lossy
     /// rank for 10 s rather than 30 s (each simulated second at 4096 ranks costs about 1.5 s).
     #[test]

@@ -167,7 +167,12 @@ fn removed_anywhere(w: &World) -> RankSet {
 /// cannot hear; its candidate (rank 5, next behind the root) used to run phase 1 against the
 /// root, the others promised (queued behind the cut), and at the heal it was elected and
 /// removed rank 0, live and heard by everyone else. Now nobody of the side that hears is
-/// removed (only the deaf side may be, as the sweep's oracle allows).
+/// removed (only the deaf side may be, as the sweep's oracle allows), and the deaf side's
+/// candidate does not even run phase 1 at the heal: the first refutations discredit the deaf
+/// observers whose downs they clear, the accusers of the root too, and the refute hold keeps
+/// the candidate from acting on their word until the root's own refutation is in (without the
+/// hold it prepared against rank 0 100 us after the heal, every 200 ms, and only the
+/// acceptors' vouching stopped it).
 #[test]
 fn a_deaf_side_removes_nobody_it_cannot_hear_after_the_heal() {
     let mut s = warm(8, 5, 653);
@@ -189,6 +194,10 @@ fn a_deaf_side_removes_nobody_it_cannot_hear_after_the_heal() {
             !gone.contains(Rank(r)),
             "rank {r} (heard by the majority) removed: {gone:?}"
         );
+    }
+    for r in deaf {
+        let q = s.world().node(Rank(r)).unwrap().quorum_stats();
+        assert_eq!(q.prepares_started, 0, "rank {r} ran phase 1: {q:?}");
     }
 }
 
