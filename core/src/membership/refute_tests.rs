@@ -3,26 +3,10 @@
 
 use std::collections::BTreeSet;
 
-use super::{AlertEntry, AlertMsg, MembershipMsg};
-use crate::time::{Duration, Instant};
+use super::tests::{evidence, ms};
+use super::MembershipMsg;
+use crate::time::Instant;
 use crate::tree::Rank;
-
-fn ms(x: u64) -> Instant {
-    Instant::ZERO + Duration::from_millis(x)
-}
-
-fn evidence(subject: Rank, incarnation: u64, down: bool, observers: &[Rank]) -> bytes::Bytes {
-    crate::wire::Message::from(AlertMsg {
-        hops: 0,
-        entries: vec![AlertEntry {
-            subject,
-            incarnation,
-            down,
-            observers: observers.to_vec(),
-        }],
-    })
-    .encode()
-}
 
 /// The ranks named by the removal checks (PREPAREs carrying a cut) `n` sent; drains its output.
 fn checked(n: &mut crate::Node) -> BTreeSet<Rank> {
@@ -83,6 +67,9 @@ fn a_refutation_holds_only_the_removals_resting_on_the_accusers_it_cleared() {
     let mut cfg = crate::Config::new(64, 4);
     cfg.detect.enabled = true;
     cfg.membership.quorum = true;
+    // Direct removal checks (64 members would send them down the tree): `checked` reads
+    // PREPAREs, and the hold, not the round's route, is what is tested here.
+    cfg.membership.quorum_tree_min = u32::MAX;
     let period = cfg.detect.period;
     let d = cfg.detect.clone();
     let mut n = crate::Node::new(cfg, Rank(0), 1, Instant::ZERO).unwrap();
@@ -137,6 +124,9 @@ fn an_observer_withdrawing_its_own_accusation_holds_nothing() {
     let mut cfg = crate::Config::new(64, 4);
     cfg.detect.enabled = true;
     cfg.membership.quorum = true;
+    // Direct removal checks (64 members would send them down the tree): `checked` reads
+    // PREPAREs, and the hold, not the round's route, is what is tested here.
+    cfg.membership.quorum_tree_min = u32::MAX;
     let d = cfg.detect.clone();
     let mut n = crate::Node::new(cfg, Rank(0), 1, Instant::ZERO).unwrap();
     while n.poll_transmit().is_some() {}

@@ -54,7 +54,7 @@ fn sim(span: u32, radix: u32, seed: u64) -> Sim<Log> {
     Sim::new(cfg, Log::default()).unwrap()
 }
 
-fn ms(x: u64) -> Instant {
+pub(super) fn ms(x: u64) -> Instant {
     Instant::ZERO + Duration::from_millis(x)
 }
 
@@ -711,7 +711,13 @@ pub(super) fn watched_subject(
         .unwrap()
 }
 
-fn evidence(subject: Rank, incarnation: u64, down: bool, observers: &[Rank]) -> bytes::Bytes {
+/// An encoded alert with one entry: `subject` at `incarnation`, `down` or up, by `observers`.
+pub(super) fn evidence(
+    subject: Rank,
+    incarnation: u64,
+    down: bool,
+    observers: &[Rank],
+) -> bytes::Bytes {
     crate::wire::Message::from(AlertMsg {
         hops: 0,
         entries: vec![AlertEntry {

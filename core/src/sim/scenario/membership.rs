@@ -573,6 +573,19 @@ mod tests {
     /// The swarm over `seeds`, run on every core (seeds go to whichever worker is free; the
     /// results are merged in seed order, so the summary is the same however they ran).
     fn swarm(seeds: std::ops::Range<u64>) -> MembershipSummary {
+        let mut all = MembershipSummary::default();
+        for (p, r) in swarm_runs(seeds, None) {
+            all.add(&p, r);
+        }
+        all
+    }
+
+    /// Every run of the swarm over `seeds` in seed order, run on every core, with quorum views
+    /// as `quorum` says (`None`: each seed's own draw).
+    fn swarm_runs(
+        seeds: std::ops::Range<u64>,
+        quorum: Option<bool>,
+    ) -> Vec<(MembershipParams, MembershipReport)> {
         let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
         let next = std::sync::atomic::AtomicU64::new(seeds.start);
         let done = std::sync::Mutex::new(Vec::new());
@@ -583,7 +596,10 @@ mod tests {
                     if seed >= seeds.end {
                         break;
                     }
-                    let p = swarm_params(seed);
+                    let mut p = swarm_params(seed);
+                    if let Some(q) = quorum {
+                        p.quorum = q;
+                    }
                     let r = run_membership(&p, Hooks::default()).unwrap();
                     done.lock().unwrap().push((p, r));
                 });
@@ -591,11 +607,7 @@ mod tests {
         });
         let mut done = done.into_inner().unwrap();
         done.sort_by_key(|(p, _)| p.seed);
-        let mut all = MembershipSummary::default();
-        for (p, r) in done {
-            all.add(&p, r);
-        }
-        all
+        done
     }
 
     /// The swarm: 1,000 seeds with random shapes and fault mixes (`swarm_params` says how
@@ -679,31 +691,9 @@ mod tests {
             }
             return;
         }
-        let seeds = 0..1_000u64;
-        let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let next = std::sync::atomic::AtomicU64::new(seeds.start);
-        let done = std::sync::Mutex::new(Vec::new());
-        std::thread::scope(|s| {
-            for _ in 0..workers {
-                s.spawn(|| loop {
-                    let seed = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    if seed >= seeds.end {
-                        break;
-                    }
-                    let mut p = swarm_params(seed);
-                    if let Some(q) = quorum {
-                        p.quorum = q;
-                    }
-                    let r = run_membership(&p, Hooks::default()).unwrap();
-                    done.lock().unwrap().push((p, r));
-                });
-            }
-        });
-        let mut done = done.into_inner().unwrap();
-        done.sort_by_key(|(p, _)| p.seed);
         let mut all = MembershipSummary::default();
         let mut slow = Vec::new();
-        for (p, r) in done {
+        for (p, r) in swarm_runs(0..1_000, quorum) {
             for &d in r.detect_ms_silent.iter().filter(|&&d| d > 500.0) {
                 slow.push(format!("seed {} {d:.1} ms: {}", p.seed, p.replay_command()));
             }
