@@ -23,6 +23,33 @@ fn checked(n: &mut crate::Node) -> BTreeSet<Rank> {
     v
 }
 
+/// Root 0 of 64 ranks with the detector and quorum views on, its start-up output drained,
+/// and its detector config. Removal checks go direct (64 members would send them down the
+/// tree): `checked` reads PREPAREs, and the hold, not the round's route, is what is tested.
+fn quorum_root() -> (crate::Node, crate::detect::DetectConfig) {
+    let mut cfg = crate::Config::new(64, 4);
+    cfg.detect.enabled = true;
+    cfg.membership.quorum = true;
+    cfg.membership.quorum_tree_min = u32::MAX;
+    let d = cfg.detect.clone();
+    let mut n = crate::Node::new(cfg, Rank(0), 1, Instant::ZERO).unwrap();
+    while n.poll_transmit().is_some() {}
+    (n, d)
+}
+
+/// Subject `c` accused at `t` by `common` and by five of its other observers (`oc`, its
+/// eight): six downs, five of them not `common`'s.
+fn accuse_with_five_own(n: &mut crate::Node, t: Instant, c: Rank, oc: &[Rank], common: Rank) {
+    let own: Vec<Rank> = oc
+        .iter()
+        .copied()
+        .filter(|&o| o != common)
+        .take(5)
+        .collect();
+    n.handle_frame(t, common, evidence(c, 0, true, &[common]));
+    n.handle_frame(t, own[0], evidence(c, 0, true, &own));
+}
+
 /// Three subjects of root 0's 64-rank tree, each with eight observers (none of them rank 0
 /// or another of the three), the first two with disjoint observers and the third sharing
 /// one observer with the first.
@@ -64,16 +91,8 @@ fn subjects(n: &crate::Node, d: &crate::detect::DetectConfig) -> [(Rank, Vec<Ran
 /// then asked about. Before the hold was narrowed, A's refutation held B's removal too.
 #[test]
 fn a_refutation_holds_only_the_removals_resting_on_the_accusers_it_cleared() {
-    let mut cfg = crate::Config::new(64, 4);
-    cfg.detect.enabled = true;
-    cfg.membership.quorum = true;
-    // Direct removal checks (64 members would send them down the tree): `checked` reads
-    // PREPAREs, and the hold, not the round's route, is what is tested here.
-    cfg.membership.quorum_tree_min = u32::MAX;
-    let period = cfg.detect.period;
-    let d = cfg.detect.clone();
-    let mut n = crate::Node::new(cfg, Rank(0), 1, Instant::ZERO).unwrap();
-    while n.poll_transmit().is_some() {}
+    let (mut n, d) = quorum_root();
+    let period = d.period;
     let [(a, oa), (b, ob), (c, oc)] = subjects(&n, &d);
     let common = *oc.iter().find(|o| oa.contains(o)).unwrap();
     let mut accusers = vec![common];
@@ -95,14 +114,7 @@ fn a_refutation_holds_only_the_removals_resting_on_the_accusers_it_cleared() {
     );
     // C: five of its own observers and the one it shares with A, an accuser just refuted:
     // six of eight, but five without the discredited one. Held for two periods.
-    let own: Vec<Rank> = oc
-        .iter()
-        .copied()
-        .filter(|&o| o != common)
-        .take(5)
-        .collect();
-    n.handle_frame(t, common, evidence(c, 0, true, &[common]));
-    n.handle_frame(t, own[0], evidence(c, 0, true, &own));
+    accuse_with_five_own(&mut n, t, c, &oc, common);
     n.handle_timeout(t);
     assert!(
         !checked(&mut n).contains(&c),
@@ -121,28 +133,13 @@ fn a_refutation_holds_only_the_removals_resting_on_the_accusers_it_cleared() {
 /// subject C; it reports A up itself, then it and five of C's own observers accuse C.
 #[test]
 fn an_observer_withdrawing_its_own_accusation_holds_nothing() {
-    let mut cfg = crate::Config::new(64, 4);
-    cfg.detect.enabled = true;
-    cfg.membership.quorum = true;
-    // Direct removal checks (64 members would send them down the tree): `checked` reads
-    // PREPAREs, and the hold, not the round's route, is what is tested here.
-    cfg.membership.quorum_tree_min = u32::MAX;
-    let d = cfg.detect.clone();
-    let mut n = crate::Node::new(cfg, Rank(0), 1, Instant::ZERO).unwrap();
-    while n.poll_transmit().is_some() {}
+    let (mut n, d) = quorum_root();
     let [(a, oa), _, (c, oc)] = subjects(&n, &d);
     let common = *oc.iter().find(|o| oa.contains(o)).unwrap();
     let t = ms(1_000);
     n.handle_frame(t, common, evidence(a, 0, true, &[common]));
     n.handle_frame(t, common, evidence(a, 1, false, &[common]));
-    let own: Vec<Rank> = oc
-        .iter()
-        .copied()
-        .filter(|&o| o != common)
-        .take(5)
-        .collect();
-    n.handle_frame(t, common, evidence(c, 0, true, &[common]));
-    n.handle_frame(t, own[0], evidence(c, 0, true, &own));
+    accuse_with_five_own(&mut n, t, c, &oc, common);
     n.handle_timeout(t);
     let asked = checked(&mut n);
     assert!(
