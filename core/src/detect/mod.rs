@@ -133,6 +133,11 @@ impl Detect {
         self.rings.get().observers.iter().copied()
     }
 
+    /// This rank's subjects (it watches them), ascending.
+    pub(crate) fn subjects(&self) -> impl Iterator<Item = Rank> + '_ {
+        self.rings.get().subjects.iter().copied()
+    }
+
     fn heartbeat_all(&mut self, ctx: &mut Ctx<'_>) {
         self.seq += 1;
         let m = HeartbeatMsg {

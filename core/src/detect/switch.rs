@@ -22,6 +22,11 @@ impl Detector {
         self.0.iter().flat_map(|d| d.observers())
     }
 
+    /// This rank's subjects (it watches them), ascending; none when the detector is off.
+    pub(crate) fn subjects(&self) -> impl Iterator<Item = Rank> + '_ {
+        self.0.iter().flat_map(|d| d.subjects())
+    }
+
     /// This rank entered leaving mode (a shrink target): it stops refuting suspicions.
     pub(crate) fn set_leaving(&mut self) {
         if let Some(d) = &mut self.0 {

@@ -22,6 +22,8 @@
 //!    pushes its deaths and then its confirmation event; xcast's no-op) or becomes an
 //!    application event.
 
+use std::collections::BTreeSet;
+
 use super::{ctx, run, Node};
 use crate::event::Event;
 use crate::machine::{Ctx, Effect, MembersChange};
@@ -76,7 +78,43 @@ impl Node {
                 self.m.detect.set_leaving();
             }
             Effect::Event(e) => ctx!(self).event(e),
+            Effect::FloodRemoved { msg, gone, except } => {
+                let mut to = self.standing_neighbours(&gone);
+                to.retain(|r| Some(*r) != except);
+                self.stats.membership.removed_out += to.len() as u64;
+                ctx!(self).send_all(to, msg);
+            }
         }
+    }
+
+    /// The ranks a flood goes to from here in the view the current one becomes once `gone`
+    /// are dead too, ascending, never this rank or a rank dead or in `gone`: the detector's
+    /// ring neighbours (observers and subjects: heartbeats keep their links up, and the K rings
+    /// are K cycles through every live rank, so they alone connect the members) and this
+    /// rank's tree parent and children (the links the tree keeps up). With the detector off
+    /// (no rings) the binomial-graph overlay of that view (`revoke/overlay.rs`), whose links a
+    /// flood may have to dial. Empty when this rank is dead or in `gone`.
+    pub(super) fn standing_neighbours(&self, gone: &[Rank]) -> Vec<Rank> {
+        let me = self.tree.me();
+        if self.tree.view().is_none() || gone.contains(&me) {
+            return Vec::new();
+        }
+        let mut to: BTreeSet<Rank> = self
+            .m
+            .detect
+            .observers()
+            .chain(self.m.detect.subjects())
+            .collect();
+        if to.is_empty() {
+            return crate::revoke::overlay::neighbours_without(&self.tree, gone).into_vec();
+        }
+        if let Some(v) = self.tree.view() {
+            to.extend(v.parent());
+            to.extend(v.live_children());
+        }
+        to.into_iter()
+            .filter(|&r| r != me && self.tree.is_alive(r) && !gone.contains(&r))
+            .collect()
     }
 
     /// Marks `ranks` dead (ignoring ones already known), repairs once, and spreads the news.
