@@ -61,16 +61,27 @@ pub(crate) enum Effect {
     /// An application event that must follow the effects pushed before it (e.g. a failure
     /// confirmation after the repair it caused).
     Event(Event),
-    /// Membership: flood a removal decision to this rank's standing neighbours in the view its
-    /// current one becomes once `gone` are dead too, except `except` (the rank it came from).
-    /// The node picks them ([`Node`](crate::Node)'s `standing_neighbours`): the detector's ring
-    /// neighbours, whose links its heartbeats keep up, and the tree neighbours, so a flood
-    /// dials nobody; the binomial-graph overlay while the detector is off.
-    FloodRemoved {
-        msg: crate::membership::RemovedMsg,
+    /// Flood `msg` to this rank's standing neighbours in the view its current one becomes once
+    /// `gone` are dead too, except `except` (the rank it came from). The node picks them
+    /// ([`Node`](crate::Node)'s `standing_neighbours`): the detector's ring neighbours, whose
+    /// links its heartbeats keep up, and the tree neighbours, so a flood dials nobody; the
+    /// binomial-graph overlay (`revoke/overlay.rs`) while the detector is off. `count` names
+    /// the counter the frames sent add to.
+    Flood {
+        msg: crate::wire::Message,
         gone: Vec<Rank>,
         except: Option<Rank>,
+        count: FloodCount,
     },
+}
+
+/// Which machine's counter a [`Effect::Flood`]'s frames add to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum FloodCount {
+    /// `membership.removed_out` (a removal decision).
+    Removed,
+    /// `revoke.forwarded` (a revoke notice).
+    Revoke,
 }
 
 /// How the set of live ranks changed: what [`Machine::on_members_change`] and

@@ -769,11 +769,11 @@ impl Membership {
     /// then dialled ~17 ranks it had no link to within 800 ms of each removal, 18,000 TCP
     /// connections that delayed the global notice's tail by half a second.)
     fn flood_removed(&mut self, ctx: &mut Ctx<'_>, m: RemovedMsg, except: Option<Rank>) {
-        let gone = m.ranks.clone();
-        ctx.effect(Effect::FloodRemoved {
-            msg: m,
-            gone,
+        ctx.effect(Effect::Flood {
+            gone: m.ranks.clone(),
+            msg: m.into(),
             except,
+            count: crate::machine::FloodCount::Removed,
         });
     }
 

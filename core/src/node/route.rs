@@ -26,7 +26,7 @@ use std::collections::BTreeSet;
 
 use super::{ctx, run, Node};
 use crate::event::Event;
-use crate::machine::{Ctx, Effect, MembersChange};
+use crate::machine::{Ctx, Effect, FloodCount, MembersChange};
 use crate::tree::{Rank, Scope, ViewDelta};
 use crate::xcast::XcastEvent;
 use crate::CommandError;
@@ -78,10 +78,19 @@ impl Node {
                 self.m.detect.set_leaving();
             }
             Effect::Event(e) => ctx!(self).event(e),
-            Effect::FloodRemoved { msg, gone, except } => {
+            Effect::Flood {
+                msg,
+                gone,
+                except,
+                count,
+            } => {
                 let mut to = self.standing_neighbours(&gone);
                 to.retain(|r| Some(*r) != except);
-                self.stats.membership.removed_out += to.len() as u64;
+                let n = to.len() as u64;
+                match count {
+                    FloodCount::Removed => self.stats.membership.removed_out += n,
+                    FloodCount::Revoke => self.m.revoke.count_forwarded(n),
+                }
                 ctx!(self).send_all(to, msg);
             }
         }

@@ -3,9 +3,15 @@
 //!
 //! [`Node::revoke`](crate::Node::revoke)`(now, group, epoch)` applies the revoke here first
 //! ([`RevokeEvent::Revoked`]), then sends a small notice `{group, epoch, origin, hops}` to each
-//! of this rank's neighbours on the binomial-graph [`overlay`] of its current view. A rank that
-//! receives a notice for the first time does the same: delivers, then forwards to every
-//! neighbour but the sender. So:
+//! of this rank's neighbours. The node picks them (`Effect::Flood`): with the heartbeat
+//! detector on, its **standing links** — ring observers and subjects, whose links heartbeats
+//! keep up, and its tree parent and children — so a flood dials nobody; with the detector off,
+//! the binomial-graph [`overlay`] of its current view. A rank that receives a notice for the
+//! first time does the same: delivers, then forwards to every neighbour but the sender. The
+//! bounds below are the overlay's; on standing links a rank is cut off only when all its ring
+//! and tree neighbours die, the members split only when every one of the K rings (each a cycle
+//! through every live rank) is cut twice between the same two sides, and a flood costs about
+//! `m × (2K + tree degree − 1)` frames. So:
 //!
 //! - **exactly once**: one event per (group, epoch) per rank while the group is remembered;
 //!   a second copy is a counted duplicate ([`RevokeStats::duplicates`]);
@@ -28,7 +34,7 @@
 //! Frames from ranks outside the span or known dead never reach the machine (the node fences
 //! them as it does every kind); a notice naming an origin outside the span is refused
 //! (`dropped_bad_origin`). A notice whose origin has died since is still taken (it was alive
-//! when it revoked). A coordinator's removal decisions ride the same [`overlay`] (membership's
+//! when it revoked). A coordinator's removal decisions flood the same neighbours (membership's
 //! `flood_removed`, forwarded on first receipt, duplicates dropped by its own filter).
 
 use crate::machine::Ctx;
@@ -86,6 +92,11 @@ impl Revoke {
     /// The counters (all zero before the first revoke seen).
     pub(crate) fn stats(&self) -> RevokeStats {
         self.0.as_ref().map(|s| s.stats.clone()).unwrap_or_default()
+    }
+
+    /// The node sent `n` copies of a notice this machine flooded.
+    pub(crate) fn count_forwarded(&mut self, n: u64) {
+        self.state().stats.forwarded += n;
     }
 
     /// The newest epoch revoked here for `group`, if remembered.
@@ -152,8 +163,8 @@ impl State {
         }
     }
 
-    /// Applies a new revoke here (the event), then forwards the notice to every overlay
-    /// neighbour but the one it came from.
+    /// Applies a new revoke here (the event), then forwards the notice to every standing
+    /// neighbour but the one it came from (the node picks them: see the module doc).
     fn deliver_and_forward(&mut self, ctx: &mut Ctx<'_>, from: Option<Rank>, msg: RevokeMsg) {
         self.stats.delivered += 1;
         ctx.event(RevokeEvent::Revoked {
@@ -162,14 +173,16 @@ impl State {
             origin: msg.origin,
             hops: msg.hops,
         });
-        let mut to = overlay::neighbours(ctx.tree);
-        to.retain(|r| Some(*r) != from);
-        self.stats.forwarded += to.len() as u64;
         let fwd = RevokeMsg {
             hops: msg.hops.saturating_add(1),
             ..msg
         };
-        ctx.send_all(to, fwd);
+        ctx.effect(crate::machine::Effect::Flood {
+            msg: fwd.into(),
+            gone: Vec::new(),
+            except: from,
+            count: crate::machine::FloodCount::Revoke,
+        });
     }
 }
 

@@ -170,3 +170,30 @@ fn dead_ranks_leave_the_overlay_and_a_dead_node_refuses() {
     n.declare_dead(NOW, &RankSet::from_iter([Rank(0)])).unwrap();
     assert_eq!(n.revoke(NOW, 2, 1), Err(CommandError::Dead));
 }
+
+/// With the detector on, a notice goes to this rank's standing links only: its ring observers
+/// and subjects (heartbeats keep those links up) and its tree neighbours, never the sender.
+/// Fails on the overlay flood, whose ±2^k neighbours at 1,024 ranks are mostly ranks this one
+/// has no link to (a flood then dials ~19 per rank: tens of thousands of connections at once).
+#[test]
+fn with_the_detector_on_a_notice_floods_standing_links_only() {
+    let mut n = node(1024, 500, |c| c.detect.enabled = true);
+    let d = Config::new(1024, 4).detect;
+    let rings =
+        crate::detect::rings::Rings::compute_for(n.tree(), Rank(500), d.ring_seed, d.observers);
+    let view = n.tree().view().unwrap();
+    let mut standing: std::collections::BTreeSet<Rank> = rings.observers.clone();
+    standing.extend(rings.subjects.iter().copied());
+    standing.extend(view.parent());
+    standing.extend(view.live_children());
+    let from = *rings.observers.iter().next().unwrap();
+    standing.remove(&from);
+    n.handle_frame(NOW, from, notice(7, 1, 900, 2));
+    let (events, sent) = drain(&mut n);
+    assert_eq!(events.len(), 1);
+    let to: std::collections::BTreeSet<Rank> = sent.iter().map(|(r, _)| *r).collect();
+    assert_eq!(to.len(), sent.len(), "one copy each");
+    assert_eq!(to, standing);
+    assert!(sent.iter().all(|(_, m)| m.hops == 3));
+    assert_eq!(n.revoke_stats().forwarded, standing.len() as u64);
+}
