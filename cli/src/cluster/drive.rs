@@ -17,7 +17,7 @@ use super::expect::Expect;
 use super::faults::{workload_ms, Action, Fault, Faults, NetFault, Pause};
 use super::grow::{spawn_joiners, Grow, Started};
 use super::intrude::{intrude, intrude_quic};
-use super::procs::{reap, signal, spawn_nodes, Exit, Lines, Procs};
+use super::procs::{reap, signal, spawn_nodes, Exit, Lines, Procs, Sig};
 use super::report::report;
 use super::setup::{prepare, rank_ip, Setup};
 use super::shrink::{ask, parse_bursts, parse_shrinks, requester, Asked, SHRINK_TAIL_MS};
@@ -445,7 +445,7 @@ impl Injected {
                 procs.stdins[r as usize] = None;
             }
             Action::Stop => {
-                signal(pid, "-STOP");
+                signal(pid, Sig::Stop);
                 self.stopped.insert(r);
                 self.stop_at.insert(r, (Tick::now(), f.at_ms));
                 let pauses = &self.pauses;
@@ -465,7 +465,7 @@ impl Injected {
                 });
             }
             Action::Cont => {
-                signal(pid, "-CONT");
+                signal(pid, Sig::Cont);
                 self.stopped.remove(&r);
                 // Measured from its own instant: subtracting two truncated
                 // millisecond marks could report 499 for a 500 ms pause.
