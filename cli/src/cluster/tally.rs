@@ -644,8 +644,10 @@ mod tests {
     /// null). Whether a line is closing noise is decided by its stamp.
     #[test]
     fn lines_stamped_before_the_close_count_however_late_they_are_read() {
-        let mut t = Tally::default();
-        t.closing_at = Some(2_000.0);
+        let mut t = Tally {
+            closing_at: Some(2_000.0),
+            ..Tally::default()
+        };
         // Stamped during the run, read after the close.
         t.take(
             7,
