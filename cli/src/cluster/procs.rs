@@ -206,11 +206,19 @@ pub(super) fn start_offset(r: u32, skew: u64) -> u64 {
 }
 
 /// `lifeline node` with the flags every node of the run shares: the key, the radix, the link
-/// timeout, the start-up grace, the join batch, the detector, stopping with stdin.
+/// timeout, the start-up grace, the join batch, the detector, stopping with stdin; under
+/// `nice -n N` with `--node-nice N` (the process `nice` execs keeps its pid, so signals and
+/// reaping are unchanged).
 pub(super) fn node_command(args: &ClusterArgs, setup: &Setup) -> Result<Command, CliError> {
     let exe = std::env::current_exe()
         .map_err(|e| CliError::Failed(format!("finding the lifeline binary: {e}")))?;
-    let mut cmd = Command::new(exe);
+    let mut cmd = if args.node_nice > 0 {
+        let mut c = Command::new("nice");
+        c.args(["-n", &args.node_nice.to_string()]).arg(exe);
+        c
+    } else {
+        Command::new(exe)
+    };
     cmd.arg("node")
         .arg("--key-file")
         .arg(&setup.key_file)
