@@ -98,7 +98,8 @@
 //! `seq`, or `error`), `relm DST TAG TEXT` (a reliable message to rank DST; answered
 //! `relm_started` with its `uid`, or `error`), `flood TEXT`, `revoke GROUP [EPOCH]` (answered
 //! `revoke_started`; every rank, this one included, prints `revoked` once), `stats` (answered `stats` with the
-//! adapter's and the core's counters, `stdout.queue_waits` (lines that waited for room in the
+//! adapter's and the core's counters, `membership` (where this rank's soft evidence went and
+//! what held its decisions), `stdout.queue_waits` (lines that waited for room in the
 //! stdout queue), with `--transport quic` the QUIC endpoint's own, `quic`: each refusal reason
 //! apart, where the adapter's `handshakes_refused` is their sum, and with `--transport
 //! tcp+rdma` the data plane's, `rdma`: queue pairs opened, frames over them, back-pressure,
@@ -124,8 +125,8 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 use crate::node_json::{
-    core_stats_json, detect_stats_json, event_json, join_stats_json, quorum_stats_json,
-    revoke_stats_json, shrink_stats_json, startup_stats_json,
+    core_stats_json, detect_stats_json, event_json, join_stats_json, membership_stats_json,
+    quorum_stats_json, revoke_stats_json, shrink_stats_json, startup_stats_json,
 };
 use crate::node_out::{self, Printer};
 use crate::CliError;
@@ -1025,6 +1026,7 @@ async fn command(h: &Handle, extra: Option<&ExtraStats>, p: &Printer, line: &str
             let shrink = h.inspect(Node::shrink_stats).await.unwrap_or_default();
             let revoke = h.inspect(Node::revoke_stats).await.unwrap_or_default();
             let quorum = h.inspect(Node::quorum_stats).await.unwrap_or_default();
+            let corroboration = h.inspect(Node::corroboration_stats).await.unwrap_or_default();
             // This rank's tree view now: where its broadcasts and repairs go.
             let view = h
                 .inspect(|n| {
@@ -1043,6 +1045,7 @@ async fn command(h: &Handle, extra: Option<&ExtraStats>, p: &Printer, line: &str
                                "shrink": shrink_stats_json(&shrink),
                                "revoke": revoke_stats_json(&revoke),
                                "quorum": quorum_stats_json(&quorum),
+                               "membership": membership_stats_json(&core.membership, &corroboration, &quorum),
                                "stdout": {"queue_waits": p.waits()}});
             if let Some((key, snapshot)) = extra {
                 let fields: serde_json::Map<String, Value> = snapshot()

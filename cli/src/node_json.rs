@@ -255,6 +255,34 @@ pub(crate) fn quorum_stats_json(s: &lifeline_core::membership::quorum::QuorumSta
     })
 }
 
+/// How this rank's soft evidence travelled and what its decisions waited on (the core's
+/// `MembershipStats`, with the corroboration and overload-hold counters): alerts sent, relayed
+/// and counted here as coordinator, removals decided on evidence, decisions deferred (an
+/// accused rank in flux, a refute hold), refused by the majority guard or held for the
+/// overload window; and, with quorum views, evidence sent straight to backup candidates.
+/// Enough to tell which guard held a removal on a run that failed to make one.
+pub(crate) fn membership_stats_json(
+    s: &lifeline_core::membership::MembershipStats,
+    c: &lifeline_core::membership::CorroborationStats,
+    q: &lifeline_core::membership::quorum::QuorumStats,
+) -> Value {
+    json!({
+        "alerts_out": s.alerts_out,
+        "alerts_in": s.alerts_in,
+        "alerts_relayed": s.alerts_relayed,
+        "alerts_stale": s.alerts_stale,
+        "candidate_alerts_out": q.candidate_alerts_out,
+        "removed_on_evidence": s.removed_on_evidence,
+        "decisions_deferred": s.decisions_deferred,
+        "decisions_refused_minority": s.decisions_refused_minority,
+        "decisions_held_overload": c.decisions_held_overload,
+        "removals_reflooded": s.removals_reflooded,
+        "gray_on_silence": s.gray_on_silence,
+        "refusals_in": c.refusals_in,
+        "probes_out": c.probes_out,
+    })
+}
+
 /// The revoke flood's counters.
 pub(crate) fn revoke_stats_json(s: &lifeline_core::RevokeStats) -> Value {
     json!({

@@ -17,7 +17,7 @@ use super::expect::Expect;
 use super::faults::{workload_ms, Action, Fault, Faults, NetFault, Pause};
 use super::grow::{spawn_joiners, Grow, Started};
 use super::intrude::{intrude, intrude_quic};
-use super::procs::{reap, signal, spawn_nodes, Exit, Lines, Procs};
+use super::procs::{reap, signal, spawn_nodes, Exit, Lines, Procs, Sig};
 use super::report::report;
 use super::setup::{prepare, rank_ip, Setup};
 use super::shrink::{ask, parse_bursts, parse_shrinks, requester, Asked, SHRINK_TAIL_MS};
@@ -445,7 +445,7 @@ impl Injected {
                 procs.stdins[r as usize] = None;
             }
             Action::Stop => {
-                signal(pid, "-STOP");
+                signal(pid, Sig::Stop);
                 self.stopped.insert(r);
                 self.stop_at.insert(r, (Tick::now(), f.at_ms));
                 let pauses = &self.pauses;
@@ -465,7 +465,7 @@ impl Injected {
                 });
             }
             Action::Cont => {
-                signal(pid, "-CONT");
+                signal(pid, Sig::Cont);
                 self.stopped.remove(&r);
                 // Measured from its own instant: subtracting two truncated
                 // millisecond marks could report 499 for a 500 ms pause.
@@ -552,6 +552,11 @@ fn unleash(setup: &Setup, killed: &BTreeMap<u32, f64>, n: u32) {
         }
     }
 }
+
+/// How long the nodes have to exit once told to quit: a node's own bound for writing out its
+/// queued lines (`node_out::FLUSH_BOUND`, 10 s) and 2 s for its shutdown; the launcher reads
+/// their lines meanwhile.
+const EXIT_WAIT: Duration = Duration::from_secs(crate::node_out::FLUSH_BOUND.as_secs() + 2);
 
 /// How long the workload goes on past the last `--grow`: the joiners start, join, link up,
 /// and then take part in ops started after their joins.
@@ -690,7 +695,9 @@ async fn wind_down(
         }
     }
     reap(procs, exits, start);
-    t.closing = true;
+    // What the nodes print from now on is their quitting; what they printed before counts,
+    // however late it is read (`Tally::closing_at`).
+    t.closing_at = Some(wall_ms());
     for s in survivors {
         procs.send(*s, "quit\n").await;
     }
@@ -698,15 +705,33 @@ async fn wind_down(
     let ranks: Vec<u32> = (0..procs.children.len())
         .map(|i| procs.rank_of(i))
         .collect();
+    // A quitting node writes out its queued lines first (`node_out::FLUSH_BOUND`). The lines
+    // are read while the nodes exit: a node whose lines wait behind a full pipe cannot exit
+    // until they are read, and killed it would lose them (2,000 nodes on 16 cores: four
+    // survivors, rank 0 among them, killed with everything after 6.3 s into the workload).
+    let exit_by = Tick::now() + EXIT_WAIT;
+    let mut check = tokio::time::interval(Duration::from_millis(50));
+    let mut open = true;
+    while final_status.len() < procs.children.len() && Tick::now() < exit_by {
+        tokio::select! {
+            m = rx.recv(), if open => match m {
+                Some((r, v)) => t.take(r, &v),
+                None => open = false,
+            },
+            _ = check.tick() => {
+                for (i, c) in procs.children.iter_mut().enumerate() {
+                    if let (false, Ok(Some(st))) = (final_status.contains_key(&ranks[i]), c.try_wait()) {
+                        final_status.insert(ranks[i], st);
+                    }
+                }
+            }
+        }
+    }
     for (i, c) in procs.children.iter_mut().enumerate() {
-        match tokio::time::timeout(Duration::from_secs(2), c.wait()).await {
-            Ok(Ok(st)) => {
-                final_status.insert(ranks[i], st);
-            }
-            _ => {
-                let _ = c.start_kill();
-                let _ = c.wait().await;
-            }
+        if !final_status.contains_key(&ranks[i]) {
+            tracing::debug!(rank = ranks[i], "did not exit after quit: killed");
+            let _ = c.start_kill();
+            let _ = c.wait().await;
         }
     }
     // Everything the nodes printed before exiting counts.

@@ -88,13 +88,19 @@ pub(super) struct Tally {
     /// QUIC: rank -> its endpoint's refusals, reason by reason ([`QUIC_REFUSALS`], from the
     /// `quic` counters of `stats`).
     pub(super) refused_quic: BTreeMap<u32, BTreeMap<&'static str, u64>>,
-    /// The run is over and nodes are quitting: their links going down is no finding.
-    pub(super) closing: bool,
+    /// Wall time (ms since the Unix epoch) the run was declared over and the nodes were told
+    /// to quit: what a line stamped from then on reports (links going down, views decided
+    /// as ranks leave) is no finding. Compared with each line's own `t_ms`, not with the
+    /// moment the launcher reads it: on a saturated host the launcher reads seconds behind
+    /// the nodes (2,000 nodes on 16 cores: 20 s and more), and a line stamped during the
+    /// workload still counts when it is read after the quit.
+    pub(super) closing_at: Option<f64>,
     /// rank -> wall time its stdout closed (it exited), as the launcher observed it.
     pub(super) stdout_closed: BTreeMap<u32, f64>,
     /// rank -> wall time of its `evicted` line and the epoch it names.
     pub(super) evicted: BTreeMap<u32, (f64, Option<u64>)>,
-    /// Every link down before closing: (wall time, rank, peer, reason).
+    /// Every link down stamped before the close (`closing_at`): (wall time, rank, peer,
+    /// reason).
     pub(super) link_downs: Vec<(f64, u32, u32, String)>,
     /// RELM payload -> (src, dst, uid).
     pub(super) relm_started: BTreeMap<String, (u32, u32, u32)>,
@@ -171,7 +177,8 @@ impl Tally {
             return;
         }
         let event = v["event"].as_str().unwrap_or("");
-        if !self.closing {
+        let closed = self.closing_at.is_some_and(|c| t >= c);
+        if !closed {
             let kind = match event {
                 "failure_confirmed" => Some("failure_confirmed"),
                 "departed" => Some("departed"),
@@ -243,7 +250,7 @@ impl Tally {
             "evicted" => {
                 self.evicted.entry(rank).or_insert((t, v["epoch"].as_u64()));
             }
-            "link_down" | "failure_confirmed" if self.closing => {}
+            "link_down" | "failure_confirmed" if closed => {}
             "link_down" => {
                 if let Some(p) = u("peer") {
                     let why = v["reason"].as_str().unwrap_or("").to_string();
@@ -622,5 +629,53 @@ impl Tally {
             .map(|(_, v)| v.len().saturating_sub(1))
             .sum::<usize>();
         (delivered, dups, lost, failed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::Tally;
+
+    /// The 2,000-node run on the 16-core device: every survivor printed `failure_confirmed
+    /// [3]` within 2 s of the kill, but the launcher read those lines 20 s late, after it had
+    /// told the nodes to quit, and dropped them as closing noise (`detect_ms` and `repair_ms`
+    /// null). Whether a line is closing noise is decided by its stamp.
+    #[test]
+    fn lines_stamped_before_the_close_count_however_late_they_are_read() {
+        let mut t = Tally {
+            closing_at: Some(2_000.0),
+            ..Tally::default()
+        };
+        // Stamped during the run, read after the close.
+        t.take(
+            7,
+            &json!({"event": "link_down", "peer": 3, "reason": "closed", "t_ms": 1_500.0}),
+        );
+        t.take(
+            8,
+            &json!({"event": "failure_confirmed", "epoch": 9, "ranks": [3], "t_ms": 1_600.0}),
+        );
+        // Stamped after the close: the nodes quitting.
+        t.take(
+            9,
+            &json!({"event": "link_down", "peer": 4, "reason": "closed", "t_ms": 2_000.0}),
+        );
+        t.take(
+            9,
+            &json!({"event": "failure_confirmed", "epoch": 10, "ranks": [4], "t_ms": 2_100.0}),
+        );
+        assert_eq!(t.link_down.get(&3), Some(&(1_500.0, 7)));
+        assert_eq!(t.link_downs.len(), 1);
+        assert!(!t.link_down.contains_key(&4));
+        assert_eq!(
+            t.confirmed.get(&3).and_then(|m| m.get(&8)).copied(),
+            Some(1_600.0)
+        );
+        assert!(!t.confirmed.contains_key(&4));
+        assert_eq!(t.decisions.len(), 1);
+        assert_eq!(t.decisions[0].ranks, vec![3]);
+        assert_eq!(t.suspected.iter().copied().collect::<Vec<_>>(), vec![3]);
     }
 }
