@@ -24,7 +24,7 @@
 //! A rank vouched for has its evidence dropped at the root: it is removed only on fresh
 //! evidence that nobody contradicts. A root cut off with a minority never gets its answers, as
 //! it never got its accepts; the check is started again, with whatever is stable then, when it
-//! is two detector periods old.
+//! is two detector periods old and its answers have stopped coming (`Checking::fresh`).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -44,8 +44,25 @@ pub(super) struct Checking {
     vouched: BTreeSet<Rank>,
     /// When it was (last) sent: answers older than two detector periods are not trusted.
     since: Instant,
+    /// When its last answer came (its send time before any): a check whose answers are still
+    /// coming in is a slow round, not a lost one.
+    answered: Instant,
     /// When it was first sent (for `QuorumStats::check_us_max`).
     started: Instant,
+}
+
+impl Checking {
+    /// Whether its answers are still trusted at `now`: it was sent less than `fresh_for` (two
+    /// detector periods) ago, or answers are still coming in (one within the last `period`)
+    /// and it is less than twice that old. A lossy root's check, whose answers stopped, starts
+    /// over after two periods, as before; a slow round under load (a tree round of 2,000 ranks
+    /// on a saturated host took up to 294 ms, past two periods) is no longer thrown away and
+    /// restarted for ever while its answers arrive (the device's 2,000-process run: 15 of the
+    /// root's 20 checks expired, the paused rank never removed).
+    fn fresh(&self, now: Instant, fresh_for: Duration, period: Duration) -> bool {
+        now < self.since + fresh_for
+            || (now < self.answered + period && now < self.since + fresh_for + fresh_for)
+    }
 }
 
 impl Membership {
@@ -53,7 +70,7 @@ impl Membership {
     /// guard). Each is removed once members holding more than half of the view's weight
     /// answered a check holding it and none vouched for it. New subjects join the check in
     /// progress (asked again with all of them); a check two detector periods old starts over
-    /// (its answers may be stale). A root without a ballot runs phase 1 first (the subjects'
+    /// (its answers may be stale) unless its answers are still coming in (`Checking::fresh`). A root without a ballot runs phase 1 first (the subjects'
     /// evidence stands meanwhile).
     pub(in crate::membership) fn check_removal(&mut self, ctx: &mut Ctx<'_>, subjects: Vec<Rank>) {
         let me = ctx.me();
@@ -69,7 +86,7 @@ impl Membership {
         let fresh = q
             .checking
             .as_ref()
-            .is_some_and(|c| now < c.since + fresh_for);
+            .is_some_and(|c| c.fresh(now, fresh_for, ctx.cfg.detect.period));
         if !fresh && q.checking.take().is_some() {
             q.stats.checks_expired += 1;
         }
@@ -77,6 +94,7 @@ impl Membership {
             votes: BTreeMap::new(),
             vouched: BTreeSet::new(),
             since: now,
+            answered: now,
             started: now,
         });
         let mut new = false;
@@ -92,6 +110,7 @@ impl Membership {
             return;
         }
         c.since = now;
+        c.answered = c.answered.max(now);
         let asked: Vec<Rank> = c.votes.keys().copied().collect();
         q.stats.checks += 1;
         let epoch = self.agreed.epoch;
@@ -125,6 +144,7 @@ impl Membership {
             return true;
         }
         if let Some(c) = q.checking.as_mut() {
+            c.answered = ctx.now;
             for v in &m.vouched {
                 c.votes.remove(v);
                 c.vouched.insert(*v);

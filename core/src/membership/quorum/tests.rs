@@ -377,6 +377,62 @@ mod fast_path {
         assert!(removals(&sent(&mut n)) > 0, "not flooded at the quorum");
     }
 
+    /// A slow check whose answers are still coming in is not thrown away: the subject's
+    /// evidence, re-sent past two detector periods (the standing alert every period), used to
+    /// restart the check with the root's own vote alone, so rounds slower than two periods (a
+    /// saturated host) never completed. Here the quorum's last answer comes 250 ms after the
+    /// check went out, after the evidence came again, and the subject is removed.
+    #[test]
+    fn a_slow_check_whose_answers_keep_coming_is_not_restarted() {
+        let mut n = crate::Node::new(cfg(), Rank(0), 1, Instant::ZERO).unwrap();
+        let _ = sent(&mut n);
+        let (subject, obs) = {
+            let d = cfg().detect;
+            crate::membership::tests::watched_subject(&n, &d)
+        };
+        let alert = || {
+            Message::from(AlertMsg {
+                hops: 0,
+                entries: vec![AlertEntry {
+                    subject,
+                    incarnation: 0,
+                    down: true,
+                    observers: obs.clone(),
+                }],
+            })
+            .encode()
+        };
+        n.handle_frame(ms(1_000), obs[0], alert());
+        n.handle_timeout(ms(1_060));
+        let _ = sent(&mut n);
+        let expired = n.quorum_stats().checks_expired;
+        let voters: Vec<Rank> = (1..64).map(Rank).filter(|&r| r != subject).collect();
+        // 30 answers trickle in over 240 ms (one every 8 ms): short of the quorum (31).
+        for (i, &r) in voters[..30].iter().enumerate() {
+            let at = 1_070 + 8 * i as u64;
+            n.handle_frame(ms(at), r, check_answer(subject, &[]).into());
+            n.handle_timeout(ms(at));
+        }
+        // The standing evidence again, 250 ms after the check went out.
+        n.handle_frame(ms(1_310), obs[1], alert());
+        n.handle_timeout(ms(1_310));
+        assert!(
+            !n.tree().dead().contains(subject),
+            "removed short of a quorum"
+        );
+        n.handle_frame(ms(1_312), voters[30], check_answer(subject, &[]).into());
+        n.handle_timeout(ms(1_320));
+        assert_eq!(
+            n.quorum_stats().checks_expired,
+            expired,
+            "the slow check restarted"
+        );
+        assert!(
+            n.tree().dead().contains(subject),
+            "not removed at the quorum"
+        );
+    }
+
     /// One member that vouches for the subject (heard it directly within two detector
     /// periods) keeps it: the check completes with nothing removed or proposed, and the
     /// subject's evidence is dropped.
