@@ -283,21 +283,26 @@ mod fast_path {
         .to_vec()
     }
 
-    /// Stable evidence against a subject of the root `n` (rank 0 of 64), from its observers at
-    /// 1 s: returns the subject and what the root sent.
-    fn accuse(n: &mut crate::Node) -> (Rank, Vec<(Rank, Message)>) {
-        let d = cfg().detect;
-        let (subject, obs) = crate::membership::tests::watched_subject(n, &d);
-        let alert = Message::from(AlertMsg {
+    /// One alert in which every one of `obs` says `subject` (incarnation 0) is down.
+    fn stable_alert(subject: Rank, obs: &[Rank]) -> bytes::Bytes {
+        Message::from(AlertMsg {
             hops: 0,
             entries: vec![AlertEntry {
                 subject,
                 incarnation: 0,
                 down: true,
-                observers: obs.clone(),
+                observers: obs.to_vec(),
             }],
         })
-        .encode();
+        .encode()
+    }
+
+    /// Stable evidence against a subject of the root `n` (rank 0 of 64), from its observers at
+    /// 1 s: returns the subject and what the root sent.
+    fn accuse(n: &mut crate::Node) -> (Rank, Vec<(Rank, Message)>) {
+        let d = cfg().detect;
+        let (subject, obs) = crate::membership::tests::watched_subject(n, &d);
+        let alert = stable_alert(subject, &obs);
         n.handle_frame(ms(1_000), obs[0], alert);
         n.handle_timeout(ms(1_060));
         (subject, sent(n))
@@ -390,18 +395,7 @@ mod fast_path {
             let d = cfg().detect;
             crate::membership::tests::watched_subject(&n, &d)
         };
-        let alert = || {
-            Message::from(AlertMsg {
-                hops: 0,
-                entries: vec![AlertEntry {
-                    subject,
-                    incarnation: 0,
-                    down: true,
-                    observers: obs.clone(),
-                }],
-            })
-            .encode()
-        };
+        let alert = || stable_alert(subject, &obs);
         n.handle_frame(ms(1_000), obs[0], alert());
         n.handle_timeout(ms(1_060));
         let _ = sent(&mut n);
