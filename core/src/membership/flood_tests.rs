@@ -1,5 +1,5 @@
-//! The removal flood (issue #23, Deliver item 3; standing links since issue #21), through real nodes in
-//! the simulator (detector on).
+//! The removal flood (issue #23, Deliver item 3; standing links since issue #21), through real
+//! nodes in the simulator (detector on).
 //!
 //! The defect it fixes: a decided removal went to tree neighbours only, so a tree neighbour
 //! cut off from its children right after it received the decision left its whole subtree

@@ -27,8 +27,8 @@
 //!   subjects in flux so losses found together share one decision, and refuses decisions that
 //!   would leave it in a minority (the majority guard). A decision (`RemovedMsg`) floods the
 //!   standing links of the view without its ranks (the detector's rings and the tree: see
-//!   `flood_removed`; forwarded on first receipt, ahead of the repair it causes), and is confirmed in xcast order by the global
-//!   notice.
+//!   `flood_removed`; forwarded on first receipt, ahead of the repair it causes), and is
+//!   confirmed in xcast order by the global notice.
 //! - **Gray links.** A tree link down on soft evidence is relayed around through a third rank
 //!   (`relay.rs`); only if the relay carries nothing either does `membership.gray_timeout` get
 //!   the link's child removed, cause "unreachable".

@@ -105,9 +105,9 @@ impl Node {
     /// flood may have to dial. Empty when this rank is dead or in `gone`.
     pub(super) fn standing_neighbours(&self, gone: &[Rank]) -> Vec<Rank> {
         let me = self.tree.me();
-        if self.tree.view().is_none() || gone.contains(&me) {
+        let Some(v) = self.tree.view().filter(|_| !gone.contains(&me)) else {
             return Vec::new();
-        }
+        };
         let mut to: BTreeSet<Rank> = self
             .m
             .detect
@@ -117,10 +117,8 @@ impl Node {
         if to.is_empty() {
             return crate::revoke::overlay::neighbours_without(&self.tree, gone).into_vec();
         }
-        if let Some(v) = self.tree.view() {
-            to.extend(v.parent());
-            to.extend(v.live_children());
-        }
+        to.extend(v.parent());
+        to.extend(v.live_children());
         to.into_iter()
             .filter(|&r| r != me && self.tree.is_alive(r) && !gone.contains(&r))
             .collect()

@@ -44,8 +44,8 @@ pub(super) struct Checking {
     vouched: BTreeSet<Rank>,
     /// When it was (last) sent: answers older than two detector periods are not trusted.
     since: Instant,
-    /// When its last answer came (its send time before any): a check whose answers are still
-    /// coming in is a slow round, not a lost one.
+    /// When its last answer came (when it was first sent, before any): a check whose answers
+    /// are still coming in is a slow round, not a lost one.
     answered: Instant,
     /// When it was first sent (for `QuorumStats::check_us_max`).
     started: Instant,
@@ -70,8 +70,8 @@ impl Membership {
     /// guard). Each is removed once members holding more than half of the view's weight
     /// answered a check holding it and none vouched for it. New subjects join the check in
     /// progress (asked again with all of them); a check two detector periods old starts over
-    /// (its answers may be stale) unless its answers are still coming in (`Checking::fresh`). A root without a ballot runs phase 1 first (the subjects'
-    /// evidence stands meanwhile).
+    /// (its answers may be stale) unless its answers are still coming in (`Checking::fresh`).
+    /// A root without a ballot runs phase 1 first (the subjects' evidence stands meanwhile).
     pub(in crate::membership) fn check_removal(&mut self, ctx: &mut Ctx<'_>, subjects: Vec<Rank>) {
         let me = ctx.me();
         let fresh_for = Duration::from_nanos(ctx.cfg.detect.period.as_nanos().saturating_mul(2));
@@ -110,7 +110,6 @@ impl Membership {
             return;
         }
         c.since = now;
-        c.answered = c.answered.max(now);
         let asked: Vec<Rank> = c.votes.keys().copied().collect();
         q.stats.checks += 1;
         let epoch = self.agreed.epoch;
